@@ -1,0 +1,6 @@
+"""halfway: a graph transpiler for inference programs."""
+
+from halfway.ir import *  # noqa: F401,F403
+from halfway.ir import __all__ as _ir_all
+
+__all__ = list(_ir_all)

@@ -1,0 +1,1 @@
+"""Schemas of the built-in ops, one module per family."""

@@ -1,0 +1,106 @@
+"""Variables: named values of a block (tensors, parameters, the feed/fetch lists)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from halfway.ir.dtypes import DType, VarKind
+from halfway.ir.errors import IRError
+
+if TYPE_CHECKING:
+    from halfway.ir.block import Block
+    from halfway.ir.operator import Operator
+
+__all__ = ["Variable", "Use"]
+
+Use = tuple["Operator", str, int]
+"""Where a var appears in an op: (op, slot name, position in the slot)."""
+
+
+class Variable:
+    """A var of a block. Its use-def lives in the block: ``uses()`` and ``producers()`` ask it.
+
+    ``shape`` uses -1 for a dim not known before run time. ``dtype`` and ``shape`` are ``None``
+    for kinds that hold no tensor (the feed and fetch lists). ``attrs`` holds VarDesc attrs as
+    (name, AttrType, value) triples. ``type_extra`` keeps the serialized VarType of kinds the
+    IR does not model (readers, tuples, ...) so they survive a round trip. ``explicit`` names
+    the optional wire fields that were present when loaded, so save writes them again.
+    """
+
+    __slots__ = ("block", "_name", "kind", "dtype", "shape", "lod_level", "persistable",
+                 "need_check_feed", "is_parameter", "stop_gradient", "attrs", "type_extra", "explicit")
+
+    def __init__(self, name: str, *, kind: VarKind = VarKind.DENSE_TENSOR, dtype: Any = DType.float32,
+                 shape: Any = (), lod_level: int = 0, persistable: bool = False,
+                 need_check_feed: bool = False, is_parameter: bool = False,
+                 stop_gradient: bool = False) -> None:
+        if not isinstance(name, str) or not name:
+            raise IRError(f"a var name must be a non-empty string, got {name!r}")
+        self.block: Block | None = None
+        self._name = name
+        self.kind = VarKind(kind)
+        self.dtype: DType | None = DType.from_any(dtype) if self.kind.has_tensor and dtype is not None else None
+        self.shape: tuple[int, ...] | None = _shape(name, shape) if self.kind.has_tensor else None
+        self.lod_level = lod_level
+        self.persistable = persistable
+        self.need_check_feed = need_check_feed
+        self.is_parameter = is_parameter
+        self.stop_gradient = stop_gradient
+        self.attrs: list[tuple[str, Any, Any]] = []
+        self.type_extra: bytes | None = None
+        self.explicit: frozenset[str] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def set_shape(self, shape: Any) -> None:
+        self.shape = _shape(self._name, shape)
+
+    def uses(self) -> tuple[Use, ...]:
+        """The (op, slot, index) places that read this var, in program order."""
+        return self._attached().uses(self._name)
+
+    def producers(self) -> tuple[Use, ...]:
+        """The (op, slot, index) places that write this var, in program order."""
+        return self._attached().producers(self._name)
+
+    def producer(self) -> Operator | None:
+        """The single op writing this var, None if none; IRError if several do."""
+        ops = {id(op): op for op, _, _ in self.producers()}
+        if len(ops) > 1:
+            kinds = ", ".join(op.type for op in ops.values())
+            raise IRError(f"var {self._name!r} has several writers ({kinds}); use producers()")
+        return next(iter(ops.values()), None)
+
+    def _attached(self) -> Block:
+        if self.block is None:
+            raise IRError(f"var {self._name!r} is not in a block")
+        return self.block
+
+    @property
+    def numel(self) -> int | None:
+        """Number of elements, or None if the shape has an unknown dim."""
+        if self.shape is None or any(d < 0 for d in self.shape):
+            return None
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        if not self.kind.has_tensor:
+            return f"Variable({self._name!r}, {self.kind.name})"
+        dtype = self.dtype.name if self.dtype is not None else "?"
+        flag = ", persistable" if self.persistable else ""
+        return f"Variable({self._name!r}, {dtype}{list(self.shape or ())}{flag})"
+
+
+def _shape(name: str, shape: Any) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise IRError(f"var {name!r}: shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < -1 for d in dims):
+        raise IRError(f"var {name!r}: dims must be >= -1 (-1 = unknown), got {list(dims)}")
+    return dims
