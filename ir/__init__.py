@@ -1,5 +1,6 @@
 """The program IR: Program / Block / Variable / Operator, dtypes, attrs, schemas and serde."""
 
+from halfway.ir import ops  # noqa: F401  (registers the built-in op schemas)
 from halfway.ir.attrs import Attr, AttrType
 from halfway.ir.block import Block
 from halfway.ir.dtypes import DType, VarKind
@@ -8,9 +9,12 @@ from halfway.ir.errors import (FeedError, HalfwayError, IRError, KernelNotFoundE
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program, topological_order
 from halfway.ir.variable import Variable
+from halfway.ir.scope import Scope
+from halfway.ir.builder import program_guard, default_main_program, init_scope
+from halfway.ir import layers
 
 __all__ = [
     "Attr", "AttrType", "Block", "DType", "VarKind", "Operator", "Program", "Variable",
-    "topological_order", "HalfwayError", "IRError", "SchemaError", "VerifyError", "SerdeError",
+    "topological_order", "Scope", "program_guard", "default_main_program", "init_scope", "layers", "HalfwayError", "IRError", "SchemaError", "VerifyError", "SerdeError",
     "FeedError", "KernelNotFoundError", "PassError",
 ]

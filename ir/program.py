@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from halfway.ir.block import Block
 from halfway.ir.errors import IRError
+from halfway.ir.initializers import Initializer
 from halfway.ir.operator import Operator
 from halfway.ir.variable import Variable
 
@@ -21,15 +22,17 @@ class Program:
     """An inference program. ``Program()`` starts with an empty global block.
 
     ``version`` and ``op_version_map`` (op name -> version) are carried through unchanged; they
-    are ``None`` when the file had none.
+    are ``None`` when the file had none. ``initializers`` (parameter name -> Initializer) is
+    filled by the builder for ``init_scope``; it is not part of the wire format.
     """
 
-    __slots__ = ("blocks", "version", "op_version_map", "_name_counters")
+    __slots__ = ("blocks", "version", "op_version_map", "initializers", "_name_counters")
 
     def __init__(self) -> None:
         self.blocks: list[Block] = [Block(self, 0, -1)]
         self.version: int | None = None
         self.op_version_map: dict[str, int] | None = None
+        self.initializers: dict[str, Initializer] = {}
         self._name_counters: dict[str, itertools.count] = {}
 
     def global_block(self) -> Block:
@@ -80,7 +83,9 @@ class Program:
         """A deep, independent copy (through the serde, so it holds exactly what a save would)."""
         from halfway.ir import serde
 
-        return serde.program_from_proto(serde.program_to_proto(self))
+        copy = serde.program_from_proto(serde.program_to_proto(self))
+        copy.initializers = dict(self.initializers)
+        return copy
 
     def to_bytes(self) -> bytes:
         from halfway.ir import serde

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-import attrs
+from attrs import field, frozen
 import numpy as np
 
 from halfway.ir.attrs import AttrType, normalize
@@ -42,7 +42,7 @@ REQUIRED: Any = _Required()
 """Default of an attr the op must carry."""
 
 
-@attrs.frozen
+@frozen
 class Slot:
     """An input or output slot. ``duplicable``: holds any number of vars (concat's X).
     ``dispensable``: may be absent or empty (conv2d's Bias)."""
@@ -52,7 +52,7 @@ class Slot:
     dispensable: bool = False
 
 
-@attrs.frozen
+@frozen
 class AttrSpec:
     name: str
     type: AttrType
@@ -78,7 +78,7 @@ class InferError(HalfwayError):
 InferFn = Callable[["InferContext"], None]
 
 
-@attrs.frozen
+@frozen
 class OpSchema:
     """The definition of an op type.
 
@@ -89,13 +89,13 @@ class OpSchema:
     """
 
     type: str
-    inputs: tuple[Slot, ...] = attrs.field(converter=tuple, default=())
-    outputs: tuple[Slot, ...] = attrs.field(converter=tuple, default=())
-    attrs: tuple[AttrSpec, ...] = attrs.field(converter=tuple, default=())
+    inputs: tuple[Slot, ...] = field(converter=tuple, default=())
+    outputs: tuple[Slot, ...] = field(converter=tuple, default=())
+    attrs: tuple[AttrSpec, ...] = field(converter=tuple, default=())
     infer: InferFn | None = None
-    dtype_slots: tuple[str, ...] | None = attrs.field(default=None)
-    keep_dtype_slots: tuple[str, ...] = attrs.field(converter=tuple, default=())
-    inplace: Mapping[str, str] = attrs.field(factory=dict)
+    dtype_slots: tuple[str, ...] | None = field(default=None)
+    keep_dtype_slots: tuple[str, ...] = field(converter=tuple, default=())
+    inplace: Mapping[str, str] = field(factory=dict)
     doc: str = ""
 
     def __attrs_post_init__(self) -> None:

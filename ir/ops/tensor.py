@@ -1,0 +1,1 @@
+"""Op schemas (being written)."""
