@@ -47,6 +47,7 @@ def program_from_bytes(data: bytes, *, source: str = "<bytes>") -> Program:
         desc.ParseFromString(data)
     except (DecodeError, RecursionError, ValueError, TypeError) as e:
         raise SerdeError(f"{source}: not a valid ProgramDesc ({_reason(e)})") from None
+    _require_initialized(desc, source)
     try:
         return program_from_proto(desc)
     except HalfwayError as e:
@@ -58,6 +59,15 @@ def program_to_bytes(program: Program) -> bytes:
         return program_to_proto(program).SerializeToString()
     except EncodeError as e:
         raise SerdeError(f"cannot serialize program: {_reason(e)}") from None
+
+
+def _require_initialized(desc: Any, source: str) -> None:
+    """protobuf's parser accepts messages missing required fields (or holding unknown enum
+    values, which proto2 moves aside): reject them as Paddle does."""
+    if not desc.IsInitialized():
+        missing = desc.FindInitializationErrors()
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise SerdeError(f"{source}: required fields missing or invalid: {shown}")
 
 
 def _reason(e: Exception) -> str:
@@ -307,6 +317,7 @@ def tensor_desc_from_bytes(data: bytes) -> tuple[DType, tuple[int, ...]]:
         desc.ParseFromString(data)
     except (DecodeError, RecursionError, ValueError) as e:
         raise SerdeError(f"bad tensor description ({_reason(e)})") from None
+    _require_initialized(desc, "tensor description")
     if desc.data_type not in DType._value2member_map_:
-        raise SerdeError(f"unknown tensor dtype value {desc.data_type}")
+        raise SerdeError(f"tensor description has data type {desc.data_type}, which is not an element type")
     return DType(desc.data_type), tuple(desc.dims)
