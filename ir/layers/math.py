@@ -1,3 +1,133 @@
-"""Layer functions (being written)."""
+"""Layer functions of the math ops: ``elementwise_add(x, y, axis=-1, act=None)``, ``relu(x)``,
+``leaky_relu(x, alpha=0.02)``, ``reduce_mean(input, dim=None, keep_dim=False)``, ``scale``,
+``clip``, ``cast``, ``sums``, ``mean``, ``pow``.
 
-__all__: list[str] = []
+The elementwise, activation and reduce functions are generated from the op tables of
+``halfway.ir.ops.math``: an activation's parameters are its schema attrs with their defaults.
+Every function takes ``name``, the prefix of its output var's name.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from halfway.ir.attrs import AttrType
+from halfway.ir.builder import append_op, apply_act
+from halfway.ir.dtypes import DType
+from halfway.ir.ops.math import ACTIVATIONS, ELEMENTWISE_OPS, REDUCE_OPS, Unary
+from halfway.ir.variable import Variable
+
+__all__ = [*ELEMENTWISE_OPS, *ACTIVATIONS, *REDUCE_OPS, "clip", "scale", "sums", "cast", "mean", "pow"]
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_PY_TYPES = {AttrType.FLOAT: float, AttrType.BOOLEAN: bool, AttrType.INT: int}
+_Param = inspect.Parameter
+
+
+def _out(op_type: str, inputs: dict[str, Any], attrs: dict[str, Any], name: str | None) -> Variable:
+    return append_op(op_type, inputs, attrs, name=name)["Out"][0]
+
+
+def _named(fn: Callable[..., Variable], op_type: str, doc: str) -> Callable[..., Variable]:
+    fn.__name__ = fn.__qualname__ = op_type
+    fn.__doc__ = doc
+    return fn
+
+
+def _elementwise(op_type: str, doc: str) -> Callable[..., Variable]:
+    def layer(x: Variable, y: Variable, axis: int = -1, act: str | None = None,
+              name: str | None = None) -> Variable:
+        return apply_act(_out(op_type, {"X": x, "Y": y}, {"axis": axis}, name), act)
+
+    return _named(layer, op_type, f"Out = {doc}. Y (or X, whichever has fewer dims) aligns with the other "
+                                  f"from dim ``axis``; -1 aligns the last dims as numpy does. ``act``: an "
+                                  f"activation op type to apply to Out.")
+
+
+def _activation(op_type: str, entry: Unary) -> Callable[..., Variable]:
+    signature = inspect.Signature(
+        [_Param("x", _Param.POSITIONAL_OR_KEYWORD, annotation=Variable)]
+        + [_Param(a.name, _Param.POSITIONAL_OR_KEYWORD, default=a.default, annotation=_PY_TYPES[a.type])
+           for a in entry.attrs]
+        + [_Param("name", _Param.KEYWORD_ONLY, default=None, annotation=str | None)],
+        return_annotation=Variable)
+
+    def layer(*args: Any, **kwargs: Any) -> Variable:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        x, name = values.pop("x"), values.pop("name")
+        return _out(op_type, {"X": x}, values, name)
+
+    layer.__signature__ = signature  # type: ignore[attr-defined]
+    return _named(layer, op_type, f"Out = {entry.doc}.")
+
+
+def _reduce(op_type: str, doc: str) -> Callable[..., Variable]:
+    def layer(input: Variable, dim: int | Sequence[int] | None = None, keep_dim: bool = False,
+              name: str | None = None) -> Variable:
+        dims = [dim] if isinstance(dim, int) else list(dim or [])
+        attrs = {"dim": dims or [0], "keep_dim": keep_dim, "reduce_all": not dims}
+        return _out(op_type, {"X": input}, attrs, name)
+
+    return _named(layer, op_type, f"Out = {doc} of ``input`` over ``dim`` (an int or a list; negative "
+                                  f"counts from the end; None: all dims, giving shape [] unless keep_dim).")
+
+
+for _type, _doc in ELEMENTWISE_OPS.items():
+    globals()[_type] = _elementwise(_type, _doc)
+for _type, _entry in ACTIVATIONS.items():
+    globals()[_type] = _activation(_type, _entry)
+for _type, _doc in REDUCE_OPS.items():
+    globals()[_type] = _reduce(_type, _doc)
+del _type, _doc, _entry
+
+
+def _scalar_or_tensor(value: float | Variable, slot: str, attr: str,
+                      placeholder: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(inputs, attrs) for a scalar given as a number (attr ``attr``) or a one-value Variable
+    (input ``slot``, with ``placeholder`` in the attr)."""
+    if isinstance(value, Variable):
+        return {slot: value}, {attr: placeholder}
+    return {}, {attr: float(value)}
+
+
+def clip(x: Variable, min: float | Variable, max: float | Variable, name: str | None = None) -> Variable:
+    """Out = min(max(x, min), max); a bound may be a one-value Variable."""
+    low_in, low_attr = _scalar_or_tensor(min, "Min", "min", -_FLOAT32_MAX)
+    high_in, high_attr = _scalar_or_tensor(max, "Max", "max", _FLOAT32_MAX)
+    return _out("clip", {"X": x, **low_in, **high_in}, {**low_attr, **high_attr}, name)
+
+
+def scale(x: Variable, scale: float | Variable = 1.0, bias: float = 0.0, bias_after_scale: bool = True,
+          act: str | None = None, name: str | None = None) -> Variable:
+    """Out = scale * x + bias (or scale * (x + bias) when not ``bias_after_scale``)."""
+    scale_in, scale_attr = _scalar_or_tensor(scale, "ScaleTensor", "scale", 1.0)
+    attrs = {**scale_attr, "bias": bias, "bias_after_scale": bias_after_scale}
+    return apply_act(_out("scale", {"X": x, **scale_in}, attrs, name), act)
+
+
+def pow(x: Variable, factor: float | Variable = 1.0, name: str | None = None) -> Variable:
+    """Out = x ** factor."""
+    factor_in, factor_attr = _scalar_or_tensor(factor, "FactorTensor", "factor", 1.0)
+    return _out("pow", {"X": x, **factor_in}, factor_attr, name)
+
+
+def sums(input: Sequence[Variable], name: str | None = None) -> Variable:
+    """The elementwise sum of ``input`` (Paddle's ``sum`` op; the vars share one shape)."""
+    return _out("sum", {"X": list(input)}, {}, name)
+
+
+def cast(x: Variable, dtype: Any, name: str | None = None) -> Variable:
+    """``x`` converted to ``dtype`` (a DType, its name, or a numpy dtype)."""
+    attrs = {"in_dtype": int(x.dtype), "out_dtype": int(DType.from_any(dtype))}
+    return _out("cast", {"X": x}, attrs, name)
+
+
+def mean(x: Variable, name: str | None = None) -> Variable:
+    """The mean of all elements of ``x``, a 0-d var."""
+    return _out("mean", {"X": x}, {}, name)
