@@ -67,18 +67,20 @@ def append_op(op_type: str, inputs: Mapping[str, VarArg], attrs: Mapping[str, An
         if schema.input_slot(slot) is None:
             raise SchemaError(f"op {op_type} has no input slot {slot!r} (has {[s.name for s in schema.inputs]})")
     attr_values = schema.resolve_attrs(attrs or {})
-    ctx = InferContext(schema, {s: [TensorInfo(v.shape, v.dtype) for v in vs] for s, vs in in_vars.items()},
-                       attr_values)
-    if schema.infer is not None:
-        schema.infer(ctx)
-    out_vars = {slot: _outputs_for(block, op_type, slot, spec, ctx, name)
-                for slot, spec in _output_plan(schema, outputs).items()}
-    op = Operator(op_type, in_vars, out_vars)
+    op = Operator(op_type, in_vars)
     for attr_name, value in attr_values.items():
         op.set_attr(attr_name, value, schema.attr_spec(attr_name).type)
     for attr_name, value in (attrs or {}).items():
         if schema.attr_spec(attr_name) is None:
             op.set_attr(attr_name, value)
+    ctx = InferContext(schema, {s: [TensorInfo(v.shape, v.dtype) for v in vs] for s, vs in in_vars.items()},
+                       op.attrs)
+    if schema.infer is not None:
+        schema.infer(ctx)
+    out_vars = {slot: _outputs_for(block, slot, spec, ctx, name or op_type)
+                for slot, spec in _output_plan(schema, outputs).items()}
+    for slot, made in out_vars.items():
+        op.set_output(slot, made)
     block.insert_op(len(block.ops), op)
     return out_vars
 
@@ -95,15 +97,15 @@ def _output_plan(schema: Any, outputs: Mapping[str, int | Sequence[Variable]] | 
     return {slot.name: 1 for slot in schema.outputs if not slot.dispensable}
 
 
-def _outputs_for(block: Any, op_type: str, slot: str, spec: int | Sequence[Variable], ctx: InferContext,
-                 name: str | None) -> list[Variable]:
+def _outputs_for(block: Any, slot: str, spec: int | Sequence[Variable], ctx: InferContext,
+                 prefix: str) -> list[Variable]:
     inferred = ctx.outputs.get(slot, [])
     if not isinstance(spec, int):
         return list(spec)
     made = []
     for i in range(spec):
         info = inferred[i] if i < len(inferred) and inferred[i] is not None else TensorInfo((), DType.float32)
-        var_name = block.unique_name(f"{name or op_type}.tmp")
+        var_name = block.unique_name(f"{prefix}.tmp")
         made.append(block.create_var(var_name, dtype=info.dtype, shape=info.shape))
     return made
 

@@ -29,7 +29,7 @@ from halfway.ir.errors import HalfwayError, IRError, SchemaError
 __all__ = [
     "Slot", "AttrSpec", "OpSchema", "TensorInfo", "InferContext", "InferError", "REQUIRED",
     "register_op", "get_schema", "has_schema", "registered_ops", "schema_default",
-    "declared_attr_type", "same_as", "compatible_attr_types",
+    "declared_attr_type", "same_as", "compatible_attr_types", "InferFn",
 ]
 
 
