@@ -14,8 +14,9 @@ the inferred shapes and dtypes, and appends the op.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -28,12 +29,14 @@ from halfway.ir.schema import InferContext, TensorInfo, get_schema
 from halfway.ir.scope import Scope
 from halfway.ir.variable import Variable
 
-__all__ = ["program_guard", "default_main_program", "append_op", "apply_act", "create_parameter", "data",
+__all__ = ["program_guard", "default_main_program", "append_op", "atomic", "apply_act", "create_parameter", "data",
            "init_scope"]
 
 _STACK: list[Program] = [Program()]
 
 VarArg = Variable | Sequence[Variable] | None
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @contextlib.contextmanager
@@ -108,6 +111,36 @@ def _outputs_for(block: Any, slot: str, spec: int | Sequence[Variable], ctx: Inf
         var_name = block.unique_name(f"{prefix}.tmp")
         made.append(block.create_var(var_name, dtype=info.dtype, shape=info.shape))
     return made
+
+
+@contextlib.contextmanager
+def _rollback() -> Iterator[None]:
+    """Undo the ops, vars and initializers added to the current program if the body raises."""
+    program = default_main_program()
+    block = program.global_block()
+    n_ops, names, inits = len(block.ops), set(block.vars), set(program.initializers)
+    try:
+        yield
+    except BaseException:
+        for op in reversed(block.ops[n_ops:]):
+            block.remove_op(op)
+        for name in set(block.vars) - names:
+            block.remove_var(name, force=True)
+        for name in set(program.initializers) - inits:
+            del program.initializers[name]
+        raise
+
+
+def atomic(layer: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a layer function that appends several ops or parameters: if it fails, the
+    program is left as it was."""
+
+    @functools.wraps(layer)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _rollback():
+            return layer(*args, **kwargs)
+
+    return wrapper
 
 
 def apply_act(x: Variable, act: str | None, **attrs: Any) -> Variable:

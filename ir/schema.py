@@ -201,6 +201,10 @@ class InferContext:
         self._attrs = schema.resolve_attrs(attr_values)
         self._values = values or {}
         self.outputs: dict[str, list[TensorInfo]] = {}
+        for spec in schema.attrs:
+            if spec.choices is not None and self.attr(spec.name) not in spec.choices:
+                self.fail(f"attr {spec.name} = {self._attrs[spec.name]!r} is not one of "
+                          f"{', '.join(map(repr, spec.choices))}")
 
     @property
     def op_type(self) -> str:

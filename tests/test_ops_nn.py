@@ -174,7 +174,7 @@ def test_conv_shape_matches_numpy(op_type, x_shape, w_shape, attrs):
 
 @pytest.mark.parametrize("act", ["", "relu", "leaky_relu"])
 def test_fused_conv2d_is_conv_plus_bias_plus_residual(act):
-    attrs = {"strides": [2, 1], "paddings": [1, 2, 0, 1], "activation": act, "alpha": 0.1}
+    attrs = {"strides": [2, 1], "paddings": [1, 2, 0, 1], "fuse_activation": act, "fuse_alpha": 0.1}
     x, w, b = rand(1, 3, 8, 6), rand(5, 3, 3, 3), rand(5)
     residual = rand(*ref_conv2d(x, w, attrs).shape)
     expected = ref_conv2d(x, w, attrs, b, residual, act)
@@ -221,7 +221,7 @@ def test_conv_errors(op_type, x_shape, w_shape, attrs, message):
 def test_fused_conv2d_errors():
     base = {"Input": (1, 3, 8, 8), "Filter": (4, 3, 3, 3)}
     with pytest.raises(InferError, match="attr activation = 'gelu' is not one of"):
-        infer("fused_conv2d", base, {"activation": "gelu"})
+        infer("fused_conv2d", base, {"fuse_activation": "gelu"})
     with pytest.raises(InferError, match=r"Bias must have shape \[4\], got \[1, 4\]"):
         infer("fused_conv2d", {**base, "Bias": (1, 4)})
     with pytest.raises(InferError, match=r"ResidualData must have the output's shape \[1, 4, 6, 6\]"):

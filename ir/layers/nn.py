@@ -9,13 +9,10 @@ Each layer names itself like Paddle (``conv2d_0``) and its parameters after it
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import ParamSpec, TypeVar
+from collections.abc import Sequence
 
-from halfway.ir.builder import append_op, apply_act, create_parameter, default_main_program
+from halfway.ir.builder import append_op, apply_act, atomic, create_parameter, default_main_program
 from halfway.ir.errors import IRError
 from halfway.ir.initializers import Constant, Initializer, KaimingNormal, XavierUniform
 from halfway.ir.variable import Variable
@@ -25,37 +22,6 @@ __all__ = ["conv2d", "conv2d_transpose", "pool2d", "adaptive_pool2d", "batch_nor
 
 IntOrPair = int | Sequence[int]
 BiasAttr = bool | Initializer | None
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-@contextlib.contextmanager
-def _rollback() -> Iterator[None]:
-    """Undo the ops, vars and initializers added to the current program if the body raises."""
-    program = default_main_program()
-    block = program.global_block()
-    n_ops, names, inits = len(block.ops), set(block.vars), set(program.initializers)
-    try:
-        yield
-    except BaseException:
-        for op in reversed(block.ops[n_ops:]):
-            block.remove_op(op)
-        for name in set(block.vars) - names:
-            block.remove_var(name, force=True)
-        for name in set(program.initializers) - inits:
-            del program.initializers[name]
-        raise
-
-
-def _atomic(layer: Callable[P, R]) -> Callable[P, R]:
-    """A layer that appends several ops or parameters leaves the program unchanged when it fails."""
-
-    @functools.wraps(layer)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        with _rollback():
-            return layer(*args, **kwargs)
-
-    return wrapper
 
 
 def _pair(value: IntOrPair, what: str) -> list[int]:
@@ -98,7 +64,7 @@ def _channels(x: Variable, data_format: str) -> int:
     return c
 
 
-@_atomic
+@atomic
 def conv2d(input: Variable, num_filters: int, filter_size: IntOrPair, stride: IntOrPair = 1,
            padding: IntOrPair | str = 0, dilation: IntOrPair = 1, groups: int = 1,
            param_attr: Initializer | None = None, bias_attr: BiasAttr = True, act: str | None = None,
@@ -119,7 +85,7 @@ def conv2d(input: Variable, num_filters: int, filter_size: IntOrPair, stride: In
     return apply_act(out, act)
 
 
-@_atomic
+@atomic
 def conv2d_transpose(input: Variable, num_filters: int, filter_size: IntOrPair, output_size: IntOrPair | None = None,
                      stride: IntOrPair = 1, padding: IntOrPair | str = 0, dilation: IntOrPair = 1, groups: int = 1,
                      param_attr: Initializer | None = None, bias_attr: BiasAttr = True, act: str | None = None,
@@ -157,7 +123,7 @@ def adaptive_pool2d(input: Variable, pool_size: IntOrPair, pool_type: str = "max
     return pool2d(input, pool_size, pool_type, adaptive=True, data_format=data_format, name=name)
 
 
-@_atomic
+@atomic
 def batch_norm(input: Variable, act: str | None = None, epsilon: float = 1e-5, momentum: float = 0.9,
                param_attr: Initializer | None = None, bias_attr: Initializer | None = None,
                data_layout: str = "NCHW", name: str | None = None) -> Variable:
@@ -223,7 +189,7 @@ def mul(x: Variable, y: Variable, x_num_col_dims: int = 1, y_num_col_dims: int =
     return append_op("mul", {"X": x, "Y": y}, attrs, name=_layer_name("mul", name))["Out"][0]
 
 
-@_atomic
+@atomic
 def fc(input: Variable, size: int, num_flatten_dims: int = 1, param_attr: Initializer | None = None,
        bias_attr: BiasAttr = True, act: str | None = None, name: str | None = None) -> Variable:
     """A fully connected layer with weight [in, size], in = prod(input.shape[num_flatten_dims:]).

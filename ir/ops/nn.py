@@ -146,21 +146,8 @@ def _prod(dims: Sequence[int]) -> int:
     return -1 if any(d < 0 for d in dims) else math.prod(dims)
 
 
-def _check_choices(infer: InferFn) -> InferFn:
-    """``infer`` preceded by a check of every attr that declares ``choices``."""
-
-    def checked(ctx: InferContext) -> None:
-        for spec in ctx.schema.attrs:
-            value = ctx.attr(spec.name)
-            if spec.choices is not None and value not in spec.choices:
-                ctx.fail(f"attr {spec.name} = {value!r} is not one of {', '.join(map(repr, spec.choices))}")
-        infer(ctx)
-
-    return checked
-
-
 def _register(op_type: str, *, infer: InferFn, **fields: Any) -> None:
-    register_op(OpSchema(op_type, infer=_check_choices(infer), **fields))
+    register_op(OpSchema(op_type, infer=infer, **fields))
 
 
 def _layout_attr(name: str = "data_format", default: str = "NCHW") -> AttrSpec:
@@ -252,10 +239,11 @@ _register(
     "fused_conv2d",
     inputs=_CONV_SLOTS + [Slot("Bias", dispensable=True), Slot("ResidualData", dispensable=True)],
     outputs=[Slot("Output")],
-    attrs=_conv_attrs() + [AttrSpec("activation", AttrType.STRING, "", choices=FUSABLE_ACTIVATIONS),
-                           AttrSpec("alpha", AttrType.FLOAT, 0.0)],
+    attrs=_conv_attrs() + [AttrSpec("fuse_activation", AttrType.STRING, "", choices=FUSABLE_ACTIVATIONS),
+                           AttrSpec("fuse_alpha", AttrType.FLOAT, 0.0), AttrSpec("fuse_beta", AttrType.FLOAT, 0.0)],
     infer=_infer_conv,
-    doc="Output = activation(conv2d(Input, Filter) + Bias[C] + ResidualData); alpha is leaky_relu's slope.",
+    doc="Output = act(conv2d(Input, Filter) + Bias[C] + ResidualData); act = fuse_activation, with "
+        "fuse_alpha its parameter (leaky_relu's slope), as Paddle's fused_conv2d.",
 )
 
 _register(
