@@ -88,32 +88,48 @@ class Block:
     def remove_var(self, name: str, *, force: bool = False) -> None:
         """Remove var ``name``. Unless ``force``, it must have no readers or writers left."""
         var = self.var(name)
-        if not force and (self._uses.get(name) or self._defs.get(name)):
-            users = ", ".join(op.type for op, _, _ in (self._uses.get(name, []) + self._defs.get(name, [])))
-            raise IRError(f"cannot remove var {name!r} of block {self.idx}: still used by {users}")
+        if not force:
+            users = [f"{op.type} (block {block.idx})" for block in self._scope_of(name)
+                     for op, _, _ in block._uses.get(name, []) + block._defs.get(name, [])]
+            if users:
+                raise IRError(f"cannot remove var {name!r} of block {self.idx}: still used by {', '.join(users)}")
         del self._vars[name]
         var.block = None
 
     def rename_var(self, old: str, new: str) -> None:
-        """Rename a var and every reference to it in this block and its sub-blocks."""
+        """Rename a var and every reference to it in this block and its sub-blocks.
+
+        Sub-blocks that declare a var ``old`` of their own (shadowing this one) are left alone.
+        IRError, with nothing changed, if ``new`` is declared in this block or a sub-block, or
+        already names a var of an enclosing block that ops here refer to.
+        """
         var = self.var(old)
+        if not isinstance(new, str) or not new:
+            raise IRError(f"cannot rename {old!r}: a var name must be a non-empty string, got {new!r}")
         if new == old:
             return
-        if new in self._vars:
-            raise IRError(f"cannot rename {old!r} to {new!r}: block {self.idx} already has {new!r}")
+        scope = self._scope_of(old)
+        for block in scope:
+            if new in block._vars:
+                raise IRError(f"cannot rename {old!r} to {new!r}: block {block.idx} already has {new!r}")
+            if block._uses.get(new) or block._defs.get(new):
+                raise IRError(f"cannot rename {old!r} to {new!r}: ops of block {block.idx} refer to {new!r} "
+                              f"of an enclosing block, and the rename would capture them")
         self._vars = {(new if k == old else k): v for k, v in self._vars.items()}
         var._name = new
-        for block in self._self_and_descendants():
+        for block in scope:
             for op in {id(op): op for op, _, _ in block.uses(old) + block.producers(old)}.values():
                 op.rename_input(old, new)
                 op.rename_output(old, new)
 
-    def _self_and_descendants(self) -> list[Block]:
+    def _scope_of(self, name: str) -> list[Block]:
+        """This block and the sub-blocks (recursively) where ``name`` means this block's var:
+        those that do not declare a ``name`` of their own. Sub-blocks follow their parents."""
         if self.program is None:
             return [self]
         found, frontier = [self], {self.idx}
         for block in self.program.blocks:
-            if block.parent_idx in frontier and block is not self:
+            if block.parent_idx in frontier and block is not self and name not in block._vars:
                 found.append(block)
                 frontier.add(block.idx)
         return found
@@ -148,8 +164,7 @@ class Block:
 
     def insert_op(self, index: int, op: Operator) -> Operator:
         """Insert a detached op at ``index`` (negative counts from the end, as list.insert)."""
-        if op.block is not None:
-            raise IRError(f"op {op.type} already belongs to block {op.block.idx}; remove it first")
+        _check_detached([op])
         self._ops.insert(index, op)
         op.block = self
         self._changed()
@@ -160,10 +175,11 @@ class Block:
         return op
 
     def insert_ops(self, index: int, ops: Iterable[Operator]) -> list[Operator]:
-        inserted = []
-        for offset, op in enumerate(ops):
-            inserted.append(self.insert_op(index + offset, op))
-        return inserted
+        """Insert detached ops, in order, starting at ``index`` (as ``insert_op``). All or none."""
+        ops = list(ops)
+        _check_detached(ops)
+        start = max(0, len(self._ops) + index) if index < 0 else min(index, len(self._ops))
+        return [self.insert_op(start + offset, op) for offset, op in enumerate(ops)]
 
     def remove_op(self, op: Operator) -> None:
         """Detach ``op``; its vars stay declared (remove them with remove_var)."""
@@ -177,8 +193,11 @@ class Block:
         self._changed()
 
     def replace_op(self, old: Operator, new: Iterable[Operator]) -> list[Operator]:
-        """Put ``new`` ops where ``old`` was, removing ``old``."""
+        """Put ``new`` ops where ``old`` was, removing ``old``. ``new`` may hold ``old`` itself
+        (to wrap it); every other op must be detached, or nothing changes."""
+        new = list(new)
         index = self.op_index(old)
+        _check_detached(new, except_for=old)
         self.remove_op(old)
         return self.insert_ops(index, new)
 
@@ -221,6 +240,18 @@ class Block:
 
     def __repr__(self) -> str:
         return f"Block(idx={self.idx}, parent={self.parent_idx}, {len(self._vars)} vars, {len(self._ops)} ops)"
+
+
+def _check_detached(ops: list[Operator], except_for: Operator | None = None) -> None:
+    """IRError unless every op (``except_for`` aside, which is about to be detached) is in no
+    block, and each is listed once."""
+    seen: set[int] = set()
+    for op in ops:
+        if op.block is not None and op is not except_for:
+            raise IRError(f"op {op.type} already belongs to block {op.block.idx}; remove it first")
+        if id(op) in seen:
+            raise IRError(f"op {op.type} is listed twice")
+        seen.add(id(op))
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str:

@@ -137,9 +137,9 @@ class Operator:
     def set_attr(self, name: str, value: Any, attr_type: AttrType | None = None) -> None:
         """Set attr ``name``. Its type is, in order: ``attr_type``, the type it already has,
         the type the op's schema declares, or the type inferred from ``value``."""
-        if attr_type is None:
-            attr_type = self._attrs[name].type if name in self._attrs else self._declared_type(name, value)
         try:
+            if attr_type is None:
+                attr_type = self._attrs[name].type if name in self._attrs else self._declared_type(name, value)
             self._attrs[name] = Attr(AttrType(attr_type), normalize(AttrType(attr_type), value))
         except IRError as e:
             raise IRError(f"op {self.type}, attr {name!r}: {e}") from None
@@ -156,6 +156,16 @@ class Operator:
     def _set_typed_attr(self, name: str, attr: Attr) -> None:
         """For the serde: store an already-normalised attr."""
         self._attrs[name] = attr
+
+    def sub_blocks(self) -> tuple[int, ...]:
+        """Indices of the blocks this op's BLOCK and BLOCKS attrs name, in attr order."""
+        found: list[int] = []
+        for attr in self._attrs.values():
+            if attr.type is AttrType.BLOCK:
+                found.append(attr.value)
+            elif attr.type is AttrType.BLOCKS:
+                found.extend(attr.value)
+        return tuple(found)
 
     # -- misc ----------------------------------------------------------------------------------
     @property

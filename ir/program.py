@@ -12,7 +12,7 @@ from halfway.ir.initializers import Initializer
 from halfway.ir.operator import Operator
 from halfway.ir.variable import Variable
 
-__all__ = ["Program", "topological_order"]
+__all__ = ["Program", "topological_order", "sub_block_ops"]
 
 FEED_VAR = "feed"
 FETCH_VAR = "fetch"
@@ -126,15 +126,17 @@ def _by_col(block: Block, op_type: str, slot: str) -> list[str]:
 def topological_order(block: Block) -> list[Operator]:
     """The block's ops reordered so every op follows the ops writing its inputs.
 
-    Stable: among ready ops the earliest in the current order goes first, so an already sorted
-    block comes back unchanged. An op that reads and writes one var (in place) does not depend
-    on itself. Raises IRError naming the ops of a cycle.
+    An op with sub-blocks also follows the writers of what its sub-blocks read. Stable: among
+    ready ops the earliest in the current order goes first, so an already sorted block comes
+    back unchanged. An op that reads and writes one var (in place) does not depend on itself.
+    Raises IRError naming the ops of a cycle.
     """
     ops = list(block.ops)
     position = {id(op): i for i, op in enumerate(ops)}
     waits_on: dict[int, set[int]] = {i: set() for i in range(len(ops))}
     for i, op in enumerate(ops):
-        for name in op.input_names():
+        reads = op.input_names() + [n for inner in sub_block_ops(op) for n in inner.input_names()]
+        for name in reads:
             waits_on[i].update(position[id(w)] for w, _, _ in block.producers(name) if w is not op)
     dependents: dict[int, list[int]] = {i: [] for i in range(len(ops))}
     for i, deps in waits_on.items():
@@ -154,3 +156,22 @@ def topological_order(block: Block) -> list[Operator]:
         stuck = [f"#{i} {ops[i].type}" for i, deps in waits_on.items() if deps][:6]
         raise IRError(f"block {block.idx} has a dependency cycle among ops {', '.join(stuck)}")
     return order
+
+
+def sub_block_ops(op: Operator) -> Iterator[Operator]:
+    """The ops of the blocks ``op`` names in BLOCK/BLOCKS attrs and, recursively, of theirs.
+
+    Block indices that name no block are skipped (the verifier reports them).
+    """
+    program = op.block.program if op.block is not None else None
+    if program is None:
+        return
+    pending, seen = list(op.sub_blocks()), set()
+    while pending:
+        idx = pending.pop(0)
+        if idx in seen or not 0 <= idx < len(program.blocks):
+            continue
+        seen.add(idx)
+        for inner in program.blocks[idx].ops:
+            yield inner
+            pending.extend(inner.sub_blocks())
