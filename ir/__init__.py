@@ -12,9 +12,12 @@ from halfway.ir.variable import Variable
 from halfway.ir.scope import Scope
 from halfway.ir.builder import program_guard, default_main_program, init_scope
 from halfway.ir import layers
+from halfway.ir.verifier import verify
+from halfway.ir.prune import prune
 
 __all__ = [
-    "Attr", "AttrType", "Block", "DType", "VarKind", "Operator", "Program", "Variable",
-    "topological_order", "Scope", "program_guard", "default_main_program", "init_scope", "layers", "HalfwayError", "IRError", "SchemaError", "VerifyError", "SerdeError",
-    "FeedError", "KernelNotFoundError", "PassError",
+    "Attr", "AttrType", "Block", "DType", "VarKind", "Operator", "Program", "Variable", "Scope",
+    "topological_order", "program_guard", "default_main_program", "init_scope", "layers", "verify", "prune",
+    "HalfwayError", "IRError", "SchemaError", "VerifyError", "SerdeError", "FeedError",
+    "KernelNotFoundError", "PassError",
 ]
