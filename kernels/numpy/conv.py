@@ -1,0 +1,393 @@
+"""numpy kernels of the convolutions (``conv2d``, ``depthwise_conv2d``, ``fused_conv2d``,
+``conv2d_transpose``) and the fused epilogue — bias, residual, activation — that fusion passes
+target.
+
+How a convolution runs (the plan is fixed at prepare time from the ``KernelSpec``; NHWC inputs
+are read through a transposed view, NHWC outputs come from the GEMM's orientation):
+
+1. **pointwise** (1x1, unpadded): the input itself, subsampled when strided, is the GEMM operand:
+   ``Out[n] = W[O, C] @ X[n][C, H*W]`` (NHWC: ``X[N*H*W, C] @ W[O, C].T``), one batched matmul
+   over groups.
+2. **general** (im2col + one GEMM): the input is padded once into a *phase buffer*
+   ``P[n, c, a, b, y, x] = Xpad[n, c, y*sh + a, x*sw + b]`` (one phase per stride residue; for
+   stride 1 just the padded input), so every kernel tap ``(i, j)`` reads a unit-stride window of
+   one phase plane. im2col copies those windows into ``cols[n, (c, i, j), L]`` and one batched
+   GEMM ``W[g][Og, Cg*kh*kw] @ cols[n, g]`` gives the output. The columns are *wide* when that
+   costs little: ``L = OH * Wq`` so each tap's window is one contiguous run of the flattened
+   phase plane (a memcpy-speed copy), computing ``Wq - OW`` spare columns per output row that
+   the final copy drops; otherwise exact, ``L = OH * OW``.
+3. **depthwise** (one input channel per group): ``kh * kw`` vectorised multiply-adds of shifted
+   views of the padded input, no im2col.
+4. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
+   ``kh * kw`` strided adds (col2im) into the padded output, cropped by the paddings.
+
+The epilogue ``Out = act(Out + Bias[C] + ResidualData)`` (``make_epilogue``) runs in place on the
+output buffer the kernel allocated; when the GEMM result still needs a copy (wide columns to
+crop, a layout to transpose) the bias add is that copy. float16 runs through the registry's
+widening: float16 storage, float32 GEMMs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from halfway.ir.ops.nn import window_geometry
+from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+
+__all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv_geometry", "slot_positions"]
+
+Activation = Callable[[np.ndarray], None]
+
+CHUNK_BYTES = 1 << 20
+"""Size of the im2col buffer: output rows are gathered and multiplied this many bytes of
+columns at a time, so the copy lands in cache and the GEMM reads it from there."""
+
+
+# -- the fused epilogue ---------------------------------------------------------------------------
+def _sigmoid_(y: np.ndarray) -> None:
+    """y = 1 / (1 + exp(-y)) in place, from exp(-|y|): no overflow, tiny results stay precise."""
+    e = np.exp(-np.abs(y))
+    np.divide(np.where(y >= 0, 1, e), 1 + e, out=y)
+
+
+def make_activation(name: str, alpha: float = 0.0, beta: float = 0.0) -> Activation | None:
+    """The in-place activation ``name`` with Paddle's fused-op parameters, or None for "".
+
+    As Paddle's oneDNN fusions: ``relu`` and ``leaky_relu`` give ``x`` or ``alpha * x`` below
+    zero; ``relu6`` clips at its threshold (``fuse_beta`` in newer Paddle, ``fuse_alpha`` in
+    older, 6 when both are 0); ``swish`` is ``x * sigmoid(alpha * x)`` (alpha 1 when 0);
+    ``hard_swish`` is ``x * clip(alpha * x + beta, 0, 1)`` (alpha 1/6 and beta 1/2 when 0).
+    """
+    f32 = np.float32
+    if name == "":
+        return None
+    if name in ("relu", "leaky_relu"):
+        slope = f32(alpha)
+        if slope == 0:
+            return lambda y: np.maximum(y, 0, out=y)
+        return lambda y: np.multiply(y, slope, out=y, where=y < 0)
+    if name == "relu6":
+        top = f32(beta if beta > 0 else alpha if alpha > 0 else 6.0)
+        return lambda y: np.clip(y, 0, top, out=y)
+    if name == "sigmoid":
+        return _sigmoid_
+    if name == "swish":
+        scale = f32(alpha if alpha != 0 else 1.0)
+
+        def swish(y: np.ndarray) -> None:
+            gate = y * scale
+            _sigmoid_(gate)
+            y *= gate
+
+        return swish
+    if name == "hard_swish":
+        slope, offset = f32(alpha if alpha != 0 else 1 / 6), f32(beta if beta != 0 else 0.5)
+
+        def hard_swish(y: np.ndarray) -> None:
+            gate = y * slope
+            gate += offset
+            np.clip(gate, 0, 1, out=gate)
+            y *= gate
+
+        return hard_swish
+    raise ValueError(f"unknown fused activation {name!r}; known: relu, leaky_relu, relu6, sigmoid, swish, "
+                     f"hard_swish")
+
+
+class Epilogue(NamedTuple):
+    """``out = act(source + bias + residual)`` written into ``out`` (a buffer its caller owns).
+
+    ``bias_shape`` broadcasts Bias[C] against the output (e.g. ``(C, 1, 1)`` for NCHW). Without
+    ``source`` the epilogue works on ``out``'s own values.
+    """
+
+    activation: Activation | None
+    bias_shape: tuple[int, ...]
+
+    def __call__(self, out: np.ndarray, bias: np.ndarray | None = None, residual: np.ndarray | None = None,
+                 source: np.ndarray | None = None) -> np.ndarray:
+        if source is not None and bias is not None:
+            np.add(source, bias.reshape(self.bias_shape), out=out)
+        elif source is not None:
+            np.copyto(out, source)
+        elif bias is not None:
+            out += bias.reshape(self.bias_shape)
+        if residual is not None:
+            out += residual
+        if self.activation is not None:
+            self.activation(out)
+        return out
+
+
+def make_epilogue(bias_shape: Sequence[int], activation: str = "", alpha: float = 0.0,
+                  beta: float = 0.0) -> Epilogue:
+    return Epilogue(make_activation(activation, alpha, beta), tuple(bias_shape))
+
+
+def slot_positions(spec: KernelSpec) -> dict[str, int]:
+    """Where each present input slot's (first) array sits in the kernel's positional arguments."""
+    positions: dict[str, int] = {}
+    for index, (slot, _) in enumerate(spec.input_keys):
+        positions.setdefault(slot, index)
+    return positions
+
+
+# -- geometry -------------------------------------------------------------------------------------
+class ConvGeometry(NamedTuple):
+    """A 2-D convolution's sizes, in channels-first terms whatever the layout."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    groups: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    pads: tuple[tuple[int, int], tuple[int, int]]
+    out: tuple[int, int]
+    channel_last: bool
+
+    @property
+    def taps(self) -> list[tuple[int, int]]:
+        return [(i, j) for i in range(self.kernel[0]) for j in range(self.kernel[1])]
+
+    def out_shape(self) -> tuple[int, ...]:
+        oh, ow = self.out
+        return (self.n, oh, ow, self.o) if self.channel_last else (self.n, self.o, oh, ow)
+
+    def bias_shape(self) -> tuple[int, ...]:
+        return (self.o,) if self.channel_last else (self.o, 1, 1)
+
+
+def conv_geometry(spec: KernelSpec, transposed: bool = False) -> ConvGeometry:
+    attrs = spec.attrs
+    channel_last = attrs["data_format"] == "NHWC"
+    x, w, y = spec.input("Input").shape, spec.input("Filter").shape, spec.output("Output").shape
+    n, c, h, wd = (x[0], x[3], x[1], x[2]) if channel_last else x
+    o = y[3] if channel_last else y[1]
+    kernel = (w[2], w[3])
+    window = window_geometry((h, wd), kernel, attrs["strides"], attrs["dilations"], attrs["paddings"],
+                             attrs["padding_algorithm"], transposed=transposed)
+    out = (y[1], y[2]) if channel_last else (y[2], y[3])
+    return ConvGeometry(n, c, h, wd, o, attrs["groups"], kernel, tuple(attrs["strides"]), window.dilations,
+                        window.pads, out, channel_last)
+
+
+def _channels_first(x: np.ndarray, channel_last: bool) -> np.ndarray:
+    return x.transpose(0, 3, 1, 2) if channel_last else x
+
+
+# -- padded inputs ---------------------------------------------------------------------------------
+class Padding(NamedTuple):
+    """Copies the input into a zeroed channels-first buffer with the conv's padding (once per
+    call), or passes it through when neither padding nor a layout change is needed."""
+
+    shape: tuple[int, ...] | None
+    inner: tuple[slice, ...]
+    channel_last: bool
+
+    @classmethod
+    def plan(cls, g: ConvGeometry) -> Padding:
+        (pt, pb), (pl, pr) = g.pads
+        needed = g.channel_last or any((pt, pb, pl, pr))
+        shape = (g.n, g.c, g.h + pt + pb, g.w + pl + pr) if needed else None
+        return cls(shape, (slice(None), slice(None), slice(pt, pt + g.h), slice(pl, pl + g.w)), g.channel_last)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        if self.shape is None:
+            return x
+        padded = np.zeros(self.shape, x.dtype)
+        padded[self.inner] = _channels_first(x, self.channel_last)
+        return padded
+
+
+# -- conv2d: im2col + GEMM --------------------------------------------------------------------------
+def _pointwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """1x1 unpadded convolution: the (subsampled) input is the GEMM operand. Returns a new
+    array in the output's layout."""
+    sh, sw = g.strides
+    oh, ow = g.out
+    groups, cg, og, length = g.groups, g.c // g.groups, g.o // g.groups, g.out[0] * g.out[1]
+    if g.channel_last:
+        sub = (slice(None), slice(None, None, sh), slice(None, None, sw), slice(None))
+        if groups == 1:
+            return lambda x, w: np.matmul(x[sub].reshape(g.n * length, g.c), w.reshape(g.o, g.c).T).reshape(
+                g.n, oh, ow, g.o)
+
+        def grouped_nhwc(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+            out = np.empty(g.out_shape(), x.dtype)
+            np.matmul(x[sub].reshape(g.n * length, groups, cg).transpose(1, 0, 2),
+                      w.reshape(groups, og, cg).transpose(0, 2, 1),
+                      out=out.reshape(g.n * length, groups, og).transpose(1, 0, 2))
+            return out
+
+        return grouped_nhwc
+    sub = (slice(None), slice(None), slice(None, None, sh), slice(None, None, sw))
+    return lambda x, w: np.matmul(w.reshape(groups, og, cg), x[sub].reshape(g.n, groups, cg, length)).reshape(
+        g.n, g.o, oh, ow)
+
+
+def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The general convolution (module docstring, case 2). Returns a new array in the output's
+    layout."""
+    kh, kw = g.kernel
+    (sh, sw), (dh, dw) = g.strides, g.dilations
+    oh, ow = g.out
+    groups, og = g.groups, g.o // g.groups
+    k = g.c // groups * kh * kw
+    rows = max(1, min(oh, CHUNK_BYTES // (groups * k * ow * 4)))
+    chunks = [(r, min(oh, r + rows)) for r in range(0, oh, rows)]
+    pad = Padding.plan(g)
+
+    def windows(xp: np.ndarray) -> np.ndarray:
+        """All taps' windows of the padded input, ``[N, C, kh, kw, OH, OW]`` (a strided view)."""
+        sn, sc, sy, sx = xp.strides
+        return as_strided(xp, (g.n, g.c, kh, kw, oh, ow), (sn, sc, sy * dh, sx * dw, sy * sh, sx * sw),
+                          writeable=False)
+
+    if g.channel_last:
+        def product(w: np.ndarray, cols: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+            block = out[r0 * ow:r1 * ow].reshape(-1, groups, og).transpose(1, 0, 2)
+            np.matmul(cols.reshape(groups, k, -1).transpose(0, 2, 1), w.transpose(0, 2, 1), out=block)
+
+        flat_out = (g.n, oh * ow, g.o)
+    else:
+        def product(w: np.ndarray, cols: np.ndarray, out: np.ndarray, r0: int, r1: int) -> None:
+            np.matmul(w, cols.reshape(groups, k, -1), out=out[:, :, r0 * ow:r1 * ow])
+
+        flat_out = (g.n, groups, og, oh * ow)
+
+    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        view = windows(pad(x))
+        wg = w.reshape(groups, og, k)
+        out = np.empty(flat_out, x.dtype)
+        buf = np.empty((g.c, kh, kw, rows, ow), x.dtype)
+        for n in range(g.n):
+            for r0, r1 in chunks:
+                cols = buf[:, :, :, :r1 - r0]
+                np.copyto(cols, view[n, :, :, :, r0:r1])
+                product(wg, cols, out[n], r0, r1)
+        return out.reshape(g.out_shape())
+
+    return run
+
+
+def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """One input channel per group: accumulate ``kh * kw`` weighted shifted views of the padded
+    input. Returns a new array in the final layout."""
+    kh, kw = g.kernel
+    (sh, sw), (dh, dw) = g.strides, g.dilations
+    (pt, pb), (pl, pr) = g.pads
+    oh, ow = g.out
+    mult = g.o // g.c
+    hp, wp = g.h + pt + pb, g.w + pl + pr
+    padded = any(p for pair in g.pads for p in pair)
+    if g.channel_last:
+        inner = (slice(pt, pt + g.h), slice(pl, pl + g.w), slice(None))
+        views = [(slice(None), slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
+                  slice(j * dw, j * dw + (ow - 1) * sw + 1, sw), slice(None), None) for i, j in g.taps]
+        acc_shape, pad_shape = (g.n, oh, ow, g.c, mult), (g.n, hp, wp, g.c)
+    else:
+        inner = (slice(None), slice(pt, pt + g.h), slice(pl, pl + g.w))
+        views = [(slice(None), slice(None), None, slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
+                  slice(j * dw, j * dw + (ow - 1) * sw + 1, sw)) for i, j in g.taps]
+        acc_shape, pad_shape = (g.n, g.c, mult, oh, ow), (g.n, g.c, hp, wp)
+    weight_shape = (kh * kw, g.c, mult) if g.channel_last else (kh * kw, g.c, mult, 1, 1)
+
+    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        if padded:
+            xp = np.zeros(pad_shape, x.dtype)
+            xp[(slice(None), *inner)] = x
+        else:
+            xp = x
+        taps = np.ascontiguousarray(w.reshape(g.c, mult, kh * kw).transpose(2, 0, 1)).reshape(weight_shape)
+        acc = np.multiply(xp[views[0]], taps[0])
+        tmp = np.empty_like(acc)
+        for view, weight in zip(views[1:], taps[1:]):
+            np.multiply(xp[view], weight, out=tmp)
+            acc += tmp
+        return acc.reshape(g.out_shape())
+
+    return run
+
+
+def _conv_runner(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    if g.groups == g.c and g.groups > 1:
+        return _depthwise(g)
+    if g.kernel == (1, 1) and not any(p for pair in g.pads for p in pair):
+        return _pointwise(g)
+    return _im2col(g)
+
+
+def _conv_kernel(spec: KernelSpec, conv: Callable[[np.ndarray, np.ndarray], np.ndarray], g: ConvGeometry,
+                 epilogue: Epilogue) -> Kernel:
+    """Bind ``conv`` and the epilogue to the op's input slots. ``conv`` returns the output in
+    its final layout: a new array, or a strided view of one (wide columns, a transposed layout)
+    that the epilogue's copy makes contiguous."""
+    where = slot_positions(spec)
+    bias_at, residual_at = where.get("Bias"), where.get("ResidualData")
+    shape = g.out_shape()
+
+    def run(*args: np.ndarray) -> np.ndarray:
+        res = conv(args[0], args[1])
+        bias = None if bias_at is None else args[bias_at]
+        residual = None if residual_at is None else args[residual_at]
+        if res.flags.c_contiguous:  # a buffer the conv allocated, in the output's layout
+            return epilogue(res, bias, residual)
+        return epilogue(np.empty(shape, res.dtype), bias, residual, source=res)
+
+    return run
+
+
+@register_kernel("conv2d")
+@register_kernel("depthwise_conv2d")
+def conv2d(spec: KernelSpec) -> Kernel:
+    g = conv_geometry(spec)
+    return _conv_kernel(spec, _conv_runner(g), g, make_epilogue(g.bias_shape()))
+
+
+@register_kernel("fused_conv2d")
+def fused_conv2d(spec: KernelSpec) -> Kernel:
+    g = conv_geometry(spec)
+    attrs = spec.attrs
+    epilogue = make_epilogue(g.bias_shape(), attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"])
+    return _conv_kernel(spec, _conv_runner(g), g, epilogue)
+
+
+# -- conv2d_transpose: GEMM + col2im ----------------------------------------------------------------
+@register_kernel("conv2d_transpose")
+def conv2d_transpose(spec: KernelSpec) -> Kernel:
+    g = conv_geometry(spec, transposed=True)
+    kh, kw = g.kernel
+    (sh, sw), (dh, dw) = g.strides, g.dilations
+    (pt, _), (pl, _) = g.pads
+    oh, ow = g.out
+    groups, cg, og = g.groups, g.c // g.groups, g.o // g.groups
+    full_h = max((g.h - 1) * sh + (kh - 1) * dh + 1, pt + oh)
+    full_w = max((g.w - 1) * sw + (kw - 1) * dw + 1, pl + ow)
+    scatter = [(i, j, (slice(None), slice(None), slice(i * dh, i * dh + (g.h - 1) * sh + 1, sh),
+                       slice(j * dw, j * dw + (g.w - 1) * sw + 1, sw))) for i, j in g.taps]
+    crop = (slice(None), slice(None), slice(pt, pt + oh), slice(pl, pl + ow))
+    epilogue = make_epilogue(g.bias_shape())
+    bias_at = slot_positions(spec).get("Bias")
+
+    def run(*args: np.ndarray) -> np.ndarray:
+        x, w = _channels_first(args[0], g.channel_last), args[1]
+        xg = x.reshape(g.n, groups, cg, g.h * g.w)
+        cols = np.matmul(w.reshape(groups, cg, og * kh * kw).transpose(0, 2, 1), xg)
+        cols = cols.reshape(g.n, g.o, kh, kw, g.h, g.w)
+        full = np.zeros((g.n, g.o, full_h, full_w), cols.dtype)
+        for i, j, window in scatter:
+            full[window] += cols[:, :, i, j]
+        source = full[crop].transpose(0, 2, 3, 1) if g.channel_last else full[crop]
+        bias = None if bias_at is None else args[bias_at]
+        return epilogue(np.empty(g.out_shape(), cols.dtype), bias, source=source)
+
+    return run
+
