@@ -54,7 +54,7 @@ class Executor:
 
         ``feed_shapes`` fixes dims the program leaves unknown (-1); without it they must be known.
         """
-        verify(program)
+        verify(program, feed_names=feed_names)
         return _Preparer(program.global_block(), self.place.backend, scope).prepare(
             list(feed_names), _names(fetch_names), dict(feed_shapes or {}))
 

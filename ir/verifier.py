@@ -46,7 +46,7 @@ The checks, in the order a block is walked:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from halfway.ir.attrs import AttrType, normalize
@@ -104,8 +104,9 @@ class _Problems:
         self.items.append(_Problem(block.idx, index, where, message))
 
 
-def verify(program: Program, *, check_shapes: bool = True) -> None:
-    """Check ``program`` (see the module docstring for the rules).
+def verify(program: Program, *, feed_names: Iterable[str] = (), check_shapes: bool = True) -> None:
+    """Check ``program`` (see the module docstring for the rules). ``feed_names`` count as
+    defined in block 0 like the targets of feed ops (the executor feeds them directly).
 
     Raises:
         VerifyError: listing every problem found (the first ``MAX_REPORTED``), each with the
@@ -115,7 +116,8 @@ def verify(program: Program, *, check_shapes: bool = True) -> None:
     if _check_blocks(program, problems):
         read_anywhere = {name for op in program.all_ops() for name in op.input_names()}
         for block in program.blocks:
-            _check_block(program, block, problems, read_anywhere, check_shapes)
+            fed = set(feed_names) if block.idx == 0 else set()
+            _check_block(program, block, problems, read_anywhere, check_shapes, fed)
         _check_feed_fetch(program, problems)
     if problems.items:
         raise VerifyError(_report(program, problems.items))
@@ -150,8 +152,8 @@ def _check_blocks(program: Program, problems: _Problems) -> bool:
 
 # -- one block ---------------------------------------------------------------------------------------
 def _check_block(program: Program, block: Block, problems: _Problems, read_anywhere: set[str],
-                 check_shapes: bool) -> None:
-    defined = _initially_defined(program, block)
+                 check_shapes: bool, fed: set[str]) -> None:
+    defined = _initially_defined(program, block) | fed
     for index, op in enumerate(block.ops):
         before = len(problems.items)
         schema = _schema(block, index, op, problems)

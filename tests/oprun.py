@@ -14,12 +14,19 @@ from typing import Any
 import numpy as np
 
 import halfway
-from halfway.executor import Executor
+from halfway.executor import Executor, PrepareReport
 from halfway.ir.builder import append_op, program_guard
 
 
 def run_op(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[np.ndarray]], attrs: Mapping[str, Any] | None = None,
            *, params: Sequence[str] = (), outputs: Mapping[str, int] | None = None) -> dict[str, list[np.ndarray]]:
+    return run_op_with_report(op_type, inputs, attrs, params=params, outputs=outputs)[0]
+
+
+def run_op_with_report(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[np.ndarray]],
+                       attrs: Mapping[str, Any] | None = None, *, params: Sequence[str] = (),
+                       outputs: Mapping[str, int] | None = None) -> tuple[dict[str, list[np.ndarray]], PrepareReport]:
+    """As ``run_op``, also returning the prepared program's report (the kernels chosen)."""
     prog = halfway.Program()
     block = prog.global_block()
     feed: dict[str, np.ndarray] = {}
@@ -37,11 +44,13 @@ def run_op(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[np.ndarray]]
             in_vars[slot] = made
         out_vars = append_op(op_type, in_vars, attrs, outputs)
     names = [(slot, v.name) for slot, vs in out_vars.items() for v in vs]
-    results = Executor().run(prog, feed, [n for _, n in names], scope)
+    prepared = Executor().prepare(prog, list(feed), [n for _, n in names], scope,
+                                  feed_shapes={n: a.shape for n, a in feed.items()})
+    results = prepared.run(feed)
     grouped: dict[str, list[np.ndarray]] = {}
     for (slot, _), value in zip(names, results):
         grouped.setdefault(slot, []).append(value)
-    return grouped
+    return grouped, prepared.report
 
 
 def float16_tolerance(reduction_length: int = 1) -> float:
