@@ -1,0 +1,134 @@
+"""The executor: feeds, kernel choice by dtype, prepared runs, memory plan, errors."""
+
+import numpy as np
+import pytest
+
+import halfway
+from halfway import layers
+from halfway.executor import Executor, plan_memory
+from halfway.executor.memory import Lifetime
+from halfway.ir import DType, FeedError, HalfwayError, KernelNotFoundError
+from halfway.ir.schema import OpSchema, Slot, register_op, same_as
+
+
+def _chain(dtype: str = "float32", shape=(2, 3)) -> tuple[halfway.Program, str]:
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", list(shape), dtype)
+        y = layers.scale(layers.relu(x), scale=2.0, bias=1.0)
+        y = layers.elementwise_add(y, layers.sigmoid(x))
+    return prog, y.name
+
+
+def _reference(x: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    return np.maximum(x64, 0) * 2 + 1 + 1 / (1 + np.exp(-x64))
+
+
+def test_run_matches_numpy_and_repeats_identically():
+    prog, out = _chain()
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    x_before = x.copy()
+    first = Executor().run(prog, {"x": x}, [out])[0]
+    second = Executor().run(prog, {"x": x}, [out])[0]
+    np.testing.assert_allclose(first, _reference(x), rtol=1e-6)
+    assert first.dtype == np.float32 and np.array_equal(first, second)
+    assert np.array_equal(x, x_before)
+
+
+def test_float16_program_runs_only_float16_kernels():
+    prog, out = _chain("float16")
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float16)
+    prepared = Executor().prepare(prog, ["x"], [out], halfway.Scope())
+    assert {key.dtype for _, _, key in prepared.report.kernels} == {DType.float16}
+    got = prepared.run({"x": x})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, _reference(x), rtol=4 * np.finfo(np.float16).eps)
+
+
+def test_prepared_run_with_unknown_batch_dim():
+    prog, out = _chain(shape=(-1, 3))
+    x = np.ones((5, 3), np.float32)
+    with pytest.raises(FeedError, match="unknown dims"):
+        Executor().prepare(prog, ["x"], [out], halfway.Scope())
+    prepared = Executor().prepare(prog, ["x"], [out], halfway.Scope(), feed_shapes={"x": (5, 3)})
+    np.testing.assert_allclose(prepared.run({"x": x})[0], _reference(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("feed, message", [
+    ({}, "missing feed 'x'"),
+    ({"x": np.zeros((2, 3), np.float32), "y": np.zeros(1)}, r"unknown feed name\(s\) \['y'\]"),
+    ({"x": np.zeros((2, 4), np.float32)}, r"has shape \[2, 4\], expected \[2, 3\]"),
+    ({"x": np.zeros((2, 3, 1), np.float32)}, r"has shape \[2, 3, 1\]"),
+    ({"x": np.zeros((2, 3), np.float64)}, "has dtype float64, expected float32"),
+    ({"x": [[0.0] * 3] * 2}, "must be a numpy array, got list"),
+])
+def test_bad_feeds_name_the_var(feed, message):
+    prog, out = _chain()
+    prepared = Executor().prepare(prog, ["x"], [out], halfway.Scope())
+    with pytest.raises(FeedError, match=message):
+        prepared.run(feed)
+
+
+def test_non_contiguous_feed_and_nan_propagate_correctly():
+    prog, out = _chain()
+    big = np.arange(24, dtype=np.float32).reshape(4, 6) / 4 - 3
+    big[0, 0] = np.nan
+    x = big[::2, ::2]
+    assert not x.flags.c_contiguous
+    got = Executor().run(prog, {"x": x}, [out])[0]
+    assert np.isnan(got[0, 0]) and np.isfinite(got[1:]).all()
+    np.testing.assert_allclose(got[1], _reference(x)[1], rtol=1e-6)
+
+
+def test_scope_parameters_are_not_modified():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [1, 2, 6, 6])
+        y = layers.conv2d(x, num_filters=3, filter_size=3, act="relu")
+    scope = halfway.init_scope(prog, seed=0)
+    saved = {n: scope[n].copy() for n in scope}
+    Executor().run(prog, {"x": np.ones((1, 2, 6, 6), np.float32)}, [y], scope)
+    assert all(np.array_equal(scope[n], saved[n]) for n in saved)
+    assert set(scope.local_names()) == set(saved)
+
+
+def test_mixed_dtypes_are_an_error_naming_the_op():
+    prog = halfway.Program()
+    block = prog.global_block()
+    block.create_var("a", dtype="float32", shape=[2])
+    block.create_var("b", dtype="float16", shape=[2])
+    block.create_var("c", dtype="float32", shape=[2])
+    block.append_op("elementwise_add", {"X": ["a"], "Y": ["b"]}, {"Out": ["c"]}, {"axis": -1})
+    with pytest.raises(HalfwayError, match="elementwise_add"):
+        Executor().run(prog, {"a": np.ones(2, np.float32), "b": np.ones(2, np.float16)}, ["c"])
+
+
+def test_missing_kernel_lists_what_is_registered():
+    register_op(OpSchema("t_exec_nokernel", inputs=[Slot("X")], outputs=[Slot("Out")], infer=same_as("X")),
+                override=True)
+    prog = halfway.Program()
+    block = prog.global_block()
+    block.create_var("x", shape=[2])
+    block.create_var("y", shape=[2])
+    block.append_op("t_exec_nokernel", {"X": ["x"]}, {"Out": ["y"]})
+    with pytest.raises(KernelNotFoundError, match=r"t_exec_nokernel.*input dtypes X=float32.*registered for t_exec_nokernel: none"):
+        Executor().run(prog, {"x": np.ones(2, np.float32)}, ["y"])
+
+
+def test_kernel_failure_names_the_op():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        a = layers.data("a", [3], "int32")
+        y = layers.elementwise_div(a, a)
+    with pytest.raises(HalfwayError, match=r"while executing op #0 elementwise_div"):
+        Executor().run(prog, {"a": np.array([1, 0, 2], np.int32)}, [y])
+
+
+def test_memory_plan_reuses_buffers():
+    # a -> b -> c -> d chain of equal sizes: two buffers suffice
+    lifetimes = [Lifetime("a", 100, 0, 1), Lifetime("b", 100, 1, 2), Lifetime("c", 100, 2, 3), Lifetime("d", 100, 3, 4)]
+    plan = plan_memory(lifetimes)
+    assert plan.no_reuse_bytes == 400 and plan.peak_bytes == 200 and len(plan.buffer_bytes) == 2
+    inplace = plan_memory(lifetimes, {"b": "a", "c": "b", "d": "c"})
+    assert len(inplace.buffer_bytes) == 1 and inplace.peak_bytes == 100
