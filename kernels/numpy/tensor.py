@@ -1,1 +1,344 @@
-"""numpy kernels (being written)."""
+"""numpy kernels of the tensor ops (``halfway.ir.ops.tensor``): concat, split, reshape2,
+flatten_contiguous_range, transpose2, squeeze2, unsqueeze2, fill_constant, assign, slice, shape and
+gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
+
+These ops only move data, so every kernel is registered for float16 as it is — not through the
+registry's float32 widening, which would convert a float16 tensor twice for nothing — and for
+float32, float64, bool and the integer dtypes: a float16 output is bit-exact to the input.
+
+**Outputs may alias inputs.** reshape2, flatten_contiguous_range, squeeze2 and unsqueeze2 return
+``x.reshape(...)`` (a view unless X is not contiguous), transpose2 and slice return views, and
+split returns views of X. The kernels never write into an input (nor into anything they did not
+allocate during the call), so a view is safe as long as nobody writes into it. Hence:
+
+1. The executor must not hand a value that may alias a feed, a parameter or another live value
+   to an in-place kernel: an output of these ops shares its input's buffer (transitively).
+2. A memory plan that places values in buffers must count such an output as living in its
+   input's buffer, which stays live until the output's last reader.
+3. Views may be non-contiguous (transpose2, slice, split along an inner axis): kernels must accept
+   any strides.
+4. A caller who writes into a fetched output may be writing into its own feed or into the scope.
+
+concat, gather, assign (a copy, as Paddle's) and fill_constant return new arrays; shape and
+fill_constant a fresh one on every call, never an array cached at prepare time.
+
+Shapes, axes and cut points are computed at prepare time from the ``KernelSpec`` when the op's
+inferred shapes are known and no shape tensor is read at run time; otherwise from the run-time
+shapes and tensors, by the same rules as the schemas (Paddle's: 0 copies a dim in reshape2,
+slice clamps like numpy but rejects an end before the start, gather rejects indices out of
+``[0, dim)``). Integer tensors that carry shapes, axes or bounds take precedence over the attrs
+in the order the schemas give.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import HalfwayError
+from halfway.kernels.registry import Kernel, KernelFactory, KernelSpec, register_kernel
+
+__all__ = ["DATA_DTYPES"]
+
+DATA_DTYPES = (DType.float16, DType.float32, DType.float64, DType.bool, DType.int8, DType.uint8, DType.int16,
+               DType.int32, DType.int64)
+"""The dtypes every tensor-op kernel is registered for (float16 without widening)."""
+
+Args = Sequence[np.ndarray]
+IntSource = Callable[[Args], list[int]]
+
+
+def _register(op_type: str) -> Callable[[KernelFactory], KernelFactory]:
+    """Register a data-movement factory for every dtype of ``DATA_DTYPES`` as it is.
+
+    float16 gets its own call: a dtypes list holding float32 too would wrap it in the widening.
+    """
+
+    def decorate(factory: KernelFactory) -> KernelFactory:
+        register_kernel(op_type, dtypes=[DType.float16])(factory)
+        return register_kernel(op_type, dtypes=[d for d in DATA_DTYPES if d is not DType.float16])(factory)
+
+    return decorate
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+def _positions(spec: KernelSpec) -> dict[str, slice]:
+    """Where each present input slot's arrays sit among the kernel's positional arguments."""
+    positions, start = {}, 0
+    for slot, infos in spec.inputs.items():
+        positions[slot] = slice(start, start + len(infos))
+        start += len(infos)
+    return positions
+
+
+def _int_source(spec: KernelSpec, slots: Sequence[str], default: Sequence[int]) -> IntSource:
+    """Read ints from the first of ``slots`` the op has — a 1-D tensor or one-value tensors,
+    flattened in order — else return ``default`` (the attr)."""
+    positions = _positions(spec)
+    for slot in slots:
+        if slot in positions:
+            where = positions[slot]
+            return lambda args: [v for a in args[where] for v in a.reshape(-1).tolist()]
+    fixed = [int(v) for v in default]
+    return lambda args: fixed
+
+
+def _reads_tensors(spec: KernelSpec, slots: Sequence[str]) -> bool:
+    return any(spec.has_input(slot) for slot in slots)
+
+
+def _known(shape: Sequence[int]) -> bool:
+    return all(d >= 0 for d in shape)
+
+
+def _with_xshape(spec: KernelSpec, run: Kernel) -> Kernel:
+    """``run``, returning ``(Out, None)`` when the op has an XShape output (nobody reads it)."""
+    if not spec.outputs.get("XShape"):
+        return run
+    return lambda *args: (run(*args), None)
+
+
+def _reshaping(spec: KernelSpec, runtime_shape: Callable[[tuple[int, ...], Args], Sequence[int]]) -> Kernel:
+    """A kernel returning ``X.reshape(...)``: to the inferred Out shape when it is known, else to
+    ``runtime_shape(X.shape, args)``."""
+    out = spec.output("Out").shape
+    if _known(out):
+        return _with_xshape(spec, lambda x, *_: x.reshape(out))
+    return _with_xshape(spec, lambda *args: args[0].reshape(runtime_shape(args[0].shape, args)))
+
+
+def _fail(op_type: str, message: str) -> NoReturn:
+    raise HalfwayError(f"{op_type}: {message}")
+
+
+# -- concat / split ----------------------------------------------------------------------------------
+@_register("concat")
+def _concat(spec: KernelSpec) -> Kernel:
+    count = len(spec.inputs["X"])
+    if not spec.has_input("AxisTensor"):
+        axis = spec.attrs["axis"]
+        return lambda *xs: np.concatenate(xs, axis=axis)
+    axis_of = _int_source(spec, ["AxisTensor"], ())
+    return lambda *args: np.concatenate(args[:count], axis=axis_of(args)[0])
+
+
+def _cut_points(op_type: str, dim: int, num: int, sections: Sequence[int]) -> list[int]:
+    """Where a dim of size ``dim`` is cut into ``num`` equal pieces or pieces of ``sections``
+    sizes (one -1 = the rest)."""
+    if num:
+        if dim % num:
+            _fail(op_type, f"attr 'num' = {num} does not divide the split dim of size {dim}")
+        sizes = [dim // num] * num
+    else:
+        rest = dim - sum(s for s in sections if s != -1)
+        sizes = [rest if s == -1 else s for s in sections]
+        if sections.count(-1) > 1 or min(sizes, default=0) < 0 or sum(sizes) != dim:
+            _fail(op_type, f"sections {list(sections)} do not split a dim of size {dim}")
+    return np.cumsum(sizes)[:-1].tolist()
+
+
+@_register("split")
+def _split(spec: KernelSpec) -> Kernel:
+    single = len(spec.outputs["Out"]) == 1
+    num = spec.attrs["num"]
+    axis_of = _int_source(spec, ["AxisTensor"], [spec.attrs["axis"]])
+    sections_of = _int_source(spec, ["SectionsTensorList"], spec.attrs["sections"])
+    if not _reads_tensors(spec, ["AxisTensor", "SectionsTensorList"]):
+        axis = spec.attrs["axis"]
+        sizes = [out.shape[axis] for out in spec.outputs["Out"]]
+        if _known(sizes):
+            cuts = np.cumsum(sizes)[:-1].tolist()
+            return lambda x: _pieces(np.split(x, cuts, axis=axis), single)
+
+    def run(*args: np.ndarray) -> Any:
+        x, axis = args[0], axis_of(args)[0]
+        cuts = _cut_points("split", x.shape[axis], num, sections_of(args))
+        return _pieces(np.split(x, cuts, axis=axis), single)
+
+    return run
+
+
+def _pieces(pieces: list[np.ndarray], single: bool) -> Any:
+    return pieces[0] if single else tuple(pieces)
+
+
+# -- reshape2 / flatten / transpose2 / squeeze2 / unsqueeze2 -----------------------------------------
+def _paddle_shape(in_shape: tuple[int, ...], target: Sequence[int]) -> list[int]:
+    """Paddle's reshape target with each 0 replaced by the input dim at its index (-1 stays)."""
+    if any(d == 0 and i >= len(in_shape) for i, d in enumerate(target)):
+        _fail("reshape2", f"shape {list(target)} copies (0) a dim beyond the rank of X, of shape {list(in_shape)}")
+    return [in_shape[i] if d == 0 else d for i, d in enumerate(target)]
+
+
+@_register("reshape2")
+def _reshape2(spec: KernelSpec) -> Kernel:
+    target_of = _int_source(spec, ["ShapeTensor", "Shape"], spec.attrs["shape"])
+    return _reshaping(spec, lambda shape, args: _paddle_shape(shape, target_of(args)))
+
+
+@_register("flatten_contiguous_range")
+def _flatten_contiguous_range(spec: KernelSpec) -> Kernel:
+    start, stop = spec.attrs["start_axis"], spec.attrs["stop_axis"]
+
+    def flattened(shape: tuple[int, ...], args: Args) -> list[int]:
+        if not shape:
+            return [1]
+        lo, hi = start % len(shape), stop % len(shape)
+        return [*shape[:lo], math.prod(shape[lo:hi + 1]), *shape[hi + 1:]]
+
+    return _reshaping(spec, flattened)
+
+
+@_register("transpose2")
+def _transpose2(spec: KernelSpec) -> Kernel:
+    perm = tuple(spec.attrs["axis"])
+    return _with_xshape(spec, lambda x: x.transpose(perm))
+
+
+@_register("squeeze2")
+def _squeeze2(spec: KernelSpec) -> Kernel:
+    axes = spec.attrs["axes"]
+
+    def squeezed(shape: tuple[int, ...], args: Args) -> list[int]:
+        named = {a % len(shape) for a in axes} if shape and axes else set(range(len(shape)))
+        return [d for i, d in enumerate(shape) if not (d == 1 and i in named)]
+
+    return _reshaping(spec, squeezed)
+
+
+@_register("unsqueeze2")
+def _unsqueeze2(spec: KernelSpec) -> Kernel:
+    axes_of = _int_source(spec, ["AxesTensor", "AxesTensorList"], spec.attrs["axes"])
+
+    def unsqueezed(shape: tuple[int, ...], args: Args) -> list[int]:
+        out = list(shape)
+        for axis in axes_of(args):
+            if not -len(out) - 1 <= axis <= len(out):
+                _fail("unsqueeze2", f"axis {axis} is out of range for a rank-{len(out)} shape {out}")
+            out.insert(axis % (len(out) + 1), 1)
+        return out
+
+    return _reshaping(spec, unsqueezed)
+
+
+# -- fill_constant / assign / shape ------------------------------------------------------------------
+def _fill_scalar(value: float | int | bool, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a 0-d array of ``dtype``, converted as Paddle's ``static_cast`` does: toward
+    zero for integers, != 0 for bool, through float32 for float16."""
+    if dtype == np.float16:
+        return np.asarray(np.float32(value)).astype(np.float16)
+    if dtype.kind in "iu":
+        if not math.isfinite(value):
+            _fail("fill_constant", f"value {value} cannot fill a {dtype} tensor")
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            _fail("fill_constant", f"value {value} is out of the range of {dtype} [{info.min}, {info.max}]")
+        return np.asarray(int(value), dtype)
+    if dtype == np.bool_:
+        return np.asarray(value != 0)
+    return np.asarray(value, dtype)
+
+
+def _attr_value(attrs: Any, dtype: np.dtype) -> float | int:
+    """fill_constant's value from its attrs: ``str_value`` when set (an integer literal read
+    exactly for integer dtypes, so int64 values past 2**53 survive), else ``value``."""
+    text = attrs["str_value"]
+    if not text:
+        return float(attrs["value"])
+    if dtype.kind in "iu":
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    return float(text)
+
+
+@_register("fill_constant")
+def _fill_constant(spec: KernelSpec) -> Kernel:
+    dtype = spec.output("Out").dtype.numpy
+    shape = spec.output("Out").shape
+    value_at = _positions(spec).get("ValueTensor")
+    shape_of = _int_source(spec, ["ShapeTensor", "ShapeTensorList"], spec.attrs["shape"])
+    fixed = _fill_scalar(_attr_value(spec.attrs, dtype), dtype)
+
+    if value_at is None and _known(shape):
+        return lambda *_: np.full(shape, fixed, dtype)
+
+    def run(*args: np.ndarray) -> np.ndarray:
+        value = fixed if value_at is None else _fill_scalar(args[value_at][0].reshape(-1)[0].item(), dtype)
+        return np.full(shape_of(args), value, dtype)
+
+    return run
+
+
+@_register("assign")
+def _assign(spec: KernelSpec) -> Kernel:
+    return lambda x: x.copy()
+
+
+@_register("shape")
+def _shape(spec: KernelSpec) -> Kernel:
+    return lambda x: np.array(x.shape, dtype=np.int32)
+
+
+# -- slice / gather ----------------------------------------------------------------------------------
+_SLICE_TENSORS = ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList")
+
+
+def _slice_index(shape: tuple[int, ...], axes: Sequence[int], starts: Sequence[int], ends: Sequence[int],
+                 decrease: Sequence[int]) -> tuple[Any, ...]:
+    """The basic index of Paddle's slice: bounds clamped to [0, dim] after counting negative ones
+    from the end, an end before its start rejected, decreased axes (sliced to size 1) indexed by
+    an int. The trailing Ellipsis keeps a 0-d result an array view rather than a numpy scalar."""
+    if not len(starts) == len(ends) == len(axes):
+        _fail("slice", f"starts {list(starts)} and ends {list(ends)} must have one entry per axis of {list(axes)}")
+    index: list[Any] = [slice(None)] * len(shape)
+    for axis, start, end in zip(axes, starts, ends):
+        dim = shape[axis]
+        lo = min(max(start + dim if start < 0 else start, 0), dim)
+        hi = min(max(end + dim if end < 0 else end, 0), dim)
+        if hi < lo:
+            _fail("slice", f"axis {axis} (size {dim}): end {end} comes before start {start}")
+        index[axis] = slice(lo, hi)
+    for axis in decrease:
+        lo, hi, _ = index[axis].indices(shape[axis])
+        if hi - lo != 1:
+            _fail("slice", f"decrease_axis drops axis {axis}, whose sliced size is {hi - lo}, not 1")
+        index[axis] = lo
+    return (*index, Ellipsis)
+
+
+@_register("slice")
+def _slice(spec: KernelSpec) -> Kernel:
+    in_shape = spec.input("Input").shape
+    rank = len(in_shape)
+    axes = [a % rank for a in spec.attrs["axes"]]
+    decrease = sorted({a % rank for a in spec.attrs["decrease_axis"]})
+    starts_of = _int_source(spec, ["StartsTensor", "StartsTensorList"], spec.attrs["starts"])
+    ends_of = _int_source(spec, ["EndsTensor", "EndsTensorList"], spec.attrs["ends"])
+    if not _reads_tensors(spec, _SLICE_TENSORS) and _known(in_shape):
+        index = _slice_index(in_shape, axes, starts_of(()), ends_of(()), decrease)
+        return lambda x: x[index]
+    return lambda *args: args[0][_slice_index(args[0].shape, axes, starts_of(args), ends_of(args), decrease)]
+
+
+@_register("gather")
+def _gather(spec: KernelSpec) -> Kernel:
+    axis_of = _int_source(spec, ["Axis"], [spec.attrs["axis"]])
+    fixed_axis = None if spec.has_input("Axis") else axis_of(())[0]
+
+    def run(*args: np.ndarray) -> np.ndarray:
+        x, index = args[0], args[1]
+        axis = axis_of(args)[0] if fixed_axis is None else fixed_axis
+        flat = index.reshape(-1) if index.ndim else index
+        size = x.shape[axis]
+        if flat.size and (flat.min() < 0 or flat.max() >= size):
+            bad = flat[(flat < 0) | (flat >= size)].reshape(-1)[0]
+            _fail("gather", f"index {bad} is out of range [0, {size}) for axis {axis} of X, of shape {list(x.shape)}")
+        return np.asarray(np.take(x, flat, axis=axis))
+
+    return run
