@@ -113,7 +113,7 @@ class _Preparer:
         if not self.block.has_var(name):
             raise FeedError(f"unknown feed name {name!r}; the program declares no such var")
         var = self.block.var(name)
-        declared = TensorInfo(var.shape or (), var.dtype or DType.float32)
+        declared = TensorInfo(var.shape or (), var.dtype if var.dtype is not None else DType.float32)
         if shape is not None:
             shape = tuple(shape)
             if len(shape) != len(declared.shape) or any(d not in (-1, s) for d, s in zip(declared.shape, shape)):
