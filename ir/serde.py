@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, EncodeError
 
 from halfway.ir.attrs import Attr, AttrType
@@ -48,6 +49,7 @@ def program_from_bytes(data: bytes, *, source: str = "<bytes>") -> Program:
     except (DecodeError, RecursionError, ValueError, TypeError) as e:
         raise SerdeError(f"{source}: not a valid ProgramDesc ({_reason(e)})") from None
     _require_initialized(desc, source)
+    _require_utf8(desc, source)
     try:
         return program_from_proto(desc)
     except HalfwayError as e:
@@ -68,6 +70,18 @@ def _require_initialized(desc: Any, source: str) -> None:
         missing = desc.FindInitializationErrors()
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise SerdeError(f"{source}: required fields missing or invalid: {shown}")
+
+
+def _require_utf8(desc: Any, source: str) -> None:
+    """upb hands back a proto2 string field that is not valid UTF-8 as ``bytes``; the IR holds
+    ``str`` and protobuf refuses to write such bytes again, so reject them on load."""
+    for field, value in desc.ListFields():
+        values = value if field.label == FieldDescriptor.LABEL_REPEATED else (value,)
+        if field.type == FieldDescriptor.TYPE_STRING and any(isinstance(v, bytes) for v in values):
+            raise SerdeError(f"{source}: a {field.full_name} string is not valid UTF-8")
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            for sub in values:
+                _require_utf8(sub, source)
 
 
 def _reason(e: Exception) -> str:
