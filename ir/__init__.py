@@ -14,10 +14,12 @@ from halfway.ir.builder import program_guard, default_main_program, init_scope
 from halfway.ir import layers
 from halfway.ir.verifier import verify
 from halfway.ir.prune import prune
+from halfway.ir.io import load_inference_model, save_inference_model
 
 __all__ = [
     "Attr", "AttrType", "Block", "DType", "VarKind", "Operator", "Program", "Variable", "Scope",
     "topological_order", "program_guard", "default_main_program", "init_scope", "layers", "verify", "prune",
+    "save_inference_model", "load_inference_model",
     "HalfwayError", "IRError", "SchemaError", "VerifyError", "SerdeError", "FeedError",
     "KernelNotFoundError", "PassError",
 ]

@@ -118,9 +118,16 @@ class Program:
 
 
 def _by_col(block: Block, op_type: str, slot: str) -> list[str]:
-    ops = [op for op in block.ops if op.type == op_type]
-    return [op.input(slot)[0] if slot == "X" else op.output(slot)[0]
-            for op in sorted(ops, key=lambda op: op.attr("col", 0))]
+    entries = []
+    for op in block.ops:
+        if op.type != op_type:
+            continue
+        names = op.input(slot) if slot == "X" else op.output(slot)
+        col = op.attr("col", None)
+        if len(names) != 1 or not isinstance(col, int) or isinstance(col, bool):
+            raise IRError(f"malformed {op_type} op {op.describe()}: it needs one {slot} var and an int col")
+        entries.append((col, names[0]))
+    return [name for _, name in sorted(entries)]
 
 
 def topological_order(block: Block) -> list[Operator]:

@@ -27,8 +27,9 @@ The checks, in the order a block is walked:
    blocks whose parent is the op's block.
 5. Def before use: every var an op reads or writes is declared in its block or an ancestor, and
    every var it reads is defined when it runs: persistable, a FEED_MINIBATCH/FETCH_LIST var, a
-   feed target (an ``Out`` of a ``feed`` op), written by an earlier op of the block, or declared
-   in an ancestor block. Program order is then a valid execution order, so there is no cycle.
+   feed target (an ``Out`` of a ``feed`` op, a block-0 var marked ``need_check_feed`` as
+   ``layers.data`` declares them, or a name passed as ``feed_names``), written by an earlier op
+   of the block, or declared in an ancestor block. Program order is then a valid execution order, so there is no cycle.
 6. Writers: a var has at most one *defining* writer; any number of ops may also update it in
    place, an in-place update being an op that reads the var it writes (batch_norm writes
    ``MeanOut`` = ``Mean``). One op may not write a var twice. The FETCH_LIST var, which every
@@ -174,7 +175,8 @@ def _check_block(program: Program, block: Block, problems: _Problems, read_anywh
 
 
 def _initially_defined(program: Program, block: Block) -> set[str]:
-    defined = {v.name for v in block.vars.values() if v.persistable or v.kind in _ALWAYS_DEFINED}
+    defined = {v.name for v in block.vars.values()
+               if v.persistable or v.kind in _ALWAYS_DEFINED or (block.idx == 0 and v.need_check_feed)}
     ancestor = block.parent
     while ancestor is not None:
         defined.update(ancestor.vars)
