@@ -89,7 +89,7 @@ def prepared_conv(conv: Conv) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     attrs = {"strides": [conv.stride] * 2, "paddings": [conv.pad] * 2}
     ctx = InferContext(schema, inputs, attrs)
     schema.infer(ctx)
-    spec = KernelSpec("conv2d", DType.float32, ctx._attrs, {k: tuple(v) for k, v in inputs.items()},
+    spec = KernelSpec("conv2d", DType.float32, schema.resolve_attrs(attrs), {k: tuple(v) for k, v in inputs.items()},
                       {k: tuple(v) for k, v in ctx.outputs.items()})
     return find_kernel("conv2d", "numpy", DType.float32)(spec)
 

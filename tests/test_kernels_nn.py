@@ -157,6 +157,7 @@ CONV_CASES = [
     ((1, 5, 8, 11), (3, 5, 3, 3), {"strides": [2, 2], "padding_algorithm": "SAME"}),
     ((1, 5, 8, 11), (3, 5, 3, 2), {"strides": [2, 1], "padding_algorithm": "VALID"}),
     ((1, 4, 9, 9), (6, 4, 2, 2), {"strides": [2, 2], "paddings": [0, 1, 1, 0], "data_format": "AnyLayout"}),
+    ((2, 4, 7, 6), (8, 1, 3, 3), {"groups": 4, "paddings": [1, 1]}),  # conv2d taking the depthwise path
 ]
 DEPTHWISE_CASES = [
     ((1, 6, 8, 8), (6, 1, 3, 3), {"paddings": [1, 1], "groups": 6}),

@@ -2,29 +2,27 @@
 ``conv2d_transpose``) and the fused epilogue — bias, residual, activation — that fusion passes
 target.
 
-How a convolution runs (the plan is fixed at prepare time from the ``KernelSpec``; NHWC inputs
-are read through a transposed view, NHWC outputs come from the GEMM's orientation):
+How a convolution runs (the plan is fixed at prepare time from the ``KernelSpec``; every path
+writes a new array in the output's layout, NCHW or NHWC):
 
 1. **pointwise** (1x1, unpadded): the input itself, subsampled when strided, is the GEMM operand:
    ``Out[n] = W[O, C] @ X[n][C, H*W]`` (NHWC: ``X[N*H*W, C] @ W[O, C].T``), one batched matmul
    over groups.
-2. **general** (im2col + one GEMM): the input is padded once into a *phase buffer*
-   ``P[n, c, a, b, y, x] = Xpad[n, c, y*sh + a, x*sw + b]`` (one phase per stride residue; for
-   stride 1 just the padded input), so every kernel tap ``(i, j)`` reads a unit-stride window of
-   one phase plane. im2col copies those windows into ``cols[n, (c, i, j), L]`` and one batched
-   GEMM ``W[g][Og, Cg*kh*kw] @ cols[n, g]`` gives the output. The columns are *wide* when that
-   costs little: ``L = OH * Wq`` so each tap's window is one contiguous run of the flattened
-   phase plane (a memcpy-speed copy), computing ``Wq - OW`` spare columns per output row that
-   the final copy drops; otherwise exact, ``L = OH * OW``.
-3. **depthwise** (one input channel per group): ``kh * kw`` vectorised multiply-adds of shifted
-   views of the padded input, no im2col.
+2. **im2col** (the general case, any stride, dilation, padding, groups): the input is padded
+   once (channels-first), and a strided view of it holds every tap's window,
+   ``[N, C, kh, kw, OH, OW]``. A few output rows at a time (``CHUNK_BYTES`` of columns, so the
+   copy lands in cache and BLAS reads it from there) the view is copied into a contiguous
+   ``cols[(c, i, j), rows * OW]`` buffer and one batched GEMM per group,
+   ``W[g][Og, Cg*kh*kw] @ cols[g]``, writes those rows of the output in place — transposed
+   (``cols.T @ W.T``) for NHWC, so no output copy is needed in either layout.
+3. **depthwise** (one input channel per group, any channel multiplier): ``kh * kw`` vectorised
+   multiply-adds of shifted views of the padded input, no im2col.
 4. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
-   ``kh * kw`` strided adds (col2im) into the padded output, cropped by the paddings.
+   ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
 
 The epilogue ``Out = act(Out + Bias[C] + ResidualData)`` (``make_epilogue``) runs in place on the
-output buffer the kernel allocated; when the GEMM result still needs a copy (wide columns to
-crop, a layout to transpose) the bias add is that copy. float16 runs through the registry's
-widening: float16 storage, float32 GEMMs.
+output buffer the kernel allocated (conv2d_transpose folds its crop into the bias add). float16
+runs through the registry's widening: float16 storage, float32 GEMMs.
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ __all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv
 
 Activation = Callable[[np.ndarray], None]
 
-CHUNK_BYTES = 1 << 20
+CHUNK_BYTES = 2 << 20
 """Size of the im2col buffer: output rows are gathered and multiplied this many bytes of
 columns at a time, so the copy lands in cache and the GEMM reads it from there."""
 
@@ -185,25 +183,30 @@ def _channels_first(x: np.ndarray, channel_last: bool) -> np.ndarray:
 
 # -- padded inputs ---------------------------------------------------------------------------------
 class Padding(NamedTuple):
-    """Copies the input into a zeroed channels-first buffer with the conv's padding (once per
-    call), or passes it through when neither padding nor a layout change is needed."""
+    """Copies the input into a zeroed buffer with the conv's padding (once per call), in
+    channels-first order or in the input's own layout; passes the input through when neither
+    padding nor a layout change is needed."""
 
     shape: tuple[int, ...] | None
     inner: tuple[slice, ...]
-    channel_last: bool
+    transpose: bool
 
     @classmethod
-    def plan(cls, g: ConvGeometry) -> Padding:
+    def plan(cls, g: ConvGeometry, channels_first: bool = True) -> Padding:
         (pt, pb), (pl, pr) = g.pads
-        needed = g.channel_last or any((pt, pb, pl, pr))
-        shape = (g.n, g.c, g.h + pt + pb, g.w + pl + pr) if needed else None
-        return cls(shape, (slice(None), slice(None), slice(pt, pt + g.h), slice(pl, pl + g.w)), g.channel_last)
+        hp, wp = g.h + pt + pb, g.w + pl + pr
+        rows, cols = slice(pt, pt + g.h), slice(pl, pl + g.w)
+        transpose = g.channel_last and channels_first
+        needed = transpose or any((pt, pb, pl, pr))
+        if g.channel_last and not channels_first:
+            return cls((g.n, hp, wp, g.c) if needed else None, (slice(None), rows, cols, slice(None)), False)
+        return cls((g.n, g.c, hp, wp) if needed else None, (slice(None), slice(None), rows, cols), transpose)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if self.shape is None:
             return x
         padded = np.zeros(self.shape, x.dtype)
-        padded[self.inner] = _channels_first(x, self.channel_last)
+        padded[self.inner] = _channels_first(x, self.transpose)
         return padded
 
 
@@ -279,33 +282,25 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 
 
 def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """One input channel per group: accumulate ``kh * kw`` weighted shifted views of the padded
-    input. Returns a new array in the final layout."""
+    """One input channel per group (output channel ``c * mult + m`` reads input channel ``c``):
+    accumulate ``kh * kw`` weighted shifted views of the input, padded in its own layout."""
     kh, kw = g.kernel
     (sh, sw), (dh, dw) = g.strides, g.dilations
-    (pt, pb), (pl, pr) = g.pads
     oh, ow = g.out
     mult = g.o // g.c
-    hp, wp = g.h + pt + pb, g.w + pl + pr
-    padded = any(p for pair in g.pads for p in pair)
-    if g.channel_last:
-        inner = (slice(pt, pt + g.h), slice(pl, pl + g.w), slice(None))
-        views = [(slice(None), slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
-                  slice(j * dw, j * dw + (ow - 1) * sw + 1, sw), slice(None), None) for i, j in g.taps]
-        acc_shape, pad_shape = (g.n, oh, ow, g.c, mult), (g.n, hp, wp, g.c)
-    else:
-        inner = (slice(None), slice(pt, pt + g.h), slice(pl, pl + g.w))
-        views = [(slice(None), slice(None), None, slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
-                  slice(j * dw, j * dw + (ow - 1) * sw + 1, sw)) for i, j in g.taps]
-        acc_shape, pad_shape = (g.n, g.c, mult, oh, ow), (g.n, g.c, hp, wp)
-    weight_shape = (kh * kw, g.c, mult) if g.channel_last else (kh * kw, g.c, mult, 1, 1)
+    pad = Padding.plan(g, channels_first=False)
+    rows = [slice(i * dh, i * dh + (oh - 1) * sh + 1, sh) for i in range(kh)]
+    cols = [slice(j * dw, j * dw + (ow - 1) * sw + 1, sw) for j in range(kw)]
+    keep = slice(None)
+    if g.channel_last:  # [N, OH, OW, C, 1] views times [C, mult] weights
+        views = [(keep, rows[i], cols[j], keep, None) for i, j in g.taps]
+        weight_shape: tuple[int, ...] = (kh * kw, g.c, mult)
+    else:  # [N, C, 1, OH, OW] views times [C, mult, 1, 1] weights
+        views = [(keep, keep, None, rows[i], cols[j]) for i, j in g.taps]
+        weight_shape = (kh * kw, g.c, mult, 1, 1)
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        if padded:
-            xp = np.zeros(pad_shape, x.dtype)
-            xp[(slice(None), *inner)] = x
-        else:
-            xp = x
+        xp = pad(x)
         taps = np.ascontiguousarray(w.reshape(g.c, mult, kh * kw).transpose(2, 0, 1)).reshape(weight_shape)
         acc = np.multiply(xp[views[0]], taps[0])
         tmp = np.empty_like(acc)
@@ -325,22 +320,16 @@ def _conv_runner(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarr
     return _im2col(g)
 
 
-def _conv_kernel(spec: KernelSpec, conv: Callable[[np.ndarray, np.ndarray], np.ndarray], g: ConvGeometry,
+def _conv_kernel(spec: KernelSpec, conv: Callable[[np.ndarray, np.ndarray], np.ndarray],
                  epilogue: Epilogue) -> Kernel:
-    """Bind ``conv`` and the epilogue to the op's input slots. ``conv`` returns the output in
-    its final layout: a new array, or a strided view of one (wide columns, a transposed layout)
-    that the epilogue's copy makes contiguous."""
+    """Bind ``conv`` (which returns a new array in the output's layout) and the epilogue, run in
+    place on that array, to the op's input slots."""
     where = slot_positions(spec)
     bias_at, residual_at = where.get("Bias"), where.get("ResidualData")
-    shape = g.out_shape()
 
     def run(*args: np.ndarray) -> np.ndarray:
-        res = conv(args[0], args[1])
-        bias = None if bias_at is None else args[bias_at]
-        residual = None if residual_at is None else args[residual_at]
-        if res.flags.c_contiguous:  # a buffer the conv allocated, in the output's layout
-            return epilogue(res, bias, residual)
-        return epilogue(np.empty(shape, res.dtype), bias, residual, source=res)
+        return epilogue(conv(args[0], args[1]), None if bias_at is None else args[bias_at],
+                        None if residual_at is None else args[residual_at])
 
     return run
 
@@ -349,7 +338,7 @@ def _conv_kernel(spec: KernelSpec, conv: Callable[[np.ndarray, np.ndarray], np.n
 @register_kernel("depthwise_conv2d")
 def conv2d(spec: KernelSpec) -> Kernel:
     g = conv_geometry(spec)
-    return _conv_kernel(spec, _conv_runner(g), g, make_epilogue(g.bias_shape()))
+    return _conv_kernel(spec, _conv_runner(g), make_epilogue(g.bias_shape()))
 
 
 @register_kernel("fused_conv2d")
@@ -357,7 +346,7 @@ def fused_conv2d(spec: KernelSpec) -> Kernel:
     g = conv_geometry(spec)
     attrs = spec.attrs
     epilogue = make_epilogue(g.bias_shape(), attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"])
-    return _conv_kernel(spec, _conv_runner(g), g, epilogue)
+    return _conv_kernel(spec, _conv_runner(g), epilogue)
 
 
 # -- conv2d_transpose: GEMM + col2im ----------------------------------------------------------------
