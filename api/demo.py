@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from halfway.executor import Executor
 from halfway.ir import Program, Scope, init_scope, layers, program_guard
 from halfway.ir.io import load_inference_model, save_inference_model
 from halfway.ir.verifier import verify
@@ -49,8 +50,22 @@ def run_demo(out_dir: str | None = None, seed: int = 0) -> int:
         print(loaded)
         print(_summary(loaded, loaded_feeds, loaded_fetches, scope, loaded_scope, len(model_bytes), params_bytes))
         identical = loaded.to_bytes() == model_bytes
+        same_outputs = _run_both(prog, scope, loaded, loaded_scope, feeds[0], fetches, seed)
     print(f"reload re-serializes byte-identically: {'yes' if identical else 'NO'}")
-    return 0 if identical else 1
+    return 0 if identical and same_outputs else 1
+
+
+def _run_both(prog: Program, scope: Scope, loaded: Program, loaded_scope: Scope, feed: str,
+              fetches: list[str], seed: int) -> bool:
+    """Run the built and the reloaded program on the numpy backend on one random input."""
+    shape = prog.global_block().var(feed).shape
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    before = Executor().run(prog, {feed: x}, fetches, scope)[0]
+    after = Executor().run(loaded, {feed: x}, fetches, loaded_scope)[0]
+    same = np.array_equal(before, after)
+    print(f"numpy run: top-1 class {int(before.argmax())} (p={before.max():.3f}), "
+          f"reloaded program gives identical outputs: {'yes' if same else 'NO'}")
+    return same
 
 
 def _summary(prog: Program, feeds: list[str], fetches: list[str], saved: Scope, loaded: Scope,

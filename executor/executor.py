@@ -177,7 +177,8 @@ class _Preparer:
             if self.slots[name] in first:
                 last[self.slots[name]] = end
         names = {s: n for n, s in self.slots.items()}
-        return [Lifetime(names[s], numel_bytes(self.infos[names[s]]), first[s], last[s]) for s in first]
+        activations = [s for s in first if self.values[s] is None]  # not a parameter updated in place
+        return [Lifetime(names[s], numel_bytes(self.infos[names[s]]), first[s], last[s]) for s in activations]
 
     def _inplace_pairs(self, steps: list[Step], lifetimes: list[Lifetime]) -> dict[str, str]:
         pairs = {}

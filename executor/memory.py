@@ -54,7 +54,8 @@ def plan_memory(lifetimes: Sequence[Lifetime], inplace_pairs: Mapping[str, str] 
                     bisect.insort(free, (plan.buffer_bytes[buffer], buffer))
                     live -= plan.buffer_bytes[buffer]
         source = (inplace_pairs or {}).get(lt.name)
-        if source in by_name and by_name[source].last == lt.first and by_name[source].nbytes == lt.nbytes:
+        if (source in plan.buffer_of and by_name[source].last == lt.first
+                and by_name[source].nbytes == lt.nbytes):
             plan.buffer_of[lt.name] = plan.buffer_of[source]
             plan.inplace[lt.name] = source
         else:
