@@ -1,1 +1,1 @@
-"""Placeholder."""
+"""Model importers: ONNX and Paddle inference models."""
