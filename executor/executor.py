@@ -9,10 +9,11 @@ edges were cast to float16 runs float16 kernels op after op, with no flag.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from attrs import define, evolve
 
 from halfway.ir.block import Block
 from halfway.ir.dtypes import DType
@@ -23,10 +24,10 @@ from halfway.ir.schema import InferContext, OpSchema, TensorInfo, get_schema
 from halfway.ir.scope import Scope
 from halfway.ir.variable import Variable
 from halfway.ir.verifier import verify
-from halfway.kernels.registry import KernelKey, KernelSpec, find_kernel
-from halfway.executor.memory import Lifetime, plan_memory
+from halfway.kernels.registry import KernelFactory, KernelKey, KernelSpec, find_kernel
+from halfway.executor.memory import Value, plan_memory
 from halfway.executor.place import CPUPlace, Place
-from halfway.executor.prepared import PreparedProgram, PrepareReport, Step, numel_bytes
+from halfway.executor.prepared import PreparedProgram, PrepareReport, Step, numel_bytes, read_only
 
 __all__ = ["Executor", "op_dtype"]
 
@@ -49,13 +50,16 @@ class Executor:
         return prepared.run(feed)
 
     def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str | Variable],
-                scope: Scope, *, feed_shapes: Mapping[str, Sequence[int]] | None = None) -> PreparedProgram:
+                scope: Scope, *, feed_shapes: Mapping[str, Sequence[int]] | None = None,
+                reuse_memory: bool = True) -> PreparedProgram:
         """Verify, infer shapes, choose kernels and plan memory once for these feeds and fetches.
 
         ``feed_shapes`` fixes dims the program leaves unknown (-1); without it they must be known.
+        ``reuse_memory=False`` plans a buffer per value and runs no kernel in place (results are
+        the same; a baseline for the memory figures and for checking the plan).
         """
         verify(program, feed_names=feed_names)
-        return _Preparer(program.global_block(), self.place.backend, scope).prepare(
+        return _Preparer(program.global_block(), self.place.backend, scope, reuse_memory).prepare(
             list(feed_names), _names(fetch_names), dict(feed_shapes or {}))
 
 
@@ -82,10 +86,11 @@ def op_dtype(op: Operator, schema: OpSchema, infos: Mapping[str, TensorInfo]) ->
 
 
 class _Preparer:
-    def __init__(self, block: Block, backend: str, scope: Scope) -> None:
+    def __init__(self, block: Block, backend: str, scope: Scope, reuse: bool) -> None:
         self.block = block
         self.backend = backend
         self.scope = scope
+        self.reuse = reuse
         self.infos: dict[str, TensorInfo] = {}
         self.slots: dict[str, int] = {}
         self.values: list[np.ndarray | None] = []
@@ -99,13 +104,13 @@ class _Preparer:
     def prepare(self, feed_names: list[str], fetch_names: list[str], feed_shapes: dict[str, Any]) -> PreparedProgram:
         feeds = [self._bind_feed(name, feed_shapes.get(name)) for name in feed_names]
         ops = [op for op in self.block.ops if op.type not in _SKIPPED]
-        report = PrepareReport()
-        steps = [self._step(i, op, report) for i, op in enumerate(ops)]
+        pending = [self._resolve(op) for op in ops]
         for name in fetch_names:
             if name not in self.infos:
                 raise FeedError(f"cannot fetch {name!r}: no op computes it and it is neither fed nor a parameter")
-        lifetimes = self._lifetimes(steps, fetch_names)
-        report.memory = plan_memory(lifetimes, self._inplace_pairs(steps, lifetimes))
+        report = PrepareReport()
+        report.memory = plan_memory(self._plan_values(pending, fetch_names), reuse=self.reuse)
+        steps = [self._step(p, report) for p in pending]
         self._set_frees(steps, fetch_names)
         return PreparedProgram(steps, self.values, feeds, [self.slots[n] for n in fetch_names], fetch_names, report)
 
@@ -134,10 +139,11 @@ class _Preparer:
             raise HalfwayError(f"op {op.describe()}: input {name!r} is {what}")
         info = TensorInfo(value.shape, DType.from_any(value.dtype))
         self.infos[name] = info
-        self.values[self.slot(name)] = value
+        self.values[self.slot(name)] = read_only(value)
         return info
 
-    def _step(self, index: int, op: Operator, report: PrepareReport) -> Step:
+    def _resolve(self, op: Operator) -> _Pending:
+        """Infer ``op``'s output infos and find its kernel factory."""
         schema = get_schema(op.type)
         inputs = {s.name: tuple(self._input_info(op, n) for n in op.input(s.name)) for s in schema.inputs
                   if op.input(s.name)}
@@ -150,43 +156,43 @@ class _Preparer:
         for slot, infos in outputs.items():
             self.infos.update(zip(op.output(slot), infos))
         dtype = op_dtype(op, schema, self.infos)
-        key = KernelKey(op.type, self.backend, dtype)
         try:
             factory = find_kernel(op.type, self.backend, dtype)
         except KernelNotFoundError as e:
             raise KernelNotFoundError(f"op #{op.index} {op.describe()} with input dtypes "
                                       f"{_dtypes(inputs)}: {e}") from None
-        kernel = factory(KernelSpec(op.type, dtype, ctx._attrs, inputs, outputs))
-        report.kernels.append((op.index, op.type, key))
+        spec = KernelSpec(op.type, dtype, ctx._attrs, inputs, outputs)
         in_slots = tuple(self.slot(n) for s in inputs for n in op.input(s))
         out_slots = tuple(self.slot(n) for s in outputs for n in op.output(s))
-        return Step(op, key, kernel, in_slots, out_slots, ())
+        return _Pending(op, schema, factory, spec, in_slots, out_slots)
 
-    def _lifetimes(self, steps: list[Step], fetch_names: list[str]) -> list[Lifetime]:
-        first: dict[int, int] = {}
-        last: dict[int, int] = {}
-        for i, step in enumerate(steps):
-            for s in step.outputs:
-                first.setdefault(s, i)
-                last.setdefault(s, i)
-            for s in step.inputs:
-                if s in first:
-                    last[s] = i
-        end = len(steps)
-        for name in fetch_names:
-            if self.slots[name] in first:
-                last[self.slots[name]] = end
+    def _plan_values(self, pending: list[_Pending], fetch_names: list[str]) -> list[Value]:
+        """Every value the steps touch, for the memory plan: activations with the step writing
+        them; feeds and parameters (the caller's memory) with none."""
         names = {s: n for n, s in self.slots.items()}
-        activations = [s for s in first if self.values[s] is None]  # not a parameter updated in place
-        return [Lifetime(names[s], numel_bytes(self.infos[names[s]]), first[s], last[s]) for s in activations]
+        values: dict[str, Value] = {}
+        for i, p in enumerate(pending):
+            for s in p.inputs:
+                values.setdefault(names[s], Value(names[s], numel_bytes(self.infos[names[s]]), None, i)).last = i
+            for name, view_of, inplace_of in _output_sources(p.op, p.schema):
+                if name in values:  # a parameter updated in place, or a var written twice
+                    values[name].last = i
+                    continue
+                owned = self.values[self.slots[name]] is None
+                values[name] = Value(name, numel_bytes(self.infos[name]), i if owned else None, i, view_of, inplace_of)
+        for name in fetch_names:
+            if name in values:
+                values[name].last = len(pending)
+        return list(values.values())
 
-    def _inplace_pairs(self, steps: list[Step], lifetimes: list[Lifetime]) -> dict[str, str]:
-        pairs = {}
-        for step in steps:
-            for in_slot, out_slot in get_schema(step.op.type).inplace.items():
-                if step.op.input(in_slot) and step.op.output(out_slot):
-                    pairs[step.op.output(out_slot)[0]] = step.op.input(in_slot)[0]
-        return pairs
+    def _step(self, p: _Pending, report: PrepareReport) -> Step:
+        planned = report.memory.inplace
+        inplace = any(inplace_of is not None and planned.get(name) == inplace_of
+                      for name, _, inplace_of in _output_sources(p.op, p.schema))
+        kernel = p.factory(evolve(p.spec, inplace=inplace))
+        key = KernelKey(p.op.type, self.backend, p.spec.dtype)
+        report.kernels.append((p.op.index, p.op.type, key))
+        return Step(p.op, key, kernel, p.inputs, p.outputs, ())
 
     def _set_frees(self, steps: list[Step], fetch_names: list[str]) -> None:
         keep = {self.slots[n] for n in fetch_names}
@@ -201,6 +207,29 @@ class _Preparer:
                 frees.setdefault(i, []).append(s)
         for i, step in enumerate(steps):
             step.frees = tuple(frees.get(i, ()))
+
+
+@define
+class _Pending:
+    """An op resolved but not yet bound: its kernel is made once the memory plan says whether
+    it may write in place."""
+
+    op: Operator
+    schema: OpSchema
+    factory: KernelFactory
+    spec: KernelSpec
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+def _output_sources(op: Operator, schema: OpSchema) -> Iterator[tuple[str, str | None, str | None]]:
+    """(output name, input it may be a view of, input it may overwrite) for each output of ``op``."""
+    overwrites = {out: inp for inp, out in schema.inplace.items()}
+    for slot, names in op.outputs.items():
+        for i, name in enumerate(names):
+            view = op.input(schema.views[slot]) if slot in schema.views else ()
+            source = op.input(overwrites[slot]) if slot in overwrites and i == 0 else ()
+            yield name, view[0] if view else None, source[0] if source else None
 
 
 def _inferred(ctx: InferContext, slot: str, index: int, op: Operator) -> TensorInfo:

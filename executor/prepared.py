@@ -16,7 +16,7 @@ from halfway.ir.schema import TensorInfo
 from halfway.kernels.registry import KernelKey
 from halfway.executor.memory import MemoryPlan
 
-__all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feed"]
+__all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feed", "read_only"]
 
 
 @define
@@ -104,7 +104,14 @@ def check_feed(name: str, feed: Mapping[str, Any], info: TensorInfo) -> np.ndarr
         raise FeedError(f"feed {name!r} has dtype {value.dtype}, expected {info.dtype.name}")
     if value.ndim != len(info.shape) or any(d not in (-1, v) for d, v in zip(info.shape, value.shape)):
         raise FeedError(f"feed {name!r} has shape {list(value.shape)}, expected {list(info.shape)} (-1 = any)")
-    return value if value.flags.c_contiguous else np.ascontiguousarray(value)
+    return read_only(value if value.flags.c_contiguous else np.ascontiguousarray(value))
+
+
+def read_only(value: np.ndarray) -> np.ndarray:
+    """A read-only view of the caller's array: no kernel can write into a feed or a parameter."""
+    view = value.view()
+    view.flags.writeable = False
+    return view
 
 
 def numel_bytes(info: TensorInfo) -> int:

@@ -85,7 +85,10 @@ class OpSchema:
     ``dtype_slots``: the input slots whose dtype is the op's dtype (its kernel's); defaults to the
     first input slot. ``keep_dtype_slots``: inputs that keep their own dtype under a float16
     kernel (batch_norm's statistics, index and shape tensors). ``inplace``: input slot -> output
-    slot pairs a kernel may compute in place.
+    slot pairs a kernel may compute in place (writing the output into the input's memory when
+    nothing reads the input afterwards). ``views``: output slot -> input slot pairs whose output
+    may share the input's memory (reshapes, transposes, slices, split pieces, outputs that are
+    an input itself): the memory plan keeps such an input's buffer alive while the view lives.
     """
 
     type: str
@@ -96,6 +99,7 @@ class OpSchema:
     dtype_slots: tuple[str, ...] | None = field(default=None)
     keep_dtype_slots: tuple[str, ...] = field(converter=tuple, default=())
     inplace: Mapping[str, str] = field(factory=dict)
+    views: Mapping[str, str] = field(factory=dict)
     doc: str = ""
 
     def __attrs_post_init__(self) -> None:
@@ -103,6 +107,11 @@ class OpSchema:
         for slot in (self.dtype_slots or ()) + self.keep_dtype_slots:
             if slot not in names:
                 raise SchemaError(f"schema {self.type}: {slot!r} is not an input slot (has {names})")
+        outs = [s.name for s in self.outputs]
+        for source, target in [*self.inplace.items(), *((i, o) for o, i in self.views.items())]:
+            if source not in names or target not in outs:
+                raise SchemaError(f"schema {self.type}: {source!r} -> {target!r} must pair an input slot "
+                                  f"(has {names}) with an output slot (has {outs})")
 
     @property
     def decisive_slots(self) -> tuple[str, ...]:

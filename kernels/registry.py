@@ -45,13 +45,19 @@ class KernelKey:
 
 @frozen
 class KernelSpec:
-    """What a kernel factory sees: the op's resolved attrs and its tensors by slot."""
+    """What a kernel factory sees: the op's resolved attrs and its tensors by slot.
+
+    ``inplace``: the kernel may write its output into its first input's array (the memory plan
+    found that nothing reads that array afterwards, and that it is no feed, parameter or view of
+    one). A kernel is free to ignore it.
+    """
 
     op_type: str
     dtype: DType
     attrs: Mapping[str, Any]
     inputs: Mapping[str, tuple[TensorInfo, ...]]
     outputs: Mapping[str, tuple[TensorInfo, ...]]
+    inplace: bool = False
 
     @property
     def input_keys(self) -> list[tuple[str, int]]:

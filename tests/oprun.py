@@ -16,6 +16,7 @@ import numpy as np
 import halfway
 from halfway.executor import Executor, PrepareReport
 from halfway.ir.builder import append_op, program_guard
+from halfway.ir.schema import get_schema
 
 
 def run_op(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[np.ndarray]], attrs: Mapping[str, Any] | None = None,
@@ -47,10 +48,22 @@ def run_op_with_report(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[
     prepared = Executor().prepare(prog, list(feed), [n for _, n in names], scope,
                                   feed_shapes={n: a.shape for n, a in feed.items()})
     results = prepared.run(feed)
+    _check_undeclared_aliases(op_type, names, results, [*feed.values(), *(scope[n] for n in scope)])
     grouped: dict[str, list[np.ndarray]] = {}
     for (slot, _), value in zip(names, results):
         grouped.setdefault(slot, []).append(value)
     return grouped, prepared.report
+
+
+def _check_undeclared_aliases(op_type: str, names: Sequence[tuple[str, str]], results: Sequence[np.ndarray],
+                              inputs: Sequence[np.ndarray]) -> None:
+    """An output sharing an input's memory must be declared a view in the schema, or the memory
+    plan could let a later op overwrite the input through it."""
+    views = get_schema(op_type).views
+    for (slot, _), value in zip(names, results):
+        if isinstance(value, np.ndarray) and slot not in views:
+            assert not any(np.shares_memory(value, a) for a in inputs), (
+                f"{op_type}: output {slot} shares an input's memory but the schema declares no view")
 
 
 def float16_tolerance(reduction_length: int = 1) -> float:

@@ -6,7 +6,7 @@ import pytest
 import halfway
 from halfway import layers
 from halfway.executor import Executor, plan_memory
-from halfway.executor.memory import Lifetime
+from halfway.executor.memory import Value
 from halfway.ir import DType, FeedError, HalfwayError, KernelNotFoundError
 from halfway.ir.schema import OpSchema, Slot, register_op, same_as
 
@@ -126,9 +126,95 @@ def test_kernel_failure_names_the_op():
 
 
 def test_memory_plan_reuses_buffers():
-    # a -> b -> c -> d chain of equal sizes: two buffers suffice
-    lifetimes = [Lifetime("a", 100, 0, 1), Lifetime("b", 100, 1, 2), Lifetime("c", 100, 2, 3), Lifetime("d", 100, 3, 4)]
-    plan = plan_memory(lifetimes)
+    # a -> b -> c -> d chain of equal sizes, each read by the next op only: two buffers suffice
+    def chain(inplace):
+        return [Value("a", 100, 0, 1), *(Value(n, 100, i, i + 1, inplace_of=p if inplace else None)
+                                         for i, (p, n) in enumerate(zip("abc", "bcd"), start=1))]
+    plan = plan_memory(chain(False))
     assert plan.no_reuse_bytes == 400 and plan.peak_bytes == 200 and len(plan.buffer_bytes) == 2
-    inplace = plan_memory(lifetimes, {"b": "a", "c": "b", "d": "c"})
+    inplace = plan_memory(chain(True))
     assert len(inplace.buffer_bytes) == 1 and inplace.peak_bytes == 100
+    assert inplace.inplace == {"b": "a", "c": "b", "d": "c"}
+    no_reuse = plan_memory(chain(True), reuse=False)
+    assert no_reuse.planned_bytes == 400 and no_reuse.inplace == {}
+
+
+def test_views_share_their_source_buffer_and_keep_it_alive():
+    # feed x; a = f(x) at 0; v = view(a) at 1; b = g(x) at 2 (a is dead, v is not); c = h(v, b) at 3
+    values = [Value("x", 64, None, 2), Value("a", 64, 0, 1), Value("v", 64, 1, 3, view_of="a"),
+              Value("b", 64, 2, 3), Value("c", 64, 3, 4, inplace_of="v")]
+    plan = plan_memory(values)
+    assert plan.views == {"v": "a"} and plan.buffer_of["v"] == plan.buffer_of["a"]
+    assert plan.buffer_of["b"] != plan.buffer_of["a"]  # a's buffer lives on through v
+    assert plan.inplace == {"c": "v"} and plan.buffer_of["c"] == plan.buffer_of["a"]
+    assert plan.no_reuse_bytes == 64 * 3
+
+
+def test_views_of_feeds_are_never_overwritten():
+    values = [Value("x", 64, None, 0), Value("v", 64, 0, 1, view_of="x"), Value("y", 64, 1, 2, inplace_of="v")]
+    plan = plan_memory(values)
+    assert plan.views == {"v": "x"} and plan.inplace == {} and "v" not in plan.buffer_of
+    assert plan.buffer_of.keys() == {"y"}
+
+
+
+
+def _residual_cnn() -> tuple[halfway.Program, halfway.Scope, list[str]]:
+    """conv-bn-relu, a residual add, views (reshape, transpose, slice) and a head: every kind of
+    value the plan groups (in-place outputs, views, views of the feed)."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 4, 8, 8])
+        h = layers.relu(layers.batch_norm(layers.conv2d(x, 4, 3, padding=1)))
+        h = layers.relu(layers.elementwise_add(h, x))
+        flat = layers.reshape(layers.transpose(h, [0, 2, 3, 1]), [2, -1])
+        head = layers.scale(layers.slice(flat, axes=[1], starts=[0], ends=[64]), scale=0.5)
+        side = layers.relu6(layers.reshape(x, [2, -1]))
+        y = layers.softmax(layers.fc(head, 10))
+    return prog, halfway.init_scope(prog, seed=3), [y.name, side.name, h.name]
+
+
+def test_results_identical_with_and_without_memory_reuse():
+    prog, scope, fetches = _residual_cnn()
+    x = np.random.default_rng(1).standard_normal((2, 4, 8, 8)).astype(np.float32)
+    x_before, params_before = x.copy(), {n: scope[n].copy() for n in scope}
+    reused = Executor().prepare(prog, ["x"], fetches, scope)
+    baseline = Executor().prepare(prog, ["x"], fetches, scope, reuse_memory=False)
+    assert reused.report.memory.inplace and not baseline.report.memory.inplace
+    assert reused.report.memory.views  # reshape/transpose/slice outputs share their source's buffer
+    for _ in range(2):
+        for a, b in zip(reused.run({"x": x}), baseline.run({"x": x})):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(x, x_before)
+    for name, value in params_before.items():
+        np.testing.assert_array_equal(scope[name], value)
+    memory = reused.report.memory
+    assert memory.peak_bytes < baseline.report.memory.peak_bytes <= memory.no_reuse_bytes
+
+
+def test_in_place_kernels_write_into_their_dying_input():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [3, 5])
+        a = layers.scale(x, scale=3.0)          # a new array: x is the caller's
+        b = layers.relu(a)                       # a dies here: relu writes into it
+        y = layers.elementwise_add(b, x)         # b dies here too
+    prepared = Executor().prepare(prog, ["x"], [y.name], halfway.Scope())
+    assert prepared.report.memory.inplace == {b.name: a.name, y.name: b.name}
+    kernels = [step.kernel for step in prepared._steps]
+    buffer = np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)
+    out = kernels[1](buffer)
+    assert out is buffer and (buffer >= 0).all()
+    assert kernels[2](buffer, np.ones((3, 5), np.float32)) is buffer
+
+
+def test_feeds_and_parameters_are_bound_read_only():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 3])
+        y = layers.relu(layers.reshape(x, [3, 2]))  # a view of the feed must not be overwritten
+    prepared = Executor().prepare(prog, ["x"], [y.name], halfway.Scope())
+    assert prepared.report.memory.inplace == {}
+    x_value = -np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(prepared.run({"x": x_value})[0], np.zeros((3, 2)))
+    assert (x_value == -1).all()

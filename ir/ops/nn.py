@@ -311,7 +311,7 @@ _register(
            AttrSpec("trainable_statistics", AttrType.BOOLEAN, False)],
     infer=_infer_batch_norm,
     keep_dtype_slots=(*_BN_PARAMS, "MomentumTensor"),
-    inplace={"X": "Y", "Mean": "MeanOut", "Variance": "VarianceOut"},
+    inplace={"X": "Y"}, views={"MeanOut": "Mean", "VarianceOut": "Variance", "SavedMean": "Mean"},
     doc="Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per channel (inference: MeanOut/VarianceOut "
         "alias Mean/Variance).",
 )
@@ -390,7 +390,7 @@ _register(
            AttrSpec("dropout_implementation", AttrType.STRING, "downgrade_in_infer",
                     choices=("downgrade_in_infer", "upscale_in_train")),
            AttrSpec("fix_seed", AttrType.BOOLEAN, False), AttrSpec("seed", AttrType.INT, 0)],
-    infer=_infer_dropout, keep_dtype_slots=("Seed",), inplace={"X": "Out"},
+    infer=_infer_dropout, keep_dtype_slots=("Seed",), inplace={"X": "Out"}, views={"Out": "X"},
     doc="Inference dropout: Out = X * (1 - dropout_prob) (downgrade_in_infer) or X (upscale_in_train).",
 )
 

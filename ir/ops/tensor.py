@@ -99,12 +99,12 @@ def _with_xshape(ctx: InferContext, out: Sequence[int]) -> None:
     ctx.set_output("XShape", (0, *x.shape), x.dtype)
 
 
-def _xshape_op(op_type: str, infer: InferFn, attrs: Sequence[AttrSpec], doc: str, inputs: Sequence[Slot] = (),
-               inplace: bool = True) -> OpSchema:
-    """A reshape-like schema: X (+ ``inputs``) -> Out, dispensable XShape."""
+def _xshape_op(op_type: str, infer: InferFn, attrs: Sequence[AttrSpec], doc: str,
+               inputs: Sequence[Slot] = ()) -> OpSchema:
+    """A reshape-like schema: X (+ ``inputs``) -> Out, a view of X, and a dispensable XShape."""
     return OpSchema(op_type, inputs=[Slot("X"), *inputs], outputs=[Slot("Out"), Slot("XShape", dispensable=True)],
                     attrs=attrs, infer=infer, keep_dtype_slots=[s.name for s in inputs],
-                    inplace={"X": "Out"} if inplace else {}, doc=doc)
+                    views={"Out": "X"}, doc=doc)
 
 
 # -- feed / fetch ----------------------------------------------------------------------------------
@@ -190,7 +190,7 @@ register_op(OpSchema(
     outputs=[Slot("Out", duplicable=True)],
     attrs=[AttrSpec("axis", AttrType.INT, 0), AttrSpec("num", AttrType.INT, 0),
            AttrSpec("sections", AttrType.INTS, ())],
-    infer=_infer_split, keep_dtype_slots=("AxisTensor", "SectionsTensorList"),
+    infer=_infer_split, keep_dtype_slots=("AxisTensor", "SectionsTensorList"), views={"Out": "X"},
     doc="Split X along `axis` into `num` equal pieces or pieces of `sections` sizes (one -1 = the rest).",
 ))
 
@@ -298,7 +298,7 @@ register_op(_xshape_op(
     doc="Merge dims start_axis..stop_axis (inclusive) of X into one.",
 ))
 register_op(_xshape_op(
-    "transpose2", _infer_transpose2, [AttrSpec("axis", AttrType.INTS)], inplace=False,
+    "transpose2", _infer_transpose2, [AttrSpec("axis", AttrType.INTS)],
     doc="Permute the dims of X: Out.shape[i] = X.shape[axis[i]].",
 ))
 register_op(_xshape_op(
@@ -429,6 +429,7 @@ register_op(OpSchema(
            AttrSpec("decrease_axis", AttrType.INTS, ())],
     infer=_infer_slice,
     keep_dtype_slots=("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList"),
+    views={"Out": "Input"},
     doc="Input[starts:ends] along `axes` (numpy clamping, negative = from the end); "
         "`decrease_axis` drops size-1 dims.",
 ))

@@ -20,12 +20,15 @@ at least 2 * 11 + 2, so the double rounding is innocuous) without the two copies
 Integer kernels follow Paddle's C++ ones: ``elementwise_div`` truncates toward zero and rejects a
 zero divisor, integer powers go through ``std::pow`` in double, and float attrs or scalar tensors
 of an int kernel (scale, bias, clip bounds, pow factor) are cast to its dtype, truncated toward
-zero (and saturated where they lie outside it). Every kernel returns a new array, never an input.
+zero (and saturated where they lie outside it). Every kernel returns a new array, never an input,
+unless its spec says it may write in place (``KernelSpec.inplace``): then binary ufuncs, unary
+ufuncs, relu, relu6 and scale write into X.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -79,6 +82,8 @@ def binary(floats: Callable[[np.ndarray, np.ndarray], np.ndarray],
         x, y = spec.input("X").shape, spec.input("Y").shape
         xs, ys = numpy_operand_shapes(x, y, spec.attrs["axis"])
         fn = floats if spec.dtype.is_floating or ints is None else ints
+        if spec.inplace and isinstance(fn, np.ufunc) and xs == tuple(x) == tuple(spec.output("Out").shape):
+            return lambda a, b: fn(a, b.reshape(ys), out=a)
         if (xs, ys) == (tuple(x), tuple(y)):
             return fn
         return lambda a, b: fn(a.reshape(xs), b.reshape(ys))
@@ -100,18 +105,23 @@ def _power_via_double(x: np.ndarray, y: np.ndarray | np.generic) -> np.ndarray:
 
 # -- unary --------------------------------------------------------------------------------------
 def unary(fn: Callable[..., np.ndarray]) -> KernelFactory:
-    """A factory for the X -> Out op computing ``fn(X, **attrs)``."""
+    """A factory for the X -> Out op computing ``fn(X, **attrs)``; in place (``out=X``) where the
+    spec allows it and ``fn`` takes an ``out`` (ufuncs do)."""
+    writes_out = isinstance(fn, np.ufunc) or "out" in inspect.signature(fn).parameters
 
     def make(spec: KernelSpec) -> Kernel:
         dtype = spec.dtype.numpy
         attrs = {name: _scalar(v, dtype) if isinstance(v, float) else v for name, v in spec.attrs.items()}
-        return functools.partial(fn, **attrs) if attrs else fn
+        bound = functools.partial(fn, **attrs) if attrs else fn
+        if spec.inplace and writes_out and len(spec.input("X").shape) > 0:
+            return lambda x: bound(x, out=x)
+        return bound
 
     return make
 
 
-def _relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0)
+def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.maximum(x, 0, out=out)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -129,8 +139,8 @@ def _silu(x: np.ndarray) -> np.ndarray:
     return x * _sigmoid(x)
 
 
-def _relu6(x: np.ndarray, threshold: np.generic) -> np.ndarray:
-    return np.clip(x, 0, threshold)
+def _relu6(x: np.ndarray, threshold: np.generic, out: np.ndarray | None = None) -> np.ndarray:
+    return np.clip(x, 0, threshold, out=out)
 
 
 def _leaky_relu(x: np.ndarray, alpha: np.generic) -> np.ndarray:
@@ -210,15 +220,17 @@ def _scale(spec: KernelSpec) -> Kernel:
     read = _scalar_reader(spec, [("ScaleTensor", "scale")])
     bias = _scalar(spec.attrs["bias"], spec.dtype.numpy)
     after = spec.attrs["bias_after_scale"]
+    inplace = spec.inplace and len(spec.input("X").shape) > 0
 
     def scale(x: np.ndarray, *tensor: np.ndarray) -> np.ndarray:
         (factor,) = read(*tensor)
+        target = x if inplace else None
         if after:
-            out = np.multiply(x, factor)
+            out = np.multiply(x, factor, out=target)
             if bias:
                 out += bias
             return out
-        out = np.add(x, bias)
+        out = np.add(x, bias, out=target)
         out *= factor
         return out
 

@@ -170,13 +170,14 @@ def batch_norm(spec: KernelSpec) -> Kernel:
     dtype = spec.dtype.numpy
     eps = np.float32(spec.attrs["epsilon"])
     wanted = [slot for slot, _ in spec.output_keys]
+    inplace = spec.inplace
 
     def run(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, variance: np.ndarray,
             *_: np.ndarray) -> tuple[np.ndarray | None, ...]:
         inv_std = 1 / np.sqrt(variance + eps)
         a = scale * inv_std
         b = bias - mean * a
-        y = x * a.astype(dtype, copy=False).reshape(shape)
+        y = np.multiply(x, a.astype(dtype, copy=False).reshape(shape), out=x if inplace else None)
         y += b.astype(dtype, copy=False).reshape(shape)
         results = {"Y": y, "MeanOut": mean, "VarianceOut": variance, "SavedMean": mean,
                    "SavedVariance": inv_std.astype(variance.dtype, copy=False)}
