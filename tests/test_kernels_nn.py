@@ -158,6 +158,8 @@ CONV_CASES = [
     ((1, 5, 8, 11), (3, 5, 3, 2), {"strides": [2, 1], "padding_algorithm": "VALID"}),
     ((1, 4, 9, 9), (6, 4, 2, 2), {"strides": [2, 2], "paddings": [0, 1, 1, 0], "data_format": "AnyLayout"}),
     ((2, 4, 7, 6), (8, 1, 3, 3), {"groups": 4, "paddings": [1, 1]}),  # conv2d taking the depthwise path
+    ((2, 3, 5, 40), (4, 3, 3, 3), {"paddings": [1, 1]}),  # wide rows: the shifted path in NCHW
+    ((1, 4, 6, 48), (5, 4, 3, 2), {"dilations": [2, 3], "paddings": [2, 0, 1, 3]}),
 ]
 DEPTHWISE_CASES = [
     ((1, 6, 8, 8), (6, 1, 3, 3), {"paddings": [1, 1], "groups": 6}),
@@ -191,13 +193,23 @@ def test_conv_matches_references(op_type, case, layout, dtype):
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_conv_in_several_im2col_chunks(monkeypatch, layout):
+@pytest.mark.parametrize("path,attrs,x_shape,w_shape", [
+    ("_im2col", {"strides": [2, 1], "paddings": [1, 2, 2, 0], "groups": 2}, (2, 4, 9, 7), (6, 2, 3, 3)),
+    ("_shifted", {"paddings": [1, 0, 1, 1], "dilations": [2, 1]}, (2, 3, 7, 30), (4, 3, 3, 3)),
+])
+def test_conv_in_several_chunks(monkeypatch, layout, path, attrs, x_shape, w_shape):
     """A tiny chunk budget makes every output row its own gather + GEMM."""
     monkeypatch.setattr(conv_kernels, "CHUNK_BYTES", 1)
-    attrs = {"strides": [2, 1], "paddings": [1, 2, 2, 0], "groups": 2, "data_format": layout}
-    x, w = rand(2, 4, 9, 7), rand(6, 2, 3, 3)
+    attrs = {**attrs, "data_format": layout}
+    x, w = rand(*x_shape), rand(*w_shape)
     out = run("conv2d", {"Input": to_layout(x, attrs), "Filter": w}, attrs)["Output"]
     check(out, ref_conv(to_layout(x, attrs), w, attrs), 18)
+    taken = conv_kernels._conv_runner(conv_kernels.ConvGeometry(
+        x_shape[0], x_shape[1], x_shape[2], x_shape[3], w_shape[0], attrs.get("groups", 1), tuple(w_shape[2:]),
+        tuple(attrs.get("strides", [1, 1])), tuple(attrs.get("dilations", [1, 1])),
+        ((attrs["paddings"][0], attrs["paddings"][1]), (attrs["paddings"][2], attrs["paddings"][3])),
+        tuple(out.shape[1:3] if layout == "NHWC" else out.shape[2:]), layout == "NHWC"))
+    assert taken.__qualname__.startswith(path if layout == "NCHW" else "_im2col")
 
 
 def ref_activation(y: np.ndarray, act: str, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:

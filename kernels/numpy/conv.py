@@ -15,6 +15,9 @@ writes a new array in the output's layout, NCHW or NHWC):
    ``cols[(c, i, j), rows * OW]`` buffer and one batched GEMM per group,
    ``W[g][Og, Cg*kh*kw] @ cols[g]``, writes those rows of the output in place — transposed
    (``cols.T @ W.T``) for NHWC, so no output copy is needed in either layout.
+   2a. **shifted** (stride 1, one group, NCHW): the same GEMM, with columns gathered as one
+   contiguous run per tap and channel from the flattened padded input (``_shifted``), computed at
+   the padded width and cropped; taken where the padding widens rows by at most an eighth.
 3. **depthwise** (one input channel per group, any channel multiplier): ``kh * kw`` vectorised
    multiply-adds of shifted views of the padded input, no im2col.
 4. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
@@ -281,6 +284,40 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return run
 
 
+def _shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Stride-1 NCHW convolution (module docstring, case 2a). In the padded input flattened per
+    channel, tap (i, j) of output pixel (y, x) sits at ``(y + i*dh) * Wp + x + j*dw``: for a block
+    of output rows computed at the padded width ``Wp``, each tap's columns are one contiguous run
+    per channel. The ``Wp - OW`` extra columns of each row are cropped at the end; one spare zero
+    row keeps the last tap's run inside the buffer."""
+    kh, kw = g.kernel
+    dh, dw = g.dilations
+    (pt, pb), (pl, pr) = g.pads
+    oh, ow = g.out
+    hp, wp = g.h + pt + pb, g.w + pl + pr
+    k = g.c * kh * kw
+    offsets = [i * dh * wp + j * dw for i, j in g.taps]
+    rows = max(1, min(oh, CHUNK_BYTES // (k * wp * 4)))
+    chunks = [(r * wp, min(oh, r + rows) * wp) for r in range(0, oh, rows)]
+
+    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        xp = np.zeros((g.n, g.c, hp + 1, wp), x.dtype)
+        xp[:, :, pt:pt + g.h, pl:pl + g.w] = x
+        flat = xp.reshape(g.n, g.c, -1)
+        wide = np.empty((g.n, g.o, oh * wp), x.dtype)
+        wk = w.reshape(g.o, k)
+        buf = np.empty((g.c, kh * kw, rows * wp), x.dtype)
+        for n in range(g.n):
+            for a, b in chunks:
+                cols = buf[:, :, :b - a]
+                for t, off in enumerate(offsets):
+                    cols[:, t] = flat[n, :, a + off:b + off]
+                np.matmul(wk, cols.reshape(k, b - a), out=wide[n, :, a:b])
+        return np.ascontiguousarray(wide.reshape(g.n, g.o, oh, wp)[..., :ow])
+
+    return run
+
+
 def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """One input channel per group (output channel ``c * mult + m`` reads input channel ``c``):
     accumulate ``kh * kw`` weighted shifted views of the input, padded in its own layout."""
@@ -312,11 +349,20 @@ def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray
     return run
 
 
+def _little_waste(g: ConvGeometry) -> bool:
+    """The shifted path computes ``Wp - OW`` wasted columns per row: take it where that is at
+    most an eighth of the work (wide images; small ones gather their columns instead)."""
+    (_, _), (pl, pr) = g.pads
+    return 8 * g.out[1] >= 7 * (g.w + pl + pr)
+
+
 def _conv_runner(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     if g.groups == g.c and g.groups > 1:
         return _depthwise(g)
     if g.kernel == (1, 1) and not any(p for pair in g.pads for p in pair):
         return _pointwise(g)
+    if g.strides == (1, 1) and g.groups == 1 and not g.channel_last and _little_waste(g):
+        return _shifted(g)
     return _im2col(g)
 
 
