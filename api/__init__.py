@@ -2,5 +2,7 @@
 
 from halfway.ir import *  # noqa: F401,F403
 from halfway.ir import __all__ as _ir_all
+from halfway import passes
+from halfway.passes import PassManager
 
-__all__ = list(_ir_all)
+__all__ = list(_ir_all) + ["passes", "PassManager"]

@@ -46,7 +46,8 @@ class Executor:
         feed = dict(feed or {})
         fetch_names = _names(fetch_list) if fetch_list is not None else program.fetch_names()
         feed_shapes = {n: np.shape(v) for n, v in feed.items()}
-        prepared = self.prepare(program, list(feed), fetch_names, scope or Scope(), feed_shapes=feed_shapes)
+        prepared = self.prepare(program, list(feed), fetch_names, scope if scope is not None else Scope(),
+                                feed_shapes=feed_shapes)
         return prepared.run(feed)
 
     def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str | Variable],

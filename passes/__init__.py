@@ -1,5 +1,19 @@
-"""Passes and the pass manager (the registry and built-in passes live here)."""
+"""Passes and the pass manager. Importing this package registers every built-in pass."""
 
 from halfway.passes.base import Pass, PassInfo, PassResult, get_pass, register_pass, registered_passes
+from halfway.passes.manager import PassManager, PassRecord, PipelineResult, parse_pipeline
+from halfway.passes.pattern import Match, OpPattern, Pattern, VarPattern, op, pattern, var
+from halfway.passes.pipeline import DEFAULT_PIPELINE
+from halfway.passes.rewrite import RewriteContext, RewriteStats, Rule, Rules, apply_rules
 
-__all__ = ["Pass", "PassInfo", "PassResult", "get_pass", "register_pass", "registered_passes"]
+# built-in passes (one import per line)
+from halfway.passes import fuse_conv_bn  # noqa: F401
+from halfway.passes import fuse_conv_act  # noqa: F401
+from halfway.passes import fuse_fc  # noqa: F401
+
+__all__ = [
+    "Pass", "PassInfo", "PassResult", "get_pass", "register_pass", "registered_passes",
+    "PassManager", "PassRecord", "PipelineResult", "parse_pipeline", "DEFAULT_PIPELINE",
+    "Pattern", "OpPattern", "VarPattern", "Match", "op", "var", "pattern",
+    "Rule", "Rules", "RewriteContext", "RewriteStats", "apply_rules",
+]

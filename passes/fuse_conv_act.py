@@ -1,0 +1,104 @@
+"""fuse_conv_act: conv2d / depthwise_conv2d, its bias add and its activation -> one fused_conv2d.
+
+    x -> conv2d(W) -> elementwise_add(b) -> relu -> y      becomes      x -> fused_conv2d(W, b, relu) -> y
+
+Rules (applied until nothing matches, so the three steps chain):
+
+1. conv2d / depthwise_conv2d + elementwise_add of a [C] parameter on the channel dim ->
+   fused_conv2d with Bias;
+2. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
+3. fused_conv2d without activation + activation -> fused_conv2d with it.
+
+Activations and how their attrs map to fuse_alpha / fuse_beta (the fused kernel's meaning):
+relu; leaky_relu (alpha -> fuse_alpha); relu6 (threshold > 0 -> fuse_beta); sigmoid;
+swish (beta != 0 -> fuse_alpha); hard_swish (``X * min(max(X + offset, 0), threshold) / scale``
+with threshold == scale and offset != 0 -> fuse_alpha 1/scale, fuse_beta offset/scale).
+An activation whose attrs fall outside these is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from halfway.ir.operator import Operator
+from halfway.passes.pattern import pattern
+from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+
+__all__ = ["RULES", "fused_activation"]
+
+_CONVS = "conv2d|depthwise_conv2d"
+_ACTS = "relu|relu6|leaky_relu|sigmoid|swish|hard_swish"
+
+
+def _relu6(act: Operator) -> tuple[float, float] | None:
+    threshold = act.attr("threshold")
+    return (0.0, threshold) if threshold > 0 else None
+
+
+def _swish(act: Operator) -> tuple[float, float] | None:
+    beta = act.attr("beta")
+    return (beta, 0.0) if beta != 0 else None
+
+
+def _hard_swish(act: Operator) -> tuple[float, float] | None:
+    threshold, scale, offset = act.attr("threshold"), act.attr("scale"), act.attr("offset")
+    if scale <= 0 or threshold != scale or offset == 0:
+        return None
+    return (1.0 / scale, offset / scale)
+
+
+_PARAMS: dict[str, Callable[[Operator], tuple[float, float] | None]] = {
+    "relu": lambda act: (0.0, 0.0),
+    "leaky_relu": lambda act: (act.attr("alpha"), 0.0),
+    "relu6": _relu6,
+    "sigmoid": lambda act: (0.0, 0.0),
+    "swish": _swish,
+    "hard_swish": _hard_swish,
+}
+
+
+def fused_activation(act: Operator) -> tuple[str, float, float] | None:
+    """(fuse_activation, fuse_alpha, fuse_beta) computing ``act``, or None if the fused kernel cannot."""
+    params = _PARAMS[act.type](act) if act.type in _PARAMS else None
+    return (act.type, *params) if params is not None else None
+
+
+def _bias_on_channels(ctx: RewriteContext, conv: Operator, add: Operator, b: str) -> bool:
+    out = ctx.var(conv.output("Output")[0]).shape or ()
+    bias = ctx.var(b).shape or ()
+    if len(out) != 4 or len(bias) != 1:
+        return False
+    channel = 3 if conv.attr("data_format") == "NHWC" else 1
+    return bias[0] == out[channel] and add.attr("axis") in ((channel, -1) if channel == 3 else (channel,))
+
+
+def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, x: str, w: str, b: str) -> Operator | None:
+    if not _bias_on_channels(ctx, conv, add, b):
+        return None
+    return copy_op(conv, type="fused_conv2d", inputs={"Bias": b}, outputs={"Output": add.output("Out")})
+
+
+def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator, **_: str) -> Operator | None:
+    fused = fused_activation(act)
+    if fused is None:
+        return None
+    name, alpha, beta = fused
+    return copy_op(conv, type="fused_conv2d", outputs={"Output": act.output("Out")},
+                   attrs={"fuse_activation": name, "fuse_alpha": alpha, "fuse_beta": beta})
+
+
+RULES = Rules([
+    # conv2d + elementwise_add(bias) -> fused_conv2d(Bias)
+    Rule(pattern(f"add:elementwise_add(X=conv:{_CONVS}(Input=x, Filter=w), Y=b:param)"), _fuse_bias,
+         "conv2d + bias -> fused_conv2d"),
+    # conv2d + activation -> fused_conv2d(fuse_activation)
+    Rule(pattern(f"act:{_ACTS}(X=conv:{_CONVS}(Input=x, Filter=w))"), _fuse_act,
+         "conv2d + activation -> fused_conv2d"),
+    # fused_conv2d (no activation) + activation -> fused_conv2d(fuse_activation)
+    Rule(pattern(f"act:{_ACTS}(X=conv:fused_conv2d(Input=x, Filter=w, ...))",
+                 attrs={"conv": {"fuse_activation": ""}}), _fuse_act,
+         "fused_conv2d + activation -> fused_conv2d"),
+])
+
+register_rules("fuse_conv_act", RULES, "Fuse conv2d/depthwise_conv2d, its bias add and its activation "
+               "into one fused_conv2d.")

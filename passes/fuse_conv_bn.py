@@ -1,0 +1,125 @@
+"""fuse_conv_bn: fold an inference batch_norm into the weights of the op before it.
+
+    x -> conv2d(W) [-> elementwise_add(b)] -> batch_norm(scale, shift, mean, var) -> y
+  becomes
+    x -> conv2d(W') -> elementwise_add(b') -> y
+
+with ``s = scale / sqrt(var + epsilon)``, ``W' = W * s`` along W's output-channel axis and
+``b' = (b - mean) * s + shift`` (``b`` = 0 without a bias add). Cases:
+
+1. conv2d / depthwise_conv2d, channel axis of W 0 (filters are [C_out, C_in / g, kh, kw]);
+   batch_norm's layout must match the conv's data_format;
+2. matmul_v2 (Y is W, not transposed X, any trans_y) and mul (2-D Y, y_num_col_dims 1) whose
+   output is 2-D [N, C], W's channel axis 1 (0 for trans_y);
+3. each of them followed by an elementwise_add of a [C] parameter along the channel axis.
+
+W', b' are computed in float64 and stored in W's dtype as new parameters with new names; the
+caller's arrays are never written. The bias add is an ``elementwise_add`` so fuse_conv_act and
+fuse_fc can take it next.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from halfway.ir.operator import Operator
+from halfway.passes.pattern import pattern
+from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+
+__all__ = ["RULES"]
+
+_BN_PARAMS = "Scale=scale:param, Bias=shift:param, Mean=mean:param, Variance=variance:param"
+_CONV = "conv:conv2d|depthwise_conv2d(Input=x, Filter=w:param)"
+_MATMUL = "conv:matmul_v2(X=x, Y=w:param)"
+_MUL = "conv:mul(X=x, Y=w:param)"
+
+
+def _channel_last(layout: str) -> bool:
+    return layout == "NHWC"
+
+
+def _weight_axis(producer: Operator, w_rank: int) -> int | None:
+    """W's output-channel axis, None where folding does not apply."""
+    if producer.type in ("conv2d", "depthwise_conv2d"):
+        return 0
+    if w_rank != 2:
+        return None
+    if producer.type == "mul":
+        return 1 if producer.attr("y_num_col_dims") == 1 else None
+    return None if producer.attr("trans_x") else (0 if producer.attr("trans_y") else 1)
+
+
+def _channel_dim(ctx: RewriteContext, producer: Operator, bn: Operator) -> int | None:
+    """The channel dim of the producer's output, None if unknown or the layouts disagree."""
+    out = ctx.var(producer.output(_main_slot(producer))[0])
+    if out.shape is None:
+        return None
+    if producer.type in ("conv2d", "depthwise_conv2d"):
+        last = _channel_last(producer.attr("data_format"))
+        if last != _channel_last(bn.attr("data_layout")) or len(out.shape) != 4:
+            return None
+        return 3 if last else 1
+    return 1 if len(out.shape) == 2 else None
+
+
+def _main_slot(producer: Operator) -> str:
+    return "Output" if producer.type in ("conv2d", "depthwise_conv2d") else "Out"
+
+
+def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: str, shift: str, mean: str,
+          variance: str, x: str, add: Operator | None = None, b: str | None = None) -> list[Operator] | None:
+    values = [ctx.value(n) for n in (w, scale, shift, mean, variance)]
+    bias = ctx.value(b) if b is not None else None
+    if any(v is None for v in values) or (b is not None and bias is None):
+        return None
+    weight, gamma, beta, mu, sigma2 = values
+    axis, channel_dim = _weight_axis(conv, weight.ndim), _channel_dim(ctx, conv, bn)
+    channels = weight.shape[axis] if axis is not None else -1
+    if axis is None or channel_dim is None or any(v.shape != (channels,) for v in values[1:]):
+        return None
+    if bias is not None and (bias.shape != (channels,) or not _adds_along(ctx, add, channel_dim)):
+        return None
+    s = gamma.astype(np.float64) / np.sqrt(sigma2.astype(np.float64) + bn.attr("epsilon"))
+    shape = [1] * weight.ndim
+    shape[axis] = channels
+    folded_w = (weight.astype(np.float64) * s.reshape(shape)).astype(weight.dtype)
+    base = bias.reshape(-1).astype(np.float64) if bias is not None else 0.0
+    folded_b = ((base - mu.astype(np.float64)) * s + beta.astype(np.float64)).astype(weight.dtype)
+    slot = "Filter" if conv.type in ("conv2d", "depthwise_conv2d") else "Y"
+    new_conv = copy_op(conv, inputs={slot: ctx.new_param(f"{w}.bn_folded", folded_w)})
+    inner = conv.output(_main_slot(conv))[0]
+    y = bn.output("Y")[0]
+    b_name = ctx.new_param(f"{b or w}.bn_bias", folded_b)
+    if add is not None:
+        return [new_conv, copy_op(add, inputs={"Y": b_name}, outputs={"Out": y})]
+    return [new_conv, Operator("elementwise_add", {"X": inner, "Y": b_name}, {"Out": y}, {"axis": channel_dim})]
+
+
+def _adds_along(ctx: RewriteContext, add: Operator | None, channel_dim: int) -> bool:
+    """Whether ``add`` puts its 1-D bias on ``channel_dim``: axis names it, or is -1 and it is
+    the last dim."""
+    if add is None:
+        return False
+    rank = len(ctx.var(add.input("X")[0]).shape or ())
+    return add.attr("axis") == channel_dim or (add.attr("axis") == -1 and channel_dim == rank - 1)
+
+
+def _with_bias(producer: str) -> str:
+    return f"add:elementwise_add(X={producer}, Y=b:param)"
+
+
+def _rules(producer: str, label: str) -> list[Rule]:
+    return [
+        # <producer> + elementwise_add(bias) + batch_norm -> <producer>(W') + elementwise_add(b')
+        Rule(pattern(f"bn:batch_norm(X={_with_bias(producer)}, {_BN_PARAMS})"), _fold,
+             f"{label} + bias + batch_norm -> {label}(folded) + bias"),
+        # <producer> + batch_norm -> <producer>(W') + elementwise_add(b')
+        Rule(pattern(f"bn:batch_norm(X={producer}, {_BN_PARAMS})"), _fold,
+             f"{label} + batch_norm -> {label}(folded) + bias"),
+    ]
+
+
+RULES = Rules(_rules(_CONV, "conv2d") + _rules(_MATMUL, "matmul_v2") + _rules(_MUL, "mul"))
+
+register_rules("fuse_conv_bn", RULES, "Fold batch_norm into the preceding conv2d/depthwise_conv2d/matmul_v2/mul "
+               "weights and bias.", needs_scope=True)

@@ -1,0 +1,67 @@
+"""fuse_fc: matmul_v2 / mul + bias elementwise_add (+ activation) -> one fc op.
+
+    x -> matmul_v2(W) -> elementwise_add(b) -> relu -> y      becomes      x -> fc(W, b, relu) -> y
+
+Rules (applied until nothing matches, so they chain):
+
+1. matmul_v2 (no transposes, 2-D parameter W, X of rank >= 2) + elementwise_add of a [N]
+   parameter on the last dim -> fc with in_num_col_dims = rank(X) - 1;
+2. mul (2-D parameter W, y_num_col_dims 1) + the same bias add -> fc with in_num_col_dims =
+   x_num_col_dims;
+3. fc without activation + an activation its kernel computes with default parameters (relu,
+   sigmoid, relu6 at 6, swish with beta 1, hard_swish with threshold = scale = 6 and offset 3)
+   -> fc with activation_type.
+"""
+
+from __future__ import annotations
+
+from halfway.ir.operator import Operator
+from halfway.passes.pattern import pattern
+from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+
+__all__ = ["RULES"]
+
+_DEFAULT_ATTRS: dict[str, dict[str, float]] = {
+    "relu": {},
+    "sigmoid": {},
+    "relu6": {"threshold": 6.0},
+    "swish": {"beta": 1.0},
+    "hard_swish": {"threshold": 6.0, "scale": 6.0, "offset": 3.0},
+}
+
+
+def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | None:
+    x_shape, w_shape, b_shape = (ctx.var(n).shape or () for n in (x, w, b))
+    out_rank = len(ctx.var(add.input("X")[0]).shape or ())
+    if len(w_shape) != 2 or b_shape != (w_shape[1],) or add.attr("axis") not in (-1, out_rank - 1):
+        return None
+    if mm.type == "mul":
+        if mm.attr("y_num_col_dims") != 1:
+            return None
+        cols = mm.attr("x_num_col_dims")
+    else:
+        if mm.attr("trans_x") or mm.attr("trans_y") or len(x_shape) < 2:
+            return None
+        cols = len(x_shape) - 1
+    return Operator("fc", {"Input": x, "W": w, "Bias": b}, {"Out": add.output("Out")},
+                    {"in_num_col_dims": cols, "activation_type": ""})
+
+
+def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator, **_: str) -> Operator | None:
+    wanted = _DEFAULT_ATTRS[act.type]
+    if any(act.attr(name) != value for name, value in wanted.items()):
+        return None
+    return copy_op(fc, outputs={"Out": act.output("Out")}, attrs={"activation_type": act.type})
+
+
+RULES = Rules([
+    # matmul_v2 + elementwise_add(bias) -> fc
+    Rule(pattern("add:elementwise_add(X=mm:matmul_v2(X=x, Y=w:param), Y=b:param)"), _fc, "matmul_v2 + bias -> fc"),
+    # mul + elementwise_add(bias) -> fc
+    Rule(pattern("add:elementwise_add(X=mm:mul(X=x, Y=w:param), Y=b:param)"), _fc, "mul + bias -> fc"),
+    # fc (no activation) + activation -> fc(activation_type)
+    Rule(pattern(f"act:{'|'.join(_DEFAULT_ATTRS)}(X=fc:fc(Input=x, W=w, ...))",
+                 attrs={"fc": {"activation_type": ""}}), _fc_act, "fc + activation -> fc"),
+])
+
+register_rules("fuse_fc", RULES, "Fuse matmul_v2/mul, its bias add and its activation into one fc op.")

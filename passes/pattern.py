@@ -1,0 +1,346 @@
+"""Patterns: small subgraphs to find in a program, matched from their root op upwards.
+
+A pattern is a tree of ``OpPattern`` nodes (an op type or a few, attr constraints, and its input
+slots bound to vars or to other op patterns) rooted at the op whose outputs the match replaces.
+Build it with ``op``/``var`` or with the compact text form ``pattern``::
+
+    pattern("act:relu|relu6(X=conv:conv2d(Input=x, Filter=w:param))")
+    op("relu|relu6", name="act", X=op("conv2d", name="conv", Input=var("x"), Filter=var("w", persistable=True)))
+
+Text form: ``[name:]type[|type...](Slot=operand, ...)[.OutSlot]`` where an operand is another op
+or a var ``name[:param]`` (``:param``: a persistable var), a slot may hold a list ``[a, b]``,
+and a trailing ``...`` lets the op have slots the pattern does not name (otherwise every input
+slot it does not name must be empty). ``.OutSlot`` says which output of an inner op feeds its
+consumer (default: the first output slot of its schema).
+
+Matching (``Pattern.match``) follows def-use from the root: an inner op must be the only writer
+of the var its consumer reads, that var must have exactly that one reader (no other op, no
+sub-block, no fetch) and not be persistable. A var name captured twice must be the same var.
+Captures map names to the matched Operator (ops) or var name (vars).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Union
+
+import attrs
+
+from halfway.ir.block import Block
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import IRError, PassError
+from halfway.ir.operator import Operator
+from halfway.ir.schema import get_schema, has_schema
+from halfway.ir.variable import Variable
+
+__all__ = ["OpPattern", "VarPattern", "Pattern", "Match", "op", "var", "pattern"]
+
+AttrCheck = Union[Any, Callable[[Any], bool]]
+
+
+@attrs.frozen
+class VarPattern:
+    """A var operand: captured under ``name``; optionally persistable / of ``dtype`` / passing ``where``."""
+
+    name: str
+    persistable: bool | None = None
+    dtype: DType | None = None
+    where: Callable[[Variable], bool] | None = None
+
+    def accepts(self, variable: Variable) -> bool:
+        return ((self.persistable is None or variable.persistable == self.persistable)
+                and (self.dtype is None or variable.dtype is self.dtype)
+                and (self.where is None or bool(self.where(variable))))
+
+
+Operand = Union["OpPattern", VarPattern]
+
+
+@attrs.frozen
+class OpPattern:
+    """An op node. ``attrs`` values are required values or predicates; ``where`` sees the op;
+    ``open``: slots not named in ``inputs`` may be non-empty; ``out``: the output slot an inner
+    op feeds its consumer through (None: its schema's first)."""
+
+    types: frozenset[str]
+    inputs: Mapping[str, tuple[Operand, ...]]
+    name: str | None = None
+    attrs: Mapping[str, AttrCheck] = attrs.field(factory=dict)
+    where: Callable[[Operator], bool] | None = None
+    open: bool = False
+    out: str | None = None
+
+    def accepts(self, candidate: Operator) -> bool:
+        if candidate.type not in self.types:
+            return False
+        for attr_name, check in self.attrs.items():
+            value = _attr_or_none(candidate, attr_name)
+            if not (check(value) if callable(check) else value == check):
+                return False
+        if not self.open and any(names and slot not in self.inputs for slot, names in candidate.inputs.items()):
+            return False
+        return self.where is None or bool(self.where(candidate))
+
+    def output_slot(self, candidate: Operator) -> str:
+        if self.out is not None:
+            return self.out
+        schema = get_schema(candidate.type) if has_schema(candidate.type) else None
+        return schema.outputs[0].name if schema is not None and schema.outputs else next(iter(candidate.outputs), "")
+
+
+def _attr_or_none(candidate: Operator, name: str) -> Any:
+    """The attr's value, its schema default when unset, None when it has neither."""
+    try:
+        return candidate.attr(name)
+    except IRError:
+        return None
+
+
+def var(name: str, *, persistable: bool | None = None, dtype: Any = None,
+        where: Callable[[Variable], bool] | None = None) -> VarPattern:
+    """A var operand of a pattern (see VarPattern)."""
+    return VarPattern(name, persistable, DType.from_any(dtype) if dtype is not None else None, where)
+
+
+def op(types: str | Sequence[str], name: str | None = None, *, attrs: Mapping[str, AttrCheck] | None = None,
+       where: Callable[[Operator], bool] | None = None, open: bool = False, out: str | None = None,
+       **inputs: Operand | Sequence[Operand]) -> OpPattern:
+    """An op node: ``types`` is one type, ``"a|b"``, or a list; keyword args bind input slots."""
+    kinds = frozenset(types.split("|") if isinstance(types, str) else types)
+    slots = {slot: (v,) if isinstance(v, (OpPattern, VarPattern)) else tuple(v) for slot, v in inputs.items()}
+    return OpPattern(kinds, slots, name, dict(attrs or {}), where, open, out)
+
+
+class Match:
+    """A successful match: ``captures`` by name and the matched ops (root last)."""
+
+    __slots__ = ("captures", "ops")
+
+    def __init__(self) -> None:
+        self.captures: dict[str, Any] = {}
+        self.ops: list[Operator] = []
+
+
+class Pattern:
+    """A rooted pattern. ``root_types`` index it; ``match(op, claimed)`` tries it at ``op``."""
+
+    __slots__ = ("root", "text")
+
+    def __init__(self, root: OpPattern, text: str = "") -> None:
+        _check_names(root)
+        self.root = root
+        self.text = text or _describe(root)
+
+    @property
+    def root_types(self) -> frozenset[str]:
+        return self.root.types
+
+    def match(self, root: Operator, claimed: Mapping[int, Any] | None = None,
+              protected: frozenset[str] = frozenset()) -> Match | None:
+        """The match rooted at ``root`` or None. Ops whose id is in ``claimed`` never match;
+        vars in ``protected`` (read outside the block, e.g. by sub-blocks) are never inner."""
+        found = Match()
+        if root.block is None or not _match_op(self.root, root, root.block, claimed or {}, protected, found):
+            return None
+        return found
+
+    def __repr__(self) -> str:
+        return f"Pattern({self.text})"
+
+
+def _match_op(node: OpPattern, candidate: Operator, block: Block, claimed: Mapping[int, Any],
+              protected: frozenset[str], found: Match) -> bool:
+    if id(candidate) in claimed or not node.accepts(candidate):
+        return False
+    for slot, operands in node.inputs.items():
+        names = candidate.input(slot)
+        if len(names) != len(operands):
+            return False
+        for name, operand in zip(names, operands):
+            if isinstance(operand, VarPattern):
+                if not _bind_var(operand, name, block, found):
+                    return False
+            elif not _match_inner(operand, name, block, claimed, protected, found):
+                return False
+    if node.name is not None:
+        found.captures[node.name] = candidate
+    found.ops.append(candidate)
+    return True
+
+
+def _bind_var(operand: VarPattern, name: str, block: Block, found: Match) -> bool:
+    bound = found.captures.get(operand.name)
+    if bound is not None:
+        return bound == name
+    try:
+        variable = block.find_var(name)
+    except IRError:
+        return False
+    return operand.accepts(variable) and _capture(found, operand.name, name)
+
+
+def _capture(found: Match, key: str, name: str) -> bool:
+    found.captures[key] = name
+    return True
+
+
+def _match_inner(node: OpPattern, name: str, block: Block, claimed: Mapping[int, Any],
+                 protected: frozenset[str], found: Match) -> bool:
+    """``name`` must be written by exactly one op (matching ``node``, through its output slot),
+    read exactly once, not persistable and not protected."""
+    if name in protected or len(block.uses(name)) != 1:
+        return False
+    writers = block.producers(name)
+    if len(writers) != 1:
+        return False
+    producer, slot, _ = writers[0]
+    if not block.has_var(name) or block.var(name).persistable:
+        return False
+    return slot == node.output_slot(producer) and _match_op(node, producer, block, claimed, protected, found)
+
+
+def _check_names(root: OpPattern) -> None:
+    seen: set[str] = set()
+    var_names: set[str] = set()
+
+    def visit(node: OpPattern) -> None:
+        if node.name is not None:
+            if node.name in seen or node.name in var_names:
+                raise PassError(f"pattern names {node.name!r} twice; op captures must be unique")
+            seen.add(node.name)
+        for operands in node.inputs.values():
+            for operand in operands:
+                if isinstance(operand, OpPattern):
+                    visit(operand)
+                elif operand.name in seen:
+                    raise PassError(f"pattern uses {operand.name!r} for an op and a var")
+                else:
+                    var_names.add(operand.name)
+
+    visit(root)
+
+
+def _describe(node: OpPattern) -> str:
+    args = ", ".join(f"{slot}={_operands(ops)}" for slot, ops in node.inputs.items())
+    head = f"{node.name}:" if node.name else ""
+    return f"{head}{'|'.join(sorted(node.types))}({args}{', ...' if node.open else ''})"
+
+
+def _operands(operands: tuple[Operand, ...]) -> str:
+    text = [_describe(o) if isinstance(o, OpPattern) else o.name for o in operands]
+    return text[0] if len(text) == 1 else f"[{', '.join(text)}]"
+
+
+# -- the text form --------------------------------------------------------------------------------
+_TOKEN = re.compile(r"\s*(\.\.\.|[A-Za-z_][A-Za-z0-9_]*|[():|=,\[\].])")
+
+
+def pattern(text: str, *, attrs: Mapping[str, Mapping[str, AttrCheck]] | None = None,
+            where: Mapping[str, Callable[[Any], bool]] | None = None) -> Pattern:
+    """Parse the text form (module docstring). ``attrs`` and ``where`` add attr constraints and
+    predicates by capture name (a ``where`` of a var sees the Variable, of an op the Operator)."""
+    tokens = _tokenize(text)
+    parser = _Parser(tokens, text, dict(attrs or {}), dict(where or {}))
+    root = parser.operand()
+    parser.expect_end()
+    if not isinstance(root, OpPattern):
+        raise PassError(f"pattern {text!r}: the root must be an op, not a var")
+    unused = (set(parser.attrs) | set(parser.where)) - parser.names
+    if unused:
+        raise PassError(f"pattern {text!r}: constraints name unknown captures {sorted(unused)}")
+    return Pattern(root, text)
+
+
+def _tokenize(text: str) -> list[str]:
+    tokens, pos = [], 0
+    while pos < len(text):
+        found = _TOKEN.match(text, pos)
+        if found is None:
+            if text[pos:].strip():
+                raise PassError(f"pattern {text!r}: unexpected character at {pos}: {text[pos:pos + 10]!r}")
+            break
+        tokens.append(found.group(1))
+        pos = found.end()
+    return tokens
+
+
+class _Parser:
+    def __init__(self, tokens: list[str], text: str, attrs: dict[str, Mapping[str, AttrCheck]],
+                 where: dict[str, Callable[[Any], bool]]) -> None:
+        self.tokens, self.pos, self.text = tokens, 0, text
+        self.attrs, self.where = attrs, where
+        self.names: set[str] = set()
+
+    def peek(self, offset: int = 0) -> str:
+        i = self.pos + offset
+        return self.tokens[i] if i < len(self.tokens) else ""
+
+    def take(self, expected: str | None = None) -> str:
+        token = self.peek()
+        if not token or (expected is not None and token != expected):
+            want = repr(expected) if expected else "more"
+            raise PassError(f"pattern {self.text!r}: expected {want} at token {self.pos}, got {token or 'the end'!r}")
+        self.pos += 1
+        return token
+
+    def expect_end(self) -> None:
+        if self.peek():
+            raise PassError(f"pattern {self.text!r}: unexpected {self.peek()!r} after the pattern")
+
+    def operand(self) -> Operand:
+        first = self.take()
+        if self.peek() == ":" and (self.peek(2) == "(" or self.peek(2) == "|"):
+            self.take(":")
+            return self.op_node(first, self.take())
+        if self.peek() in ("(", "|"):
+            return self.op_node(None, first)
+        persistable = None
+        if self.peek() == ":":
+            self.take(":")
+            flag = self.take()
+            if flag != "param":
+                raise PassError(f"pattern {self.text!r}: unknown var flag {flag!r} (known: param)")
+            persistable = True
+        self.names.add(first)
+        return VarPattern(first, persistable, None, self.where.get(first))
+
+    def op_node(self, name: str | None, first_type: str) -> OpPattern:
+        types = [first_type]
+        while self.peek() == "|":
+            self.take("|")
+            types.append(self.take())
+        self.take("(")
+        inputs: dict[str, tuple[Operand, ...]] = {}
+        is_open = False
+        while self.peek() != ")":
+            if self.peek() == "...":
+                self.take()
+                is_open = True
+            else:
+                slot = self.take()
+                self.take("=")
+                inputs[slot] = self.operand_list()
+            if self.peek() != ")":
+                self.take(",")
+        self.take(")")
+        out = None
+        if self.peek() == ".":
+            self.take(".")
+            out = self.take()
+        if name is not None:
+            self.names.add(name)
+        attr_checks = self.attrs.get(name, {}) if name is not None else {}
+        return OpPattern(frozenset(types), inputs, name, dict(attr_checks),
+                         self.where.get(name) if name is not None else None, is_open, out)
+
+    def operand_list(self) -> tuple[Operand, ...]:
+        if self.peek() != "[":
+            return (self.operand(),)
+        self.take("[")
+        items = [self.operand()]
+        while self.peek() == ",":
+            self.take(",")
+            items.append(self.operand())
+        self.take("]")
+        return tuple(items)

@@ -1,0 +1,11 @@
+"""The default inference pipeline, by pass name (``PassManager()`` runs it).
+
+Clean up first (identities, constants), then fold batch_norm into weights before fusing the
+epilogues (bias, activation) into conv and fc ops, then drop what became dead.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_PIPELINE"]
+
+DEFAULT_PIPELINE = "remove_identity,fold_constants,fuse_conv_bn,fuse_conv_act,fuse_fc,dce"
