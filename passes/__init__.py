@@ -10,6 +10,10 @@ from halfway.passes.rewrite import RewriteContext, RewriteStats, Rule, Rules, ap
 from halfway.passes import fuse_conv_bn  # noqa: F401
 from halfway.passes import fuse_conv_act  # noqa: F401
 from halfway.passes import fuse_fc  # noqa: F401
+from halfway.passes import dce  # noqa: F401
+from halfway.passes import identity  # noqa: F401
+from halfway.passes import constants  # noqa: F401
+from halfway.passes import casts  # noqa: F401
 
 __all__ = [
     "Pass", "PassInfo", "PassResult", "get_pass", "register_pass", "registered_passes",

@@ -1,0 +1,134 @@
+"""Helpers for pass tests: random builder programs, and a check that a pass keeps outputs.
+
+    program, scope, feed, fetches = random_program(seed)
+    result = check_pass("dce", program, scope, feed, fetches, fetch_names=fetches)
+
+``check_pass`` runs the numpy executor before and after the pass, verifies the result, checks
+the scope's arrays are unchanged, and that a second run of the pass changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import halfway
+from halfway import layers
+from halfway.executor import CPUPlace, Executor
+from halfway.ir.builder import create_parameter
+from halfway.ir.dtypes import VarKind
+from halfway.passes import PassResult, get_pass
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "paddle"
+
+
+def run(program: halfway.Program, scope: halfway.Scope, feed: Mapping[str, np.ndarray],
+        fetches: Sequence[str]) -> list[np.ndarray]:
+    return Executor(CPUPlace()).run(program, feed=feed, fetch_list=list(fetches), scope=scope)
+
+
+def check_pass(name: str, program: halfway.Program, scope: halfway.Scope, feed: Mapping[str, np.ndarray],
+               fetches: Sequence[str], *, rtol: float = 0.0, atol: float = 0.0, **options: Any) -> PassResult:
+    """Apply pass ``name`` and check it kept the fetched values (within ``rtol``/``atol``)."""
+    reference = run(program.clone(), scope, feed, fetches)
+    before = {n: scope[n].copy() for n in scope}
+    result = get_pass(name, **options)(program, scope)
+    assert result.program is program
+    halfway.verify(program, feed_names=list(feed))
+    for got, want in zip(run(program, scope, feed, fetches), reference):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    for n, value in before.items():
+        np.testing.assert_array_equal(scope[n], value)
+    again = get_pass(name, **options)(program, scope)
+    assert not again.modified, f"second {name} run changed the program again: {dict(again.stats)}"
+    return result
+
+
+def add_fetch_ops(program: halfway.Program, names: Sequence[str]) -> None:
+    """Give a builder program fetch ops for ``names``, as a saved inference model has."""
+    block = program.global_block()
+    block.create_var("fetch", kind=VarKind.FETCH_LIST, persistable=True)
+    for col, name in enumerate(names):
+        block.append_op("fetch", {"X": [name]}, {"Out": ["fetch"]}, {"col": col})
+
+
+def load_fixture(name: str = "resnet_tiny") -> tuple[halfway.Program, halfway.Scope, dict[str, np.ndarray], list[str]]:
+    program, feeds, fetches, scope = halfway.load_inference_model(str(FIXTURES / name))
+    io = np.load(FIXTURES / f"{name}_io.npz")
+    return program, scope, {n: io[n] for n in feeds}, fetches
+
+
+def random_program(seed: int) -> tuple[halfway.Program, halfway.Scope, dict[str, np.ndarray], list[str]]:
+    """A chain of 6-13 random steps over x [2, 3, 4, 4]: identities, cast round trips, constant
+    subgraphs, dead branches, merges with earlier values. Fetches the last value and, half the
+    time, one intermediate."""
+    rng = np.random.default_rng(seed)
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        h = layers.data("x", [2, 3, 4, 4])
+        seen = [h]
+        for _ in range(int(rng.integers(6, 14))):
+            h = _STEPS[int(rng.integers(len(_STEPS)))](h, rng, seen)
+            seen.append(h)
+    fetches = [h.name]
+    if rng.random() < 0.5 and len(seen) > 2:
+        fetches.insert(0, seen[int(rng.integers(1, len(seen) - 1))].name)
+    scope = halfway.init_scope(program, seed=seed)
+    feed = {"x": rng.standard_normal((2, 3, 4, 4)).astype(np.float32)}
+    return program, scope, feed, fetches
+
+
+def _scale(h, rng, seen):
+    scale, bias = [(1.0, 0.0), (1.0, 0.0), (2.0, 0.5), (1.0, 0.25)][int(rng.integers(4))]
+    return layers.scale(h, scale, bias)
+
+
+def _dropout(h, rng, seen):
+    implementation = ["downgrade_in_infer", "upscale_in_train"][int(rng.integers(2))]
+    return layers.dropout(h, float(rng.choice([0.0, 0.25])), is_test=bool(rng.random() < 0.8),
+                          dropout_implementation=implementation)
+
+
+def _assigns(h, rng, seen):
+    for _ in range(int(rng.integers(1, 4))):
+        h = layers.assign(h)
+    return h
+
+
+def _reshapes(h, rng, seen):
+    flat = layers.reshape(h, [[2, -1], [6, 16], [0, 3, 16]][int(rng.integers(3))])
+    return layers.reshape(flat, [2, 3, 4, 4])
+
+
+def _float16_region(h, rng, seen):
+    low = layers.cast(h, "float16")
+    if rng.random() < 0.5:
+        low = layers.relu(low)
+    twin = layers.cast(h, "float16")
+    return layers.cast(layers.elementwise_add(low, twin), "float32")
+
+
+def _cast_round_trip(h, rng, seen):
+    return layers.cast(layers.cast(h, ["float16", "float64", "float32"][int(rng.integers(3))]), "float32")
+
+
+def _parameter_math(h, rng, seen):
+    w = create_parameter("w", [4])
+    folded = layers.elementwise_mul(layers.scale(w, 2.0, 1.0), layers.fill_constant([4], "float32", 0.5))
+    return layers.elementwise_add(h, layers.reshape(folded, [1, 1, 1, 4]))
+
+
+def _dead_branch(h, rng, seen):
+    layers.exp(layers.scale(h, 1.0, 0.0))
+    return layers.relu(h)
+
+
+def _merge(h, rng, seen):
+    return layers.elementwise_add(h, seen[int(rng.integers(len(seen)))])
+
+
+_STEPS = [_scale, _dropout, _assigns, _reshapes, _float16_region, _cast_round_trip, _parameter_math,
+          _dead_branch, _merge, lambda h, rng, seen: layers.relu(h)]

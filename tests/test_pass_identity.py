@@ -1,0 +1,205 @@
+import numpy as np
+import pytest
+
+import halfway
+from halfway import layers
+from halfway.ir.builder import append_op
+from halfway.ir.operator import Operator
+from halfway.passes import get_pass
+from tests.passcheck import add_fetch_ops, check_pass, load_fixture, random_program, run
+
+FEED = {"x": np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)}
+
+
+def _build(body, fetch_ops=True):
+    """x [2, 3, 4] -> body(x) -> relu; the relu's output is fetched (by a fetch op, or named)."""
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        x = layers.data("x", [2, 3, 4])
+        out = layers.relu(body(x))
+    if fetch_ops:
+        add_fetch_ops(program, [out.name])
+    return program, halfway.Scope(), [out.name]
+
+
+def _types(program):
+    return [op.type for op in program.global_block().ops if op.type != "fetch"]
+
+
+def _apply(program, fetches, **options):
+    before = run(program.clone(), halfway.Scope(), FEED, fetches)
+    result = get_pass("remove_identity", **options)(program)
+    halfway.verify(program, feed_names=["x"])
+    for got, want in zip(run(program, halfway.Scope(), FEED, fetches), before):
+        np.testing.assert_array_equal(got, want)
+    return result
+
+
+@pytest.mark.parametrize("implementation, p", [("upscale_in_train", 0.5), ("downgrade_in_infer", 0.0)])
+def test_identity_dropout_is_removed(implementation, p):
+    program, _, fetches = _build(lambda x: layers.dropout(x, p, dropout_implementation=implementation))
+    result = _apply(program, fetches)
+    assert _types(program) == ["relu"] and program.global_block().ops[0].input("X") == ("x",)
+    assert result.stats["dropouts_removed"] == 1 and result.stats["ops_removed"] == 1
+    assert result.stats["vars_removed"] == 1 and not program.global_block().has_var("dropout_0.tmp_0")
+
+
+def test_downgrade_in_infer_dropout_becomes_a_scale():
+    program, _, fetches = _build(lambda x: layers.dropout(x, 0.25))
+    result = _apply(program, fetches)
+    assert _types(program) == ["scale", "relu"]
+    scale = program.global_block().ops[0]
+    assert scale.attr("scale") == pytest.approx(0.75) and scale.attr("bias") == 0.0
+    assert scale.output("Out") == ("dropout_0.tmp_0",)
+    assert result.stats["dropouts_to_scale"] == 1 and result.stats["ops_removed"] == 0
+
+
+def test_scale_one_zero_and_assign_chains_collapse():
+    program, _, fetches = _build(lambda x: layers.assign(layers.assign(layers.scale(layers.assign(x), 1.0, 0.0))))
+    result = _apply(program, fetches)
+    assert _types(program) == ["relu"] and program.global_block().ops[0].input("X") == ("x",)
+    assert result.stats["assigns_removed"] == 3 and result.stats["scales_removed"] == 1
+    assert set(program.global_block().vars) == {"x", "relu.tmp_0", "fetch"}
+
+
+def test_reshape_of_reshape_reads_the_first_input():
+    program, _, fetches = _build(lambda x: layers.reshape(layers.reshape(x, [6, 4]), [0, 2, 2]))
+    result = _apply(program, fetches)
+    assert _types(program) == ["reshape2", "relu"]
+    reshape = program.global_block().ops[0]
+    assert reshape.input("X") == ("x",) and list(reshape.attr("shape")) == [6, 2, 2]
+    assert result.stats["reshapes_merged"] == 1
+
+
+def test_paddle_style_reshapes_with_xshape_merge():
+    def body(x):
+        first = append_op("reshape2", {"X": x}, {"shape": [6, 4]}, outputs={"Out": 1, "XShape": 1})["Out"][0]
+        return append_op("reshape2", {"X": first}, {"shape": [2, -1]}, outputs={"Out": 1, "XShape": 1})["Out"][0]
+
+    program, _, fetches = _build(body)
+    _apply(program, fetches)
+    (reshape, _) = program.global_block().ops[:2]
+    assert _types(program) == ["reshape2", "relu"] and reshape.input("X") == ("x",)
+    assert program.global_block().var(reshape.output("XShape")[0]).shape == (0, 2, 3, 4)
+
+
+def test_near_misses_are_left_alone():
+    cases = [
+        lambda x: layers.dropout(x, 0.5, is_test=False),                # training mode
+        lambda x: layers.dropout(x, 0.5, is_test=False, dropout_implementation="upscale_in_train"),
+        lambda x: layers.scale(x, 1.0, 0.5),                              # wrong attr
+        lambda x: layers.scale(x, 2.0, 0.0),
+        lambda x: layers.scale(x, layers.fill_constant([1], "float32", 1.0)),  # ScaleTensor
+        lambda x: layers.reshape(x, [2, 12]),                             # one reshape
+    ]
+    for body in cases:
+        program, _, fetches = _build(body)
+        before = program.to_bytes()
+        result = _apply(program, fetches)
+        assert not result.modified and program.to_bytes() == before, body
+
+
+def test_reshape_intermediate_with_two_readers_or_fetched_stays():
+    def two_readers(x):
+        middle = layers.reshape(x, [6, 4])
+        return layers.elementwise_add(layers.reshape(middle, [2, 3, 4]), layers.reshape(layers.relu(middle), [2, 3, 4]))
+
+    program, _, fetches = _build(two_readers)
+    assert not _apply(program, fetches).modified
+
+    program, _, fetches = _build(lambda x: layers.reshape(layers.reshape(x, [6, 4]), [2, 12]), fetch_ops=False)
+    middle = program.global_block().ops[0].output("Out")[0]
+    assert not _apply(program, [middle, *fetches], fetch_names=[middle]).modified
+
+
+def test_fetched_identity_output_keeps_its_name():
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        h = layers.relu(layers.data("x", [2, 3, 4]))
+        out = layers.assign(layers.scale(h, 1.0, 0.0))
+    add_fetch_ops(program, [out.name])
+    result = _apply(program, [out.name])
+    assert _types(program) == ["relu"] and program.global_block().ops[0].output("Out") == (out.name,)
+    assert result.stats["ops_removed"] == 2 and not program.global_block().has_var(h.name)
+
+
+def test_fetched_or_fed_input_is_not_renamed():
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        h = layers.relu(layers.data("x", [2, 3, 4]))
+        out = layers.assign(h)
+    add_fetch_ops(program, [h.name, out.name])
+    assert not _apply(program, [h.name, out.name]).modified
+
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        out = layers.assign(layers.data("x", [2, 3, 4]))
+    assert not _apply(program, [out.name], fetch_names=[out.name]).modified
+
+
+def test_without_fetch_names_an_unread_output_is_left_alone():
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        layers.scale(layers.relu(layers.data("x", [2, 3, 4])), 1.0, 0.0)
+    assert not get_pass("remove_identity")(program).modified
+
+
+def test_dropout_whose_mask_is_read_stays():
+    def body(x):
+        outs = append_op("dropout", {"X": x}, {"dropout_prob": 0.0, "is_test": True}, outputs={"Out": 1, "Mask": 1})
+        layers.cast(outs["Mask"][0], "float32")
+        return outs["Out"][0]
+
+    program, _, fetches = _build(body)
+    assert not _apply(program, fetches).modified
+
+
+def test_vars_of_sub_blocks_are_not_touched():
+    program, _, fetches = _build(lambda x: layers.assign(x))
+    block = program.global_block()
+    copied = block.ops[0].output("Out")[0]
+    sub = program.create_block(0)
+    sub.create_var("inner", shape=[2, 3, 4])
+    sub.append_op("relu", {"X": [copied]}, {"Out": ["inner"]})
+    assert not get_pass("remove_identity")(program).modified
+    assert _types(program) == ["assign", "relu"]
+
+
+def test_unknown_fetch_name_is_an_error():
+    program, _, _ = _build(lambda x: layers.assign(x))
+    with pytest.raises(halfway.PassError, match=r"remove_identity.*'relu.tmp'.*did you mean 'relu.tmp_0'"):
+        get_pass("remove_identity", fetch_names=["relu.tmp"])(program)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_programs_keep_their_outputs(seed):
+    program, scope, feed, fetches = random_program(seed)
+    check_pass("remove_identity", program, scope, feed, fetches, fetch_names=fetches)
+
+
+def test_resnet_with_identities_inserted():
+    program, scope, feed, fetches = load_fixture()
+    block = program.global_block()
+    relu = next(op for op in block.ops if op.type == "relu")
+    out = relu.output("Out")[0]
+    readers = {id(op): op for op, _, _ in block.uses(out)}.values()
+    block.create_var("dropped", shape=block.var(out).shape)
+    block.create_var("scaled", shape=block.var(out).shape)
+    at = relu.index + 1
+    block.insert_ops(at, [Operator("dropout", {"X": [out]}, {"Out": ["dropped"]},
+                                   {"dropout_prob": 0.5, "is_test": True, "dropout_implementation": "upscale_in_train"}),
+                          Operator("scale", {"X": ["dropped"]}, {"Out": ["scaled"]}, {"scale": 1.0, "bias": 0.0})])
+    for op in readers:
+        op.rename_input(out, "scaled")
+    count = len(block.ops)
+    result = check_pass("remove_identity", program, scope, feed, fetches, rtol=1e-6)
+    assert result.stats["ops_removed"] == 2 and len(block.ops) == count - 2
+    assert not block.has_var("dropped") and not block.has_var("scaled")
+
+
+def test_resnet_as_saved_has_nothing_to_remove():
+    program, scope, _, _ = load_fixture()
+    before = program.to_bytes()
+    assert not get_pass("remove_identity")(program, scope).modified
+    assert program.to_bytes() == before
+
