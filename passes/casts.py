@@ -98,7 +98,8 @@ def _earlier_twin(block: Block, cast: Operator) -> Operator | None:
     for reader, _, _ in block.uses(x):
         if reader is cast:
             return None
-        if (reader.type == "cast" and block.var(reader.output("Out")[0]).dtype == dtype
+        twin = reader.output("Out")[0]
+        if (reader.type == "cast" and block.var(twin).dtype == dtype and sole_writer(block, twin) is reader
                 and not written_between(block, x, reader, cast)):
             return reader
     return None

@@ -11,6 +11,8 @@ The cases, repeated until none applies:
    is removed, when its output has that one reader, is not fetched, and neither XShape is read.
    The second reshape takes no Shape/ShapeTensor input; its 0 entries (copy an input dim) are
    replaced by the first reshape's output dims, and must be known.
+5. ``reshape2`` without Shape/ShapeTensor inputs whose X and Out are declared with one fully
+   known shape (what case 4 leaves of a reshape and its inverse) is removed.
 
 Removing an op sends its readers to its input (``rewire.bypass``): fetched and fed vars keep
 their names, persistable vars and vars of other blocks are never touched. A program without
@@ -46,7 +48,7 @@ def remove_identity(program: Program, scope: Scope | None, options: IdentityOpti
     block = program.global_block()
     ops_before, vars_before = len(block.ops), len(block.vars)
     counts = {"dropouts_removed": 0, "dropouts_to_scale": 0, "scales_removed": 0, "assigns_removed": 0,
-              "reshapes_merged": 0}
+              "reshapes_merged": 0, "reshapes_removed": 0}
     changed = True
     while changed:
         changed = False
@@ -68,9 +70,17 @@ def _rewrite(block: Block, op: Operator, guard: Guard) -> str | None:
         return "scales_removed" if bypass(op, op.input("X")[0], op.output("Out")[0], guard) else None
     if op.type == "assign" and op.input("X"):
         return "assigns_removed" if bypass(op, op.input("X")[0], op.output("Out")[0], guard) else None
-    if op.type == "reshape2":
+    if op.type == "reshape2" and not (op.input("Shape") or op.input("ShapeTensor")):
+        if _same_shape(block, op.input("X")[0], op.output("Out")[0]):
+            return "reshapes_removed" if bypass(op, op.input("X")[0], op.output("Out")[0], guard) else None
         return "reshapes_merged" if _merge_reshapes(block, op, guard) else None
     return None
+
+
+def _same_shape(block: Block, x: str, out: str) -> bool:
+    """Whether both vars are declared with one fully known shape."""
+    shape = block.var(x).shape
+    return shape is not None and all(d >= 0 for d in shape) and shape == block.var(out).shape
 
 
 def _dropout(block: Block, op: Operator, guard: Guard) -> str | None:
@@ -93,7 +103,7 @@ def _merge_reshapes(block: Block, second: Operator, guard: Guard) -> bool:
     """``reshape2(reshape2(x))`` -> ``reshape2(x)`` (case 4 of the module docstring)."""
     middle = second.input("X")[0]
     first = sole_writer(block, middle)
-    if first is None or first is second or first.type != "reshape2" or second.input("Shape") or second.input("ShapeTensor"):
+    if first is None or first is second or first.type != "reshape2":
         return False
     first_outputs = [n for n in first.output_names() if n != middle]
     if (guard.kept(middle) or block.var(middle).persistable or [u[0] for u in block.uses(middle)] != [second]

@@ -82,15 +82,15 @@ def bypass(op: Operator, src: str, out: str, guard: Guard) -> bool:
         (Out=%out) = op(X=%src)          -> removed
 
     Nothing changes (and False is returned) unless: ``op`` is the only writer of ``out``, ``src``
-    and ``out`` are declared with one dtype, neither is persistable, ``src`` is not written again
-    after ``op``, and the op's other outputs (dropout's Mask) are unread, unguarded temporaries.
-    The vars left unused are removed.
+    and ``out`` are declared with one dtype, ``out`` is not persistable (nor, going backward,
+    ``src``), ``src`` is neither written again after ``op`` nor used by other blocks, and the
+    op's other outputs (dropout's Mask) are unread, unguarded temporaries. The vars left unused
+    are removed.
     """
     block = op.block
     if block is None or src == out or not _removable_outputs(op, out, guard) or sole_writer(block, out) is not op:
         return False
-    src_var, out_var = block.var(src), block.var(out)
-    if src_var.dtype != out_var.dtype or src_var.persistable or out_var.persistable:
+    if block.var(src).dtype != block.var(out).dtype or block.var(out).persistable:
         return False
     if not guard.kept(out):
         return _forward(block, op, src, out, guard)
@@ -100,7 +100,7 @@ def bypass(op: Operator, src: str, out: str, guard: Guard) -> bool:
 
 
 def _forward(block: Block, op: Operator, src: str, out: str, guard: Guard) -> bool:
-    if written_between(block, src, op) or not block.uses(out):
+    if written_between(block, src, op) or src in guard.elsewhere or not block.uses(out):
         return False
     for reader in {id(r): r for r, _, _ in block.uses(out)}.values():
         reader.rename_input(out, src)
@@ -110,7 +110,8 @@ def _forward(block: Block, op: Operator, src: str, out: str, guard: Guard) -> bo
 
 def _backward(block: Block, op: Operator, src: str, out: str, guard: Guard) -> bool:
     writer = sole_writer(block, src)
-    if writer is None or guard.kept(src) or [u[0] for u in block.uses(src)] != [op]:
+    if (writer is None or guard.kept(src) or block.var(src).persistable
+            or [u[0] for u in block.uses(src)] != [op]):
         return False
     _remove_op_and_outputs(block, op, guard)
     writer.rename_output(src, out)

@@ -1,7 +1,7 @@
 """Helpers for pass tests: random builder programs, and a check that a pass keeps outputs.
 
     program, scope, feed, fetches = random_program(seed)
-    result = check_pass("dce", program, scope, feed, fetches, fetch_names=fetches)
+    result = check_pass("dce", program, scope, feed, fetches, **fetch_options(program, fetches))
 
 ``check_pass`` runs the numpy executor before and after the pass, verifies the result, checks
 the scope's arrays are unchanged, and that a second run of the pass changes nothing.
@@ -18,7 +18,7 @@ import numpy as np
 import halfway
 from halfway import layers
 from halfway.executor import CPUPlace, Executor
-from halfway.ir.builder import create_parameter
+from halfway.ir.builder import append_op, create_parameter
 from halfway.ir.dtypes import VarKind
 from halfway.passes import PassResult, get_pass
 
@@ -64,7 +64,7 @@ def load_fixture(name: str = "resnet_tiny") -> tuple[halfway.Program, halfway.Sc
 def random_program(seed: int) -> tuple[halfway.Program, halfway.Scope, dict[str, np.ndarray], list[str]]:
     """A chain of 6-13 random steps over x [2, 3, 4, 4]: identities, cast round trips, constant
     subgraphs, dead branches, merges with earlier values. Fetches the last value and, half the
-    time, one intermediate."""
+    time, one intermediate; odd seeds have fetch ops, even ones none (see ``fetch_options``)."""
     rng = np.random.default_rng(seed)
     program = halfway.Program()
     with halfway.program_guard(program):
@@ -76,9 +76,16 @@ def random_program(seed: int) -> tuple[halfway.Program, halfway.Scope, dict[str,
     fetches = [h.name]
     if rng.random() < 0.5 and len(seen) > 2:
         fetches.insert(0, seen[int(rng.integers(1, len(seen) - 1))].name)
+    if seed % 2:
+        add_fetch_ops(program, fetches)
     scope = halfway.init_scope(program, seed=seed)
     feed = {"x": rng.standard_normal((2, 3, 4, 4)).astype(np.float32)}
     return program, scope, feed, fetches
+
+
+def fetch_options(program: halfway.Program, fetches: Sequence[str]) -> dict[str, list[str]]:
+    """The ``fetch_names`` option a cleanup pass needs: none when the program has fetch ops."""
+    return {} if program.fetch_names() else {"fetch_names": list(fetches)}
 
 
 def _scale(h, rng, seen):
@@ -101,6 +108,14 @@ def _assigns(h, rng, seen):
 def _reshapes(h, rng, seen):
     flat = layers.reshape(h, [[2, -1], [6, 16], [0, 3, 16]][int(rng.integers(3))])
     return layers.reshape(flat, [2, 3, 4, 4])
+
+
+def _paddle_style(h, rng, seen):
+    """reshape2 of reshape2 and a dropout, with the XShape and Mask outputs Paddle gives them."""
+    flat = append_op("reshape2", {"X": h}, {"shape": [6, 16]}, outputs={"Out": 1, "XShape": 1})["Out"][0]
+    h = append_op("reshape2", {"X": flat}, {"shape": [2, 3, 4, 4]}, outputs={"Out": 1, "XShape": 1})["Out"][0]
+    attrs = {"dropout_prob": float(rng.choice([0.0, 0.5])), "is_test": True}
+    return append_op("dropout", {"X": h}, attrs, outputs={"Out": 1, "Mask": 1})["Out"][0]
 
 
 def _float16_region(h, rng, seen):
@@ -130,5 +145,5 @@ def _merge(h, rng, seen):
     return layers.elementwise_add(h, seen[int(rng.integers(len(seen)))])
 
 
-_STEPS = [_scale, _dropout, _assigns, _reshapes, _float16_region, _cast_round_trip, _parameter_math,
+_STEPS = [_scale, _dropout, _assigns, _reshapes, _paddle_style, _float16_region, _cast_round_trip, _parameter_math,
           _dead_branch, _merge, lambda h, rng, seen: layers.relu(h)]
