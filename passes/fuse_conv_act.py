@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from halfway.ir.operator import Operator
+from halfway.passes.fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
 from halfway.passes.pattern import pattern
 from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES", "fused_activation"]
 
-_CONVS = "conv2d|depthwise_conv2d"
+_CONVS = "|".join(CONVS)
+_ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=x, Filter=w, ...)"
 _ACTS = "relu|relu6|leaky_relu|sigmoid|swish|hard_swish"
 
 
@@ -63,19 +65,22 @@ def fused_activation(act: Operator) -> tuple[str, float, float] | None:
     return (act.type, *params) if params is not None else None
 
 
-def _bias_on_channels(ctx: RewriteContext, conv: Operator, add: Operator, b: str) -> bool:
-    out = ctx.var(conv.output("Output")[0]).shape or ()
-    bias = ctx.var(b).shape or ()
-    if len(out) != 4 or len(bias) != 1:
-        return False
-    channel = 3 if conv.attr("data_format") == "NHWC" else 1
-    return bias[0] == out[channel] and add.attr("axis") in ((channel, -1) if channel == 3 else (channel,))
-
-
 def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, x: str, w: str, b: str) -> Operator | None:
-    if not _bias_on_channels(ctx, conv, add, b):
+    out = ctx.var(conv.output("Output")[0]).shape or ()
+    if not is_channel_bias(out, ctx.var(b).shape or (), add.attr("axis"), conv_channel_dim(conv)):
         return None
-    return copy_op(conv, type="fused_conv2d", inputs={"Bias": b}, outputs={"Output": add.output("Out")})
+    vector = channel_vector(ctx, b)
+    if vector is None:
+        return None
+    return copy_op(conv, type="fused_conv2d", inputs={"Bias": vector}, outputs={"Output": add.output("Out")})
+
+
+def _fuse_residual(ctx: RewriteContext, *, add: Operator, conv: Operator, r: str, **_: str) -> Operator | None:
+    out, other = ctx.var(conv.output("Output")[0]), ctx.var(r)
+    plain = conv.type != "fused_conv2d" or (conv.attr("fuse_activation") == "" and not conv.input("ResidualData"))
+    if not plain or out.shape != other.shape or out.dtype is not other.dtype or any(d < 0 for d in out.shape or ()):
+        return None
+    return copy_op(conv, type="fused_conv2d", inputs={"ResidualData": r}, outputs={"Output": add.output("Out")})
 
 
 def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator, **_: str) -> Operator | None:
@@ -91,6 +96,10 @@ RULES = Rules([
     # conv2d + elementwise_add(bias) -> fused_conv2d(Bias)
     Rule(pattern(f"add:elementwise_add(X=conv:{_CONVS}(Input=x, Filter=w), Y=b:param)"), _fuse_bias,
          "conv2d + bias -> fused_conv2d"),
+    # conv2d / fused_conv2d (no activation) + elementwise_add(same-shape tensor) -> fused_conv2d(ResidualData)
+    Rule(pattern(f"add:elementwise_add(X={_ANY_CONV}, Y=r)"), _fuse_residual, "conv2d + residual -> fused_conv2d"),
+    # elementwise_add(same-shape tensor, conv2d) -> fused_conv2d(ResidualData)
+    Rule(pattern(f"add:elementwise_add(X=r, Y={_ANY_CONV})"), _fuse_residual, "residual + conv2d -> fused_conv2d"),
     # conv2d + activation -> fused_conv2d(fuse_activation)
     Rule(pattern(f"act:{_ACTS}(X=conv:{_CONVS}(Input=x, Filter=w))"), _fuse_act,
          "conv2d + activation -> fused_conv2d"),

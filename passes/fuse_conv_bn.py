@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from halfway.ir.operator import Operator
+from halfway.passes.fuse_channels import CONVS, conv_channel_dim, is_channel_bias
 from halfway.passes.pattern import pattern
 from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
 
@@ -34,13 +35,9 @@ _MATMUL = "conv:matmul_v2(X=x, Y=w:param)"
 _MUL = "conv:mul(X=x, Y=w:param)"
 
 
-def _channel_last(layout: str) -> bool:
-    return layout == "NHWC"
-
-
 def _weight_axis(producer: Operator, w_rank: int) -> int | None:
     """W's output-channel axis, None where folding does not apply."""
-    if producer.type in ("conv2d", "depthwise_conv2d"):
+    if producer.type in CONVS:
         return 0
     if w_rank != 2:
         return None
@@ -51,19 +48,15 @@ def _weight_axis(producer: Operator, w_rank: int) -> int | None:
 
 def _channel_dim(ctx: RewriteContext, producer: Operator, bn: Operator) -> int | None:
     """The channel dim of the producer's output, None if unknown or the layouts disagree."""
-    out = ctx.var(producer.output(_main_slot(producer))[0])
-    if out.shape is None:
-        return None
-    if producer.type in ("conv2d", "depthwise_conv2d"):
-        last = _channel_last(producer.attr("data_format"))
-        if last != _channel_last(bn.attr("data_layout")) or len(out.shape) != 4:
-            return None
-        return 3 if last else 1
-    return 1 if len(out.shape) == 2 else None
+    out = ctx.var(producer.output(_main_slot(producer))[0]).shape or ()
+    if producer.type in CONVS:
+        dim = conv_channel_dim(producer)
+        return dim if len(out) == 4 and dim == (3 if bn.attr("data_layout") == "NHWC" else 1) else None
+    return 1 if len(out) == 2 else None
 
 
 def _main_slot(producer: Operator) -> str:
-    return "Output" if producer.type in ("conv2d", "depthwise_conv2d") else "Out"
+    return "Output" if producer.type in CONVS else "Out"
 
 
 def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: str, shift: str, mean: str,
@@ -77,7 +70,8 @@ def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: s
     channels = weight.shape[axis] if axis is not None else -1
     if axis is None or channel_dim is None or any(v.shape != (channels,) for v in values[1:]):
         return None
-    if bias is not None and (bias.shape != (channels,) or not _adds_along(ctx, add, channel_dim)):
+    if add is not None and not is_channel_bias(ctx.var(add.input("X")[0]).shape or (), ctx.var(b).shape or (),
+                                               add.attr("axis"), channel_dim):
         return None
     s = gamma.astype(np.float64) / np.sqrt(sigma2.astype(np.float64) + bn.attr("epsilon"))
     shape = [1] * weight.ndim
@@ -85,23 +79,12 @@ def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: s
     folded_w = (weight.astype(np.float64) * s.reshape(shape)).astype(weight.dtype)
     base = bias.reshape(-1).astype(np.float64) if bias is not None else 0.0
     folded_b = ((base - mu.astype(np.float64)) * s + beta.astype(np.float64)).astype(weight.dtype)
-    slot = "Filter" if conv.type in ("conv2d", "depthwise_conv2d") else "Y"
+    slot = "Filter" if conv.type in CONVS else "Y"
     new_conv = copy_op(conv, inputs={slot: ctx.new_param(f"{w}.bn_folded", folded_w)})
     inner = conv.output(_main_slot(conv))[0]
     y = bn.output("Y")[0]
     b_name = ctx.new_param(f"{b or w}.bn_bias", folded_b)
-    if add is not None:
-        return [new_conv, copy_op(add, inputs={"Y": b_name}, outputs={"Out": y})]
     return [new_conv, Operator("elementwise_add", {"X": inner, "Y": b_name}, {"Out": y}, {"axis": channel_dim})]
-
-
-def _adds_along(ctx: RewriteContext, add: Operator | None, channel_dim: int) -> bool:
-    """Whether ``add`` puts its 1-D bias on ``channel_dim``: axis names it, or is -1 and it is
-    the last dim."""
-    if add is None:
-        return False
-    rank = len(ctx.var(add.input("X")[0]).shape or ())
-    return add.attr("axis") == channel_dim or (add.attr("axis") == -1 and channel_dim == rank - 1)
 
 
 def _with_bias(producer: str) -> str:

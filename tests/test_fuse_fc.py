@@ -1,0 +1,91 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import halfway
+from halfway import layers
+from halfway.executor import Executor
+from halfway.ir.builder import apply_act, create_parameter
+from halfway.passes import PassManager
+from fusecheck import fuse_and_compare, lively_params, op_types, random_cnn
+
+FIXTURES = Path(__file__).parent / "fixtures" / "paddle"
+
+
+def _linear(rank=2, flatten=None, act=None, attrs=None, transpose_y=False, extra_reader=False):
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [3, 4, 6][-rank:] if rank <= 3 else [2, 3, 2, 6])
+        if flatten is None:
+            w = create_parameter("w", [7, 6] if transpose_y else [6, 7])
+            h = layers.matmul(x, w, transpose_y=transpose_y)
+        else:
+            w = create_parameter("w", [int(np.prod(x.shape[flatten:])), 7])
+            h = layers.mul(x, w, x_num_col_dims=flatten)
+        b = create_parameter("b", [7])
+        y = layers.elementwise_add(h, b)
+        outs = [layers.sigmoid(y).name] if extra_reader else []
+        y = apply_act(y, act, **(attrs or {})) if act else y
+    scope = halfway.init_scope(prog, seed=9)
+    lively_params(scope, np.random.default_rng(10))
+    return prog, scope, [y.name] + outs
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+@pytest.mark.parametrize("act", [None, "relu", "sigmoid", "relu6", "swish", "hard_swish"])
+def test_matmul_bias_act_becomes_fc(rank, act):
+    prog, scope, outs = _linear(rank, act=act)
+    result = fuse_and_compare(prog, scope, "fuse_fc", outs)
+    (fc,) = result.program.global_block().ops
+    assert fc.type == "fc" and fc.attr("activation_type") == (act or "") and fc.attr("in_num_col_dims") == rank - 1
+
+
+@pytest.mark.parametrize("flatten", [1, 2, 3])
+def test_mul_bias_becomes_fc(flatten):
+    prog, scope, outs = _linear(rank=4, flatten=flatten, act="relu")
+    result = fuse_and_compare(prog, scope, "fuse_fc", outs)
+    (fc,) = result.program.global_block().ops
+    assert fc.attr("in_num_col_dims") == flatten and fc.attr("activation_type") == "relu"
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("transposed weight", {"transpose_y": True}),
+    ("activation with other attrs", {"act": "relu6", "attrs": {"threshold": 3.0}}),
+    ("two consumers", {"act": "relu", "extra_reader": True}),
+])
+def test_near_misses(case, kwargs):
+    prog, scope, outs = _linear(**kwargs)
+    result = fuse_and_compare(prog, scope, "fuse_fc", outs)
+    if case == "transposed weight":
+        assert not result.modified
+    else:
+        assert op_types(result.program)["fc"] == 1 and op_types(result.program)[kwargs["act"]] == 1
+
+
+def test_bias_on_rows_is_not_fused():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [7, 6])
+        h = layers.matmul(x, create_parameter("w", [6, 7]))
+        y = layers.elementwise_add(h, create_parameter("b", [7]), axis=0)
+    scope = halfway.init_scope(prog, seed=1)
+    lively_params(scope, np.random.default_rng(1))
+    assert not fuse_and_compare(prog, scope, "fuse_fc", [y.name]).modified
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_cnns_keep_their_outputs(seed):
+    prog, scope, outs = random_cnn(seed)
+    result = fuse_and_compare(prog, scope, "fuse_conv_bn,fuse_conv_act,fuse_fc", outs)
+    assert op_types(result.program)["fc"] == 2
+
+
+def test_paddle_resnet_fused_matches_paddle():
+    program, feeds, fetches, scope = halfway.load_inference_model(str(FIXTURES / "resnet_tiny"))
+    io = np.load(FIXTURES / "resnet_tiny_io.npz")
+    result = PassManager("fuse_conv_bn,fuse_conv_act,fuse_fc", debug=True).run(program, scope)
+    types = op_types(result.program)
+    assert types["fc"] == 1 and types["fused_conv2d"] == 3 and "matmul_v2" not in types
+    got = Executor().run(result.program, {n: io[n] for n in feeds}, fetches, result.scope)
+    np.testing.assert_allclose(got[0], io[fetches[0]], rtol=1e-5, atol=1e-6)
