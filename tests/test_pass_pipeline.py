@@ -1,0 +1,48 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import halfway
+from halfway.executor import Executor
+from halfway.passes import DEFAULT_PIPELINE, PassManager
+from fusecheck import fuse_and_compare, op_types, random_cnn
+
+FIXTURES = Path(__file__).parent / "fixtures" / "paddle"
+
+
+def test_default_pipeline_on_the_paddle_resnet():
+    program, feeds, fetches, scope = halfway.load_inference_model(str(FIXTURES / "resnet_tiny"))
+    io = np.load(FIXTURES / "resnet_tiny_io.npz")
+    names = set(scope)
+    result = PassManager(count_ops=True).run(program, scope)
+    assert [r.name for r in result.records] == DEFAULT_PIPELINE.split(",")
+    assert op_types(result.program) == {"feed": 1, "fused_conv2d": 4, "pool2d": 2, "flatten_contiguous_range": 1,
+                                        "fc": 1, "softmax": 1, "fetch": 1}
+    got = Executor().run(result.program, {n: io[n] for n in feeds}, fetches, result.scope)
+    np.testing.assert_allclose(got[0], io[fetches[0]], rtol=1e-5, atol=1e-6)
+    assert set(scope) == names
+
+
+def test_default_pipeline_saves_and_reloads(tmp_path):
+    program, feeds, fetches, scope = halfway.load_inference_model(str(FIXTURES / "resnet_tiny"))
+    io = np.load(FIXTURES / "resnet_tiny_io.npz")
+    result = PassManager().run(program, scope)
+    halfway.save_inference_model(tmp_path / "fused", feeds, fetches, result.program, result.scope)
+    again, feeds2, fetches2, scope2 = halfway.load_inference_model(tmp_path / "fused")
+    assert again.to_bytes() == result.program.to_bytes()
+    got = Executor().run(again, {n: io[n] for n in feeds2}, fetches2, scope2)
+    np.testing.assert_allclose(got[0], io[fetches[0]], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_default_pipeline_on_random_cnns(seed):
+    prog, scope, outs = random_cnn(seed)
+    block = prog.global_block()
+    block.create_var("fetch", kind=halfway.VarKind.FETCH_LIST)
+    for col, name in enumerate(outs):
+        block.append_op("fetch", {"X": name}, {"Out": "fetch"}, {"col": col})
+    result = fuse_and_compare(prog, scope, DEFAULT_PIPELINE, outs)
+    types = op_types(result.program)
+    assert "batch_norm" not in types
+    assert types["fc"] == 2 and "matmul_v2" not in types and "mul" not in types
