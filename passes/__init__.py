@@ -14,6 +14,7 @@ from halfway.passes import dce  # noqa: F401
 from halfway.passes import identity  # noqa: F401
 from halfway.passes import constants  # noqa: F401
 from halfway.passes import casts  # noqa: F401
+from halfway.passes import float16  # noqa: F401
 
 __all__ = [
     "Pass", "PassInfo", "PassResult", "get_pass", "register_pass", "registered_passes",

@@ -1,0 +1,201 @@
+"""The ``float16`` pass: run what is safe in float16, keep the rest float32, cast in between.
+
+    result = get_pass("float16", keep_io_types=True)(program, scope)
+    print(pass_.report)
+
+Steps (nothing is changed until the last one):
+
+1. Check: block 0 only (ops with sub-blocks are refused), the program verifies, calibration runs.
+2. Range pins (``float16_range``): parameters beyond float16's range, and with calibration feeds,
+   vars and accumulations that exceed ``max_abs_value``, must stay float32.
+3. Decisions (``float16_policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
+   ``float16_lists``, the kernels registered for ``backend``, and the pins.
+4. Rewrite (``float16_casts``): one cast per var crossing a float32/float16 boundary, float16
+   copies of parameters in the program and the scope (``<name>.fp16``), unused parameters
+   removed from the program (and from the scope with ``drop_unused_params``).
+
+The pass fills ``report`` (a ``Float16Report``) on its instance. Running it on its own output
+changes nothing: casts it inserted keep their dtypes and float16 parameters are float16 sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import HalfwayError, PassError
+from halfway.ir.program import Program
+from halfway.ir.schema import get_schema, has_schema
+from halfway.ir.scope import Scope
+from halfway.ir.verifier import verify
+from halfway.passes.base import Pass, PassResult, register_pass
+from halfway.passes.float16_casts import Edges, plan_vars, rewrite
+from halfway.passes.float16_lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
+from halfway.passes.float16_policy import IO_OPS, Plan, Rules, State, decide, float_var
+from halfway.passes.float16_range import calibrate, calibration_pins, parameter_pins
+from halfway.passes.float16_report import Float16Report, OpEntry
+
+__all__ = ["Float16Options", "Float16Pass"]
+
+
+def _names(value: Any) -> frozenset[str]:
+    return frozenset([value] if isinstance(value, str) else value)
+
+
+def _feeds(value: Any) -> tuple[Mapping[str, np.ndarray], ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, Mapping) else tuple(value)
+
+
+def _disjoint(instance: Float16Options, attribute: Any, value: frozenset[str]) -> None:
+    both = value & instance.black_list
+    if both:
+        raise ValueError(f"ops on both the white and the black list: {sorted(both)}")
+
+
+@attrs.frozen
+class Float16Options:
+    """Options of the ``float16`` pass.
+
+    ``keep_io_types``: feeds and fetches stay float32 (casts at the edges). ``black_list`` /
+    ``white_list``: op types that never / always run float16 (defaults in ``float16_lists``).
+    ``backend``: whose float16 kernels count. ``max_float16_reduction``: reductions over more
+    elements stay float32. ``calibration_feeds``: feed dicts to run the float32 program on;
+    ``max_abs_value``: the largest |value| a float16 var may reach on them (half of 65504 leaves
+    room for float16 rounding). ``fetch_names``: the outputs, when the program has no fetch ops
+    (default: vars that no op reads, in the first output slot of their writer).
+    ``drop_unused_params``: also remove from the scope the parameters the program no longer uses.
+    """
+
+    keep_io_types: bool = True
+    black_list: frozenset[str] = attrs.field(default=frozenset(DEFAULT_BLACK_LIST), converter=_names)
+    white_list: frozenset[str] = attrs.field(default=frozenset(DEFAULT_WHITE_LIST), converter=_names,
+                                             validator=_disjoint)
+    backend: str = "numpy"
+    max_float16_reduction: int = attrs.field(default=4096, validator=attrs.validators.gt(0))
+    calibration_feeds: tuple[Mapping[str, np.ndarray], ...] = attrs.field(default=(), converter=_feeds)
+    max_abs_value: float = attrs.field(default=FLOAT16_MAX / 2,
+                                       validator=[attrs.validators.gt(0.0), attrs.validators.le(FLOAT16_MAX)])
+    fetch_names: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    drop_unused_params: bool = False
+
+
+@register_pass("float16", options=Float16Options, needs_scope=True)
+class Float16Pass(Pass):
+    """Transpile to float16: ALWAYS/FOLLOW/NEVER decisions, minimal casts, float16 parameters."""
+
+    report: Float16Report | None = None
+
+    def apply(self, program: Program, scope: Scope | None) -> PassResult:
+        assert scope is not None
+        options: Float16Options = self.options
+        _check_program(program)
+        block = program.global_block()
+        edges = _edges(program, options)
+        params = [v.name for v in program.persistable_vars() if float_var(block, v.name) is not None]
+        missing = [n for n in params if n not in scope]
+        if missing:
+            raise PassError(f"pass 'float16': the scope holds no value for parameter(s) {missing}")
+        rules, out_of_range = _rules(program, scope, params, options)
+        plan = decide(block, rules, _sources(block, params, edges, rules))
+        report = Float16Report(ops=_op_entries(program, plan), out_of_range=out_of_range,
+                               param_bytes_before=_param_bytes(program, scope))
+        var_plans = plan_vars(block, plan, edges)
+        rewrite(block, scope, var_plans, params, report)
+        if options.drop_unused_params:
+            for name in report.params_removed:
+                scope.remove(name)
+        report.param_bytes_after = _param_bytes(program, scope)
+        self.report = report
+        return PassResult(program, modified=bool(var_plans), stats=_stats(report))
+
+
+def _check_program(program: Program) -> None:
+    for op in program.global_block().ops:
+        if op.sub_blocks():
+            raise PassError(f"pass 'float16': op #{op.index} {op.type} runs sub-block(s) "
+                            f"{list(op.sub_blocks())}; control flow is not supported by the float16 "
+                            f"transpiler (transpile a program without it, or keep it float32)")
+    try:
+        verify(program)
+    except HalfwayError as e:
+        raise PassError(f"pass 'float16': the input program does not verify: {e}") from e
+
+
+def _edges(program: Program, options: Float16Options) -> Edges:
+    block = program.global_block()
+    written = {n for op in block.ops if op.type != "feed" for n in op.output_names()}
+    feeds = set(program.feed_names())
+    feeds |= {v.name for v in block.vars.values() if v.need_check_feed}
+    feeds |= {n for op in block.ops for n in op.input_names()
+              if n not in written and not block.find_var(n).persistable}
+    fetches = program.fetch_names() or list(options.fetch_names or _leaves(program))
+    unknown = [n for n in fetches if not block.has_var(n)]
+    if unknown:
+        raise PassError(f"pass 'float16': fetch name(s) {unknown} are not vars of block 0")
+    return Edges(tuple(sorted(feeds)), tuple(fetches), options.keep_io_types)
+
+
+def _leaves(program: Program) -> list[str]:
+    block = program.global_block()
+    return [names[0] for op in block.ops if op.type not in IO_OPS
+            for names in list(op.outputs.values())[:1] if names and not block.uses(names[0])]
+
+
+def _rules(program: Program, scope: Scope, params: Sequence[str],
+           options: Float16Options) -> tuple[Rules, dict[str, int]]:
+    block = program.global_block()
+    float32_params = [n for n in params if block.var(n).dtype is DType.float32]
+    pinned, out_of_range = parameter_pins(scope, float32_params)
+    pinned_ops: dict[int, str] = {}
+    if options.calibration_feeds:
+        ranges = calibrate(program, scope, options.calibration_feeds)
+        measured, pinned_ops = calibration_pins(block, scope, ranges, options.max_abs_value)
+        pinned = measured | pinned
+    rules = Rules(options.white_list, options.black_list, options.backend, options.max_float16_reduction,
+                  pinned, pinned_ops)
+    return rules, out_of_range
+
+
+def _sources(block: Any, params: Sequence[str], edges: Edges, rules: Rules) -> dict[str, State]:
+    sources = {}
+    for name in edges.feeds:
+        if float_var(block, name) is not None:
+            sources[name] = State.FLOAT32 if name in rules.pinned_vars else State.FLOAT16
+    for name in params:
+        dtype = block.var(name).dtype
+        sources[name] = State.FLOAT32 if name in rules.pinned_vars else (
+            State.FLOAT16 if dtype is DType.float16 else State.FREE)
+    return sources
+
+
+def _op_entries(program: Program, plan: Plan) -> list[OpEntry]:
+    entries = []
+    for index, op in enumerate(program.global_block().ops):
+        decision = plan.decisions.get(id(op))
+        if decision is None:
+            continue
+        dtype = decision.state.dtype.name if decision.state is not None else "as is"
+        output = _first_output(op)
+        entries.append(OpEntry(index, op.type, output, dtype, decision.reason))
+    return entries
+
+
+def _first_output(op: Any) -> str:
+    """What the op writes in its first schema output slot (Y for batch_norm, not MeanOut)."""
+    slots = [s.name for s in get_schema(op.type).outputs] if has_schema(op.type) else list(op.outputs)
+    return next((op.output(s)[0] for s in slots if op.output(s)), "")
+
+
+def _param_bytes(program: Program, scope: Scope) -> int:
+    return sum(scope.get(v.name).nbytes for v in program.persistable_vars() if v.name in scope)
+
+
+def _stats(report: Float16Report) -> dict[str, int]:
+    return {"float16_ops": len(report.float16_ops), "float32_ops": len(report.float32_ops),
+            "casts": len(report.casts), "params_converted": len(report.params)}

@@ -1,0 +1,51 @@
+"""The float16 op policy: which ops always run float16, which never do, and why.
+
+TVM's mixed-precision pass names the three classes this module uses:
+
+* ALWAYS (``DEFAULT_WHITE_LIST``): run float16 whatever their inputs are; their inputs are cast.
+  These are the compute-heavy ops whose float16 kernels pay off and whose float16 kernels
+  accumulate in float32, so storing operands and results in float16 costs little accuracy.
+* NEVER (``DEFAULT_BLACK_LIST``): stay float32; their float16 inputs are cast back.
+* FOLLOW (everything else): run in the dtype of their floating inputs.
+
+A reduction (``LARGE_REDUCTIONS``) over more than ``max_float16_reduction`` elements also stays
+float32, however it is classed: its sum can exceed float16's range even when every element fits.
+Softmax is not black-listed by default (the numpy kernel computes it in float32 and its output is
+in [0, 1]); add ``"softmax"`` to the black list where a backend computes it in half precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["DEFAULT_WHITE_LIST", "DEFAULT_BLACK_LIST", "LARGE_REDUCTIONS", "FLOAT16_MAX", "FLOAT16_TINY"]
+
+FLOAT16_MAX = 65504.0
+"""The largest finite float16."""
+
+FLOAT16_TINY = 2.0 ** -14
+"""The smallest normal float16 (about 6.1e-5); below it values lose precision, below
+``2 ** -25`` (about 3e-8) they round to zero."""
+
+DEFAULT_WHITE_LIST: Mapping[str, str] = {
+    "conv2d": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
+    "depthwise_conv2d": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
+    "fused_conv2d": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
+    "conv2d_transpose": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
+    "matmul_v2": "matrix product: bandwidth bound, accumulates in float32",
+    "mul": "matrix product: bandwidth bound, accumulates in float32",
+    "fc": "matrix product: bandwidth bound, accumulates in float32",
+}
+"""Op type -> why it always runs float16."""
+
+DEFAULT_BLACK_LIST: Mapping[str, str] = {
+    "exp": "exp overflows float16 for inputs above 11.1",
+    "log": "log of float16 loses the small inputs (below 6e-8 they are 0, giving -inf)",
+    "pow": "powers leave float16's range quickly (x ** 3 overflows from x = 40.3)",
+    "elementwise_pow": "powers leave float16's range quickly (x ** 3 overflows from x = 40.3)",
+    "reduce_prod": "products of many elements overflow or underflow float16",
+}
+"""Op type -> why it stays float32."""
+
+LARGE_REDUCTIONS: frozenset[str] = frozenset({"reduce_sum", "reduce_mean", "mean", "sum"})
+"""Ops whose sum over many elements can exceed float16's range (``max_float16_reduction``)."""

@@ -1,0 +1,140 @@
+"""Range safety of a float16 transpile: what would overflow, what would flush to zero.
+
+float16 holds magnitudes up to 65504; below 2**-14 it keeps fewer bits (subnormals) and below
+2**-25 it rounds to zero. Three checks keep the float16 program finite where the float32 one is:
+
+* a float32 parameter with a value beyond 65504 is *pinned*: every op reading it stays float32;
+* with calibration feeds, the float32 program runs once and every var whose max |value| exceeds
+  ``limit`` is pinned (its writer and its readers stay float32), and so is every op whose
+  float32-accumulated sum may exceed ``limit``: for convolutions and matrix products with a
+  parameter weight, max |input| times the largest sum of |weight| one output adds up;
+* parameters that are converted count their values that become subnormal or zero.
+
+Running the program needs the executor, a layer beside the passes: it is imported when a
+calibration runs, not when this module loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from attrs import frozen
+
+from halfway.ir.block import Block
+from halfway.ir.errors import PassError
+from halfway.ir.operator import Operator
+from halfway.ir.program import Program
+from halfway.ir.scope import Scope
+from halfway.passes.float16_lists import FLOAT16_MAX, FLOAT16_TINY
+from halfway.passes.float16_policy import IO_OPS, float_var
+
+__all__ = ["Flush", "flush_counts", "parameter_pins", "calibrate", "calibration_pins", "ACCUMULATING"]
+
+ACCUMULATING: Mapping[str, tuple[str, str]] = {
+    "conv2d": ("Input", "Filter"),
+    "depthwise_conv2d": ("Input", "Filter"),
+    "fused_conv2d": ("Input", "Filter"),
+    "conv2d_transpose": ("Input", "Filter"),
+    "matmul_v2": ("X", "Y"),
+    "mul": ("X", "Y"),
+    "fc": ("Input", "W"),
+}
+"""Op type -> (data slot, weight slot) of the ops whose accumulation is bounded by weight sums."""
+
+
+@frozen
+class Flush:
+    """What converting one array to float16 loses at the small end."""
+
+    to_zero: int
+    to_subnormal: int
+
+
+def flush_counts(value: np.ndarray) -> Flush:
+    half = value.astype(np.float16)
+    nonzero = value != 0
+    zero = int(np.count_nonzero(nonzero & (half == 0)))
+    subnormal = int(np.count_nonzero((half != 0) & (np.abs(half) < FLOAT16_TINY)))
+    return Flush(zero, subnormal)
+
+
+def _max_abs(value: np.ndarray) -> float:
+    finite = np.abs(value[np.isfinite(value)]) if value.size else value
+    return float(finite.max()) if finite.size else 0.0
+
+
+def parameter_pins(scope: Scope, names: Sequence[str]) -> tuple[dict[str, str], dict[str, int]]:
+    """Pins for the float32 parameters ``names`` holding values beyond float16's range, and how
+    many such values each holds."""
+    pins, counts = {}, {}
+    for name in names:
+        value = scope.get(name)
+        over = int(np.count_nonzero(np.abs(value[np.isfinite(value)]) > FLOAT16_MAX))
+        if over:
+            pins[name] = (f"parameter {name!r} holds {over} values beyond float16's range "
+                          f"(max |x| = {_max_abs(value):.4g})")
+            counts[name] = over
+    return pins, counts
+
+
+def calibrate(program: Program, scope: Scope, feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """Run ``program`` on each feed and return the max finite |value| of every floating var."""
+    from halfway.executor import Executor
+
+    block = program.global_block()
+    names = [n for op in block.ops if op.type not in IO_OPS for n in op.output_names()
+             if float_var(block, n) is not None]
+    names = list(dict.fromkeys(names))
+    ranges: dict[str, float] = {}
+    for i, feed in enumerate(feeds):
+        try:
+            values = Executor().run(program, feed, names, scope)
+        except Exception as e:
+            raise PassError(f"pass 'float16': running the float32 program on calibration feed #{i} failed: "
+                            f"{e}") from e
+        for name, value in list(zip(names, values)) + [(n, np.asarray(v)) for n, v in feed.items()]:
+            if value is not None and np.issubdtype(value.dtype, np.floating):
+                ranges[name] = max(ranges.get(name, 0.0), _max_abs(value))
+    return ranges
+
+
+def calibration_pins(block: Block, scope: Scope, ranges: Mapping[str, float],
+                     limit: float) -> tuple[dict[str, str], dict[int, str]]:
+    """(pinned vars, pinned op indices) for the measured ``ranges`` (see the module docstring)."""
+    pinned_vars = {name: f"{name!r} reaches max |x| = {value:.4g} on the calibration feeds (limit {limit:.6g})"
+                   for name, value in ranges.items() if value > limit and block.has_var(name)}
+    pinned_ops = {}
+    for index, op in enumerate(block.ops):
+        bound = _accumulation_bound(op, scope, ranges)
+        if bound is not None and bound > limit:
+            pinned_ops[index] = (f"its float32 sums may reach {bound:.4g} on the calibration feeds "
+                                 f"(limit {limit:.6g})")
+    return pinned_vars, pinned_ops
+
+
+def _accumulation_bound(op: Operator, scope: Scope, ranges: Mapping[str, float]) -> float | None:
+    if op.type not in ACCUMULATING:
+        return None
+    data_slot, weight_slot = ACCUMULATING[op.type]
+    data, weight = op.input(data_slot), op.input(weight_slot)
+    value = scope.find(weight[0]) if weight else None
+    if not data or data[0] not in ranges or value is None or not np.issubdtype(value.dtype, np.floating):
+        return None
+    return ranges[data[0]] * _largest_weight_sum(op, np.abs(value.astype(np.float64)))
+
+
+def _largest_weight_sum(op: Operator, weight: np.ndarray) -> float:
+    """The largest sum of |weight| that one output element accumulates."""
+    if op.type == "conv2d_transpose":
+        return float(weight.sum(axis=(0, 2, 3)).max()) if weight.ndim == 4 else float(weight.sum())
+    if op.type in ("conv2d", "depthwise_conv2d", "fused_conv2d"):
+        return float(weight.reshape(weight.shape[0], -1).sum(axis=1).max())
+    if op.type == "matmul_v2":
+        axis = -1 if op.attr("trans_y", False) else -2
+        return float(weight.sum(axis=axis if weight.ndim > 1 else 0).max())
+    if op.type == "mul":
+        cols = op.attr("y_num_col_dims", 1)
+        rows = int(np.prod(weight.shape[:cols]))
+        return float(weight.reshape(rows, -1).sum(axis=0).max())
+    return float(weight.sum(axis=0).max())
