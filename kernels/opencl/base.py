@@ -1,0 +1,119 @@
+"""What every OpenCL kernel module shares: device arrays, the binder protocol, kernel sources
+and pre-bound launches.
+
+An OpenCL kernel factory is registered in the kernel registry under backend ``"opencl"``. At
+prepare time it gets the ``KernelSpec`` and returns either
+
+* a **binder** ``bind(rt, inputs, outputs) -> list[Launch]``: given the runtime and the op's
+  device arrays (in ``spec.input_keys`` / ``spec.output_keys`` order; None for an output nobody
+  reads), it compiles what it needs and returns zero-argument callables that enqueue the op's
+  work with every argument already set, so ``run`` is a loop of enqueues and no host syncs;
+* or ``ALIAS``: the op's first output is its first input's buffer under another shape (reshape2
+  and its kin), so there is nothing to run.
+
+A factory raises ``Unsupported`` for a configuration it has no kernel for (an NHWC layout, an
+attr given as a tensor); the executor then runs the op's numpy kernel instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+from attrs import frozen
+
+from halfway.ir.errors import KernelNotFoundError
+from halfway.kernels.opencl.runtime import Runtime
+
+__all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "Unsupported", "source", "launch", "launch_1d", "copy_launch", "meta",
+           "element_type", "contiguous_strides"]
+
+Launch = Callable[[], Any]
+
+
+@frozen
+class DeviceArray:
+    """A tensor in a device buffer: contiguous, row-major, starting at the buffer's start."""
+
+    buffer: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+Binder = Callable[[Runtime, Sequence[DeviceArray], Sequence[DeviceArray | None]], list[Launch]]
+
+
+class _Alias:
+    def __repr__(self) -> str:
+        return "ALIAS"
+
+
+ALIAS = _Alias()
+
+
+class Unsupported(KernelNotFoundError):
+    """The OpenCL kernel of an op does not cover this configuration (the numpy kernel runs)."""
+
+
+@functools.cache
+def _read(name: str) -> str:
+    return resources.files("halfway.kernels.opencl").joinpath("cl", name).read_text()
+
+
+def source(*names: str, defines: Mapping[str, Any] | None = None) -> str:
+    """The program text: ``#define``s, the common header, then the named .cl files."""
+    lines = [f"#define {k} {v}".rstrip() for k, v in (defines or {}).items()]
+    return "\n".join([*lines, _read("common.h"), *(_read(n) for n in names)])
+
+
+def launch(rt: Runtime, kernel: Any, gws: Sequence[int], lws: Sequence[int] | None, *args: Any) -> Launch:
+    """A pre-bound enqueue of ``kernel`` with ``args`` over ``gws`` (rounded up to ``lws``)."""
+    kernel.set_args(*args)
+    if lws is not None:
+        gws = [-(-g // l) * l for g, l in zip(gws, lws)]
+    return functools.partial(cl.enqueue_nd_range_kernel, rt.queue, kernel, tuple(gws),
+                             None if lws is None else tuple(lws))
+
+
+def launch_1d(rt: Runtime, kernel: Any, items: int, *args: Any) -> Launch:
+    """One work-item per ``items``; 256-wide work-groups on GPUs, the driver's choice elsewhere."""
+    return launch(rt, kernel, (max(items, 1),), (256,) if rt.caps.is_gpu else None, *args)
+
+
+def copy_launch(rt: Runtime, src: DeviceArray, dst: DeviceArray) -> Launch:
+    """A device-to-device copy of ``src`` into ``dst``."""
+    return functools.partial(cl.enqueue_copy, rt.queue, dst.buffer, src.buffer, byte_count=src.nbytes)
+
+
+def meta(rt: Runtime, values: Sequence[int]) -> Any:
+    """A small int32 buffer of shape and stride data, uploaded once at bind time."""
+    return rt.upload(np.asarray(values, np.int32))
+
+
+_ELEMENT_TYPES = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+
+
+def element_type(dtype: np.dtype) -> str:
+    """The OpenCL type that copies elements of ``dtype`` bit for bit."""
+    return _ELEMENT_TYPES[np.dtype(dtype).itemsize]
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return strides[::-1]

@@ -1,0 +1,31 @@
+/* Operand addressing shared by the GEMM kernels: out[b](m, n) = sum_k A[b](m, k) * B[b](k, n).
+ *
+ * Plain GEMM: A, B and out are strided by the int arguments (batch, row, column strides), so
+ * transposed operands and broadcast batches need no copy; the bias index is
+ * b * bias_sb + m * bias_sm + n * bias_sn.
+ * CONV (implicit GEMM, NCHW): the batch index is the group g, A is the filter [O, CG*KH*KW],
+ * B(k, n) is the input pixel under tap k = (c, i, j) of output position n = (image, oh, ow)
+ * (zero in the padding), and out(m, n) is Output[image, g*OG + m, oh, ow]. Geometry by defines:
+ * C H W O OG CG OH OW KH KW SH SW DH DW PT PL. */
+#define A_INDEX(b, m, k) ((b) * a_sb + (m) * a_sm + (k) * a_sk)
+#ifdef CONV
+#define OHW (OH * OW)
+inline int conv_b_index(int g, int k, int n) {
+    int tj = k % KW, ti = (k / KW) % KH, c = k / (KW * KH);
+    int p = n % OHW, img = n / OHW;
+    int y = (p / OW) * SH - PT + ti * DH, z = (p % OW) * SW - PL + tj * DW;
+    if (y < 0 || y >= H || z < 0 || z >= W) return -1;
+    return ((img * C + g * CG + c) * H + y) * W + z;
+}
+#define B_INDEX(b, k, n) conv_b_index((b), (k), (n))
+#define OUT_INDEX(b, m, n) ((((n) / OHW) * O + (b) * OG + (m)) * OHW + (n) % OHW)
+#define BIAS_INDEX(b, m, n) ((b) * OG + (m))
+#else
+#define B_INDEX(b, k, n) ((b) * b_sb + (k) * b_sk + (n) * b_sn)
+#define OUT_INDEX(b, m, n) ((b) * c_sb + (m) * c_sm + (n) * c_sn)
+#define BIAS_INDEX(b, m, n) ((b) * bias_sb + (m) * bias_sm + (n) * bias_sn)
+#endif
+
+#define GEMM_ARGS __global const T* A, __global const T* B, __global const T* bias, __global const T* res, \
+    __global T* out, int M, int N, int K, int a_sb, int a_sm, int a_sk, int b_sb, int b_sk, int b_sn, \
+    int c_sb, int c_sm, int c_sn, int bias_sb, int bias_sm, int bias_sn, float act0, float act1, float act2

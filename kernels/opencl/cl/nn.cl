@@ -1,0 +1,95 @@
+/* Pooling, batch_norm, softmax and the depthwise convolution (NCHW). */
+
+#ifdef POOL_MAX
+#define POOL_INIT (-INFINITY)
+#define POOL_ADD(acc, v) acc = fmax(acc, v)
+#else
+#define POOL_INIT 0.0f
+#define POOL_ADD(acc, v) acc += v
+#endif
+
+/* One output per work-item. ADAPTIVE: Paddle's bins floor(i*H/OH) .. ceil((i+1)*H/OH) (global
+ * pooling is the 1x1 case); else windows of kh x kw at stride (sh, sw) after padding (pt, pl).
+ * Avg divides by the window clipped to the input when EXCLUSIVE (or adaptive), else kh*kw. */
+__kernel void pool2d(__global const T* x, __global T* out, int H, int W, int OH, int OW, int kh, int kw,
+                     int sh, int sw, int pt, int pl, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int ow = i % OW, oh = (i / OW) % OH, plane = i / (OW * OH);
+#ifdef ADAPTIVE
+    int hs = oh * H / OH, he = ((oh + 1) * H + OH - 1) / OH;
+    int ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;
+    float count = (float)((he - hs) * (we - ws));
+#else
+    int hs = oh * sh - pt, ws = ow * sw - pl;
+    int he = min(hs + kh, H), we = min(ws + kw, W);
+    hs = max(hs, 0);
+    ws = max(ws, 0);
+#ifdef EXCLUSIVE
+    float count = (float)((he - hs) * (we - ws));
+#else
+    float count = (float)(kh * kw);
+#endif
+#endif
+    __global const T* p = x + plane * H * W;
+    float acc = POOL_INIT;
+    for (int y = hs; y < he; ++y)
+        for (int z = ws; z < we; ++z) POOL_ADD(acc, (float)LOAD(p, y * W + z));
+#ifdef POOL_MAX
+    STORE(out, i, acc);
+#else
+    STORE(out, i, acc / count);
+#endif
+}
+
+/* Y = X * a + (bias - mean * a), a = scale / sqrt(var + eps) per channel (P: the statistics' type). */
+__kernel void batch_norm(__global const T* x, __global T* y, __global const P* scale, __global const P* bias,
+                         __global const P* mean, __global const P* var, float eps, int C, int inner, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int c = (i / inner) % C;
+    float a = LOADP(scale, c) / sqrt(LOADP(var, c) + eps);
+    float b = LOADP(bias, c) - LOADP(mean, c) * a;
+    STORE(y, i, (float)LOAD(x, i) * a + b);
+}
+
+/* SavedVariance: 1 / sqrt(var + eps). */
+__kernel void inv_std(__global const P* var, __global P* out, float eps, int n) {
+    int i = get_global_id(0);
+    if (i < n) STOREP(out, i, 1.0f / sqrt(LOADP(var, i) + eps));
+}
+
+/* Softmax of rows of `len` elements `inner` apart: one row per work-item. */
+__kernel void softmax(__global const T* x, __global T* out, int len, int inner, int rows) {
+    int r = get_global_id(0);
+    if (r >= rows) return;
+    int base = (r / inner) * len * inner + r % inner;
+    float m = -INFINITY, s = 0.0f;
+    for (int j = 0; j < len; ++j) m = fmax(m, (float)LOAD(x, base + j * inner));
+    for (int j = 0; j < len; ++j) s += exp((float)LOAD(x, base + j * inner) - m);
+    float inv = 1.0f / s;
+    for (int j = 0; j < len; ++j) STORE(out, base + j * inner, exp((float)LOAD(x, base + j * inner) - m) * inv);
+}
+
+#ifdef DEPTHWISE
+/* One output per work-item; output channel o reads input channel o / MULT. Geometry by defines:
+ * C H W O OH OW KH KW SH SW DH DW PT PL MULT. */
+__kernel void depthwise(__global const T* x, __global const T* w, __global const T* bias, __global const T* res,
+                        __global T* out, int n, float act0, float act1, float act2) {
+    ACT_PARAMS;
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int ow = i % OW, oh = (i / OW) % OH, o = (i / (OW * OH)) % O, img = i / (OW * OH * O);
+    __global const T* p = x + (img * C + o / MULT) * H * W;
+    float acc = 0.0f;
+    for (int a = 0; a < KH; ++a) {
+        int y = oh * SH - PT + a * DH;
+        if (y < 0 || y >= H) continue;
+        for (int b = 0; b < KW; ++b) {
+            int z = ow * SW - PL + b * DW;
+            if (z >= 0 && z < W) acc += (float)LOAD(p, y * W + z) * (float)LOAD(w, (o * KH + a) * KW + b);
+        }
+    }
+    EPILOGUE(acc, o, i)
+}
+#endif

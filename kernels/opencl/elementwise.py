@@ -1,0 +1,147 @@
+"""OpenCL kernels of the elementwise ops: binary ops with Paddle's broadcasting, activations and
+the other X -> Out ops (``activations.UNARY_OPS``), add_n (``sum``) and float casts.
+
+Same-shape operands take the flat kernel (four elements per work-item, ``vload4`` or
+``vload_half4``); broadcasting ones the indexed kernel, whose per-dim strides (0 where an operand
+is broadcast) are computed here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.ir.ops.math import numpy_operand_shapes
+from halfway.kernels.opencl.activations import UNARY_OPS, unary_activation
+from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, contiguous_strides, copy_launch,
+                                         launch_1d, meta, source)
+from halfway.kernels.opencl.runtime import Runtime
+from halfway.kernels.registry import KernelSpec, register_kernel
+
+__all__ = ["BINARY_OPS", "broadcast_meta"]
+
+FLOATS = (DType.float32, DType.float16)
+
+BINARY_OPS = {
+    "elementwise_add": "((a) + (b))",
+    "elementwise_sub": "((a) - (b))",
+    "elementwise_mul": "((a) * (b))",
+    "elementwise_div": "((a) / (b))",
+    "elementwise_max": "fmax(a, b)",
+    "elementwise_min": "fmin(a, b)",
+    "elementwise_pow": "pow(a, b)",
+}
+"""Op type -> OP(a, b) in OpenCL C."""
+
+
+def _quads(n: int) -> int:
+    return -(-n // 4)
+
+
+def broadcast_meta(x: Sequence[int], y: Sequence[int], out: Sequence[int]) -> list[int]:
+    """[rank, out dims, x strides, y strides] for numpy-broadcast operands (0 on broadcast dims)."""
+    rank = len(out)
+    dims = list(out) or [1]
+    strides = []
+    for shape in (x, y):
+        padded = [1] * (rank - len(shape)) + list(shape)
+        full = contiguous_strides(padded)
+        strides += [0 if d == 1 and o != 1 else s for d, o, s in zip(padded, out, full)] or [0]
+    return [max(rank, 1), *dims, *strides]
+
+
+def _binary(op: str) -> Binder:
+    def make(spec: KernelSpec) -> Binder:
+        x, y, out = spec.input("X").shape, spec.input("Y").shape, spec.output("Out").shape
+        xs, ys = numpy_operand_shapes(x, y, spec.attrs["axis"])
+        flat = tuple(xs) == tuple(ys) == tuple(out)
+        info = broadcast_meta(xs, ys, out)
+
+        def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+            o = outs[0]
+            n = np.int32(o.size)
+            text = source("elementwise.cl", defines={"OP(a, b)": op})
+            options = rt.float_options(spec.dtype)
+            if flat:
+                kernel = rt.kernel(text, "binary_flat", options)
+                return [launch_1d(rt, kernel, _quads(o.size), ins[0].buffer, ins[1].buffer, o.buffer, n)]
+            kernel = rt.kernel(text, "binary_bcast", options)
+            return [launch_1d(rt, kernel, o.size, ins[0].buffer, ins[1].buffer, o.buffer, meta(rt, info), n)]
+
+        return bind
+
+    return make
+
+
+def unary_launch(rt: Runtime, dtype: DType, expr: str, params: Sequence[float], x: DeviceArray,
+                 out: DeviceArray) -> Launch:
+    kernel = rt.kernel(source("elementwise.cl", defines={"ACT(x)": expr}), "unary", rt.float_options(dtype))
+    return launch_1d(rt, kernel, _quads(out.size), x.buffer, out.buffer, np.int32(out.size),
+                     *(np.float32(p) for p in params))
+
+
+_SCALAR_TENSORS = ("ScaleTensor", "Min", "Max", "FactorTensor", "Seed")
+
+
+def _unary(spec: KernelSpec) -> Binder:
+    given = [slot for slot in _SCALAR_TENSORS if spec.has_input(slot)]
+    if given:
+        raise Unsupported(f"{spec.op_type} reads {given[0]} at run time")
+    if spec.op_type == "dropout" and "Mask" in spec.outputs:
+        raise Unsupported("dropout with a Mask output")
+    act = unary_activation(spec.op_type, spec.attrs)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        return [unary_launch(rt, spec.dtype, act.expr, act.params, ins[0], outs[0])]
+
+    return bind
+
+
+def _sum(spec: KernelSpec) -> Binder:
+    """add_n: out = x0 + x1, then out += x2, ... (one shape, no broadcasting)."""
+    shape = spec.output("Out").shape
+    pair = KernelSpec("elementwise_add", spec.dtype, {"axis": -1}, {"X": (spec.output("Out"),), "Y": (spec.output("Out"),)},
+                      {"Out": (spec.output("Out"),)})
+    add = _binary(BINARY_OPS["elementwise_add"])(pair)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        if len(ins) == 1:
+            return [copy_launch(rt, ins[0], outs[0])]
+        launches = add(rt, ins[:2], outs)
+        for x in ins[2:]:
+            launches += add(rt, [outs[0], x], outs)
+        return launches
+
+    if any(info.shape != shape for info in spec.inputs["X"]):
+        raise Unsupported("sum of inputs of different shapes")
+    return bind
+
+
+def _cast(spec: KernelSpec) -> Binder:
+    src, dst = spec.dtype, spec.output("Out").dtype
+    if dst not in FLOATS:
+        raise Unsupported(f"cast to {dst.name}")
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        x, out = ins[0], outs[0]
+        if x.dtype == out.dtype:
+            return [copy_launch(rt, x, out)]
+        name = "to_half" if out.dtype == np.float16 else "to_float"
+        kernel = rt.kernel(source("elementwise.cl"), name, rt.float_options(DType.float32))
+        return [launch_1d(rt, kernel, _quads(out.size), x.buffer, out.buffer, np.int32(out.size))]
+
+    return bind
+
+
+def _register() -> None:
+    for op_type, op in BINARY_OPS.items():
+        register_kernel(op_type, "opencl", FLOATS)(_binary(op))
+    for op_type in UNARY_OPS:
+        register_kernel(op_type, "opencl", FLOATS)(_unary)
+    register_kernel("sum", "opencl", FLOATS)(_sum)
+    register_kernel("cast", "opencl", FLOATS)(_cast)
+
+
+_register()

@@ -1,0 +1,122 @@
+"""GEMM launches: the plain tiled kernel (``gemm.cl``) or, for float16 buffers on NVIDIA devices of
+compute capability >= 8.0, the tensor-core kernel (``gemm_mma.cl``), with the fused epilogue
+(bias, residual, activation). Convolutions use the same kernels as implicit GEMMs (``ConvShape``).
+
+Tile sizes come from a per-device table: the largest tile that still gives every compute unit a
+work-group, else the smallest (``choose_tile``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.kernels.opencl.activations import Activation
+from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
+from halfway.kernels.opencl.runtime import Runtime
+
+__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "gemm_launch", "uses_tensor_cores"]
+
+
+class Gemm(NamedTuple):
+    """out[b](m, n) = sum_k A[b](m, k) B[b](k, n): sizes and (batch, row, column) element strides."""
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    a: tuple[int, int, int]
+    b: tuple[int, int, int]
+    c: tuple[int, int, int]
+    bias: tuple[int, int, int] = (0, 0, 0)
+
+
+class ConvShape(NamedTuple):
+    """The geometry defines of an implicit-GEMM convolution (NCHW)."""
+
+    C: int
+    H: int
+    W: int
+    O: int
+    OG: int
+    CG: int
+    OH: int
+    OW: int
+    KH: int
+    KW: int
+    SH: int
+    SW: int
+    DH: int
+    DW: int
+    PT: int
+    PL: int
+
+
+class Tile(NamedTuple):
+    """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni)."""
+
+    mma: bool
+    sizes: tuple[int, ...]
+
+    @property
+    def block(self) -> tuple[int, int]:
+        if self.mma:
+            wm, wn, mi, ni = self.sizes
+            return wm * mi * 16, wn * ni * 8
+        return self.sizes[0], self.sizes[1]
+
+    @property
+    def local(self) -> tuple[int, int, int]:
+        if self.mma:
+            wm, wn, _, _ = self.sizes
+            return wm * wn * 32, 1, 1
+        tm, tn, _, wm, wn = self.sizes
+        return tn // wn, tm // wm, 1
+
+    def defines(self) -> dict[str, int]:
+        names = ("WARPS_M", "WARPS_N", "MI", "NI") if self.mma else ("TSM", "TSN", "TSK", "WPTM", "WPTN")
+        return dict(zip(names, self.sizes))
+
+
+_GPU_TILES = [(128, 128, 16, 8, 8), (64, 64, 16, 4, 4), (32, 32, 16, 2, 2)]
+_CPU_TILES = [(32, 32, 16, 4, 4)]
+_MMA_TILES = [(2, 4, 4, 4), (2, 2, 2, 4), (2, 2, 1, 2)]
+
+
+def uses_tensor_cores(rt: Runtime, dtype: DType) -> bool:
+    return rt.caps.tensor_cores and rt.storage(dtype) == np.float16
+
+
+def choose_tile(rt: Runtime, dtype: DType, g: Gemm) -> Tile:
+    mma = uses_tensor_cores(rt, dtype)
+    table = _MMA_TILES if mma else _GPU_TILES if rt.caps.is_gpu else _CPU_TILES
+    tiles = [Tile(mma, sizes) for sizes in table]
+    for tile in tiles:
+        bm, bn = tile.block
+        if -(-g.m // bm) * -(-g.n // bn) * g.batch >= rt.caps.compute_units:
+            return tile
+    return tiles[-1]
+
+
+def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
+                act: Activation, bias: DeviceArray | None = None, residual: DeviceArray | None = None,
+                conv: ConvShape | None = None) -> Launch:
+    tile = choose_tile(rt, dtype, g)
+    defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
+    if bias is not None:
+        defines["HAS_BIAS"] = ""
+    if residual is not None:
+        defines["HAS_RES"] = ""
+    if conv is not None:
+        defines.update({"CONV": "", **conv._asdict()})
+    text = source("gemm_index.h", "gemm_mma.cl" if tile.mma else "gemm.cl", defines=defines)
+    kernel = rt.kernel(text, "gemm_mma" if tile.mma else "gemm", rt.float_options(dtype))
+    bm, bn = tile.block
+    lx, ly, _ = tile.local
+    gws = (-(-g.n // bn) * lx, -(-g.m // bm) * ly, g.batch)
+    ints = [g.m, g.n, g.k, *g.a, *g.b, *g.c, *g.bias]
+    return launch(rt, kernel, gws, tile.local, a.buffer, b.buffer, None if bias is None else bias.buffer,
+                  None if residual is None else residual.buffer, out.buffer, *(np.int32(v) for v in ints),
+                  *(np.float32(p) for p in act.params))

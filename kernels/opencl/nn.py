@@ -1,0 +1,228 @@
+"""OpenCL kernels of the nn ops (NCHW): conv2d / depthwise_conv2d / fused_conv2d, pool2d,
+batch_norm, softmax, matmul_v2, mul and fc.
+
+Convolutions (``conv_geometry`` as the numpy kernels):
+
+1. **depthwise** (one input channel per group): a direct kernel, one output per work-item.
+2. **1x1** (unpadded, stride 1, ungrouped): a batched GEMM ``W[O, C] @ X[n][C, H*W]``.
+3. everything else: an implicit GEMM over ``[O/g, C/g*kh*kw] x [C/g*kh*kw, N*OH*OW]`` per group,
+   the input gathered tap by tap into local memory (no im2col buffer).
+
+All three end in the fused epilogue ``act(acc + Bias[o] + ResidualData)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.ir.ops.nn import window_geometry
+from halfway.kernels.numpy.conv import ConvGeometry, conv_geometry, slot_positions
+from halfway.kernels.opencl.activations import Activation, fused_activation
+from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, copy_launch, launch_1d,
+                                         source)
+from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch
+from halfway.kernels.opencl.runtime import Runtime
+from halfway.kernels.registry import KernelSpec, register_kernel
+
+__all__: list[str] = []
+
+FLOATS = (DType.float32, DType.float16)
+IDENTITY = Activation("(x)")
+
+
+def _nchw(spec: KernelSpec, attr: str = "data_format") -> None:
+    if spec.attrs[attr] == "NHWC":
+        raise Unsupported(f"{spec.op_type} in NHWC")
+
+
+def _optional(ins: Sequence[DeviceArray], where: dict[str, int], slot: str) -> DeviceArray | None:
+    return ins[where[slot]] if slot in where else None
+
+
+# -- convolution ----------------------------------------------------------------------------------
+def _conv_shape(g: ConvGeometry) -> ConvShape:
+    (pt, _), (pl, _) = g.pads
+    return ConvShape(g.c, g.h, g.w, g.o, g.o // g.groups, g.c // g.groups, g.out[0], g.out[1], *g.kernel,
+                     *g.strides, *g.dilations, pt, pl)
+
+
+def _is_pointwise(g: ConvGeometry) -> bool:
+    return g.kernel == (1, 1) and g.strides == (1, 1) and g.groups == 1 and not any(p for pr in g.pads for p in pr)
+
+
+def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: DeviceArray, out: DeviceArray,
+                 act: Activation, bias: DeviceArray | None, res: DeviceArray | None) -> Launch:
+    shape = _conv_shape(g)
+    if g.groups == g.c and g.groups > 1:
+        defines = {"ACT(x)": act.expr, "DEPTHWISE": "", "MULT": g.o // g.c, **shape._asdict()}
+        defines.update({name: "" for name, arr in (("HAS_BIAS", bias), ("HAS_RES", res)) if arr is not None})
+        kernel = rt.kernel(source("nn.cl", defines=defines), "depthwise", rt.float_options(dtype))
+        return launch_1d(rt, kernel, out.size, x.buffer, w.buffer, None if bias is None else bias.buffer,
+                         None if res is None else res.buffer, out.buffer, np.int32(out.size),
+                         *(np.float32(p) for p in act.params))
+    hw, ohw = g.h * g.w, g.out[0] * g.out[1]
+    if _is_pointwise(g):
+        gemm = Gemm(g.o, hw, g.c, g.n, (0, g.c, 1), (g.c * hw, hw, 1), (g.o * hw, hw, 1), (0, 1, 0))
+        return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res)
+    og, k = shape.OG, shape.CG * shape.KH * shape.KW
+    gemm = Gemm(og, g.n * ohw, k, g.groups, (og * k, k, 1), (0, 0, 0), (0, 0, 0))
+    return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape)
+
+
+def _conv(spec: KernelSpec) -> Binder:
+    _nchw(spec)
+    g = conv_geometry(spec)
+    attrs = spec.attrs
+    act = fused_activation(attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"]) \
+        if spec.op_type == "fused_conv2d" else IDENTITY
+    where = slot_positions(spec)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        return [_conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"),
+                             _optional(ins, where, "ResidualData"))]
+
+    return bind
+
+
+# -- pool2d ---------------------------------------------------------------------------------------
+def _pool2d(spec: KernelSpec) -> Binder:
+    _nchw(spec)
+    attrs = spec.attrs
+    n, c, h, w = spec.input("X").shape
+    oh, ow = spec.output("Out").shape[2:]
+    defines = {"POOL_MAX": ""} if attrs["pooling_type"] == "max" else {}
+    if attrs["global_pooling"] or attrs["adaptive"]:
+        defines["ADAPTIVE"] = ""
+        geometry = [0] * 6
+    else:
+        window = window_geometry((h, w), attrs["ksize"], attrs["strides"], (1, 1), attrs["paddings"],
+                                 attrs["padding_algorithm"], attrs["ceil_mode"])
+        geometry = [*attrs["ksize"], *attrs["strides"], window.pads[0][0], window.pads[1][0]]
+        if attrs["exclusive"]:
+            defines["EXCLUSIVE"] = ""
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        kernel = rt.kernel(source("nn.cl", defines=defines), "pool2d", rt.float_options(spec.dtype))
+        out = outs[0]
+        return [launch_1d(rt, kernel, out.size, ins[0].buffer, out.buffer,
+                          *(np.int32(v) for v in (h, w, oh, ow, *geometry, out.size)))]
+
+    return bind
+
+
+# -- batch_norm -----------------------------------------------------------------------------------
+def _param_defines(rt: Runtime, dtype: DType) -> dict[str, str]:
+    if rt.storage(dtype) == np.float16:
+        return {"P": "half", "LOADP(p, i)": "vload_half((i), (p))", "STOREP(p, i, v)": "vstore_half_rte((v), (i), (p))"}
+    return {"P": "float", "LOADP(p, i)": "((p)[i])", "STOREP(p, i, v)": "((p)[i] = (v))"}
+
+
+def _batch_norm(spec: KernelSpec) -> Binder:
+    x = spec.input("X").shape
+    channel_last = spec.attrs["data_layout"] == "NHWC"
+    channels = x[-1] if channel_last else x[1]
+    inner = 1 if channel_last else math.prod(x[2:])
+    eps = np.float32(spec.attrs["epsilon"])
+    stats = spec.input("Mean").dtype
+    wanted = [slot for slot, _ in spec.output_keys]
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        text = source("nn.cl", defines=_param_defines(rt, stats))
+        options = rt.float_options(spec.dtype)
+        y = outs[wanted.index("Y")]
+        launches = [launch_1d(rt, rt.kernel(text, "batch_norm", options), y.size, ins[0].buffer,
+                              y.buffer, *(a.buffer for a in ins[1:5]), eps, np.int32(channels), np.int32(inner),
+                              np.int32(y.size))]
+        sources = {"MeanOut": ins[3], "VarianceOut": ins[4], "SavedMean": ins[3]}
+        for slot, out in zip(wanted, outs):
+            if out is None:
+                continue
+            if slot in sources:
+                launches.append(copy_launch(rt, sources[slot], out))
+            elif slot == "SavedVariance":
+                launches.append(launch_1d(rt, rt.kernel(text, "inv_std", options), out.size, ins[4].buffer,
+                                          out.buffer, eps, np.int32(out.size)))
+        return launches
+
+    return bind
+
+
+# -- softmax --------------------------------------------------------------------------------------
+def _softmax(spec: KernelSpec) -> Binder:
+    shape = spec.input("X").shape or (1,)
+    axis = spec.attrs["axis"] % len(shape)
+    length, inner = shape[axis], math.prod(shape[axis + 1:])
+    rows = math.prod(shape) // max(length, 1)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        kernel = rt.kernel(source("nn.cl"), "softmax", rt.float_options(spec.dtype))
+        return [launch_1d(rt, kernel, rows, ins[0].buffer, outs[0].buffer, np.int32(length), np.int32(inner),
+                          np.int32(rows))]
+
+    return bind
+
+
+# -- matrix products ------------------------------------------------------------------------------
+def _batch_stride(batch: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int:
+    if math.prod(batch) == 1:
+        return 0
+    if tuple([1] * (len(out_batch) - len(batch)) + list(batch)) == out_batch:
+        return matrix
+    raise Unsupported(f"matmul_v2 batch dims {list(batch)} broadcast against {list(out_batch)}")
+
+
+def _matmul_v2(spec: KernelSpec) -> Binder:
+    x, y = spec.input("X").shape, spec.input("Y").shape
+    tx = spec.attrs["trans_x"] and len(x) > 1
+    ty = spec.attrs["trans_y"] and len(y) > 1
+    xs = (1, *x) if len(x) == 1 else x
+    ys = (*y, 1) if len(y) == 1 else y
+    m, k = (xs[-1], xs[-2]) if tx else (xs[-2], xs[-1])
+    n = ys[-2] if ty else ys[-1]
+    out_batch = tuple(np.broadcast_shapes(xs[:-2], ys[:-2]))
+    a = (_batch_stride(xs[:-2], out_batch, m * k), 1 if tx else k, m if tx else 1)
+    b = (_batch_stride(ys[:-2], out_batch, k * n), 1 if ty else n, k if ty else 1)
+    gemm = Gemm(m, n, k, math.prod(out_batch), a, b, (m * n, n, 1))
+    return _gemm_binder(spec, gemm, IDENTITY)
+
+
+def _rows(shape: Sequence[int], cols: int) -> tuple[int, int]:
+    return math.prod(shape[:cols]), math.prod(shape[cols:])
+
+
+def _mul(spec: KernelSpec) -> Binder:
+    m, k = _rows(spec.input("X").shape, spec.attrs["x_num_col_dims"])
+    _, n = _rows(spec.input("Y").shape, spec.attrs["y_num_col_dims"])
+    return _gemm_binder(spec, Gemm(m, n, k, 1, (0, k, 1), (0, n, 1), (0, n, 1)), IDENTITY)
+
+
+def _fc(spec: KernelSpec) -> Binder:
+    m, k = _rows(spec.input("Input").shape, spec.attrs["in_num_col_dims"])
+    n = spec.output("Out").shape[-1]
+    row = spec.input("W").shape[1]
+    gemm = Gemm(m, n, k, 1, (0, k, 1), (0, row, 1), (0, n, 1), (0, 0, 1))
+    return _gemm_binder(spec, gemm, fused_activation(spec.attrs["activation_type"]))
+
+
+def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:
+    where = slot_positions(spec)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        return [gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"))]
+
+    return bind
+
+
+def _register() -> None:
+    for op_type in ("conv2d", "depthwise_conv2d", "fused_conv2d"):
+        register_kernel(op_type, "opencl", FLOATS)(_conv)
+    for op_type, factory in (("pool2d", _pool2d), ("batch_norm", _batch_norm), ("softmax", _softmax),
+                             ("matmul_v2", _matmul_v2), ("mul", _mul), ("fc", _fc)):
+        register_kernel(op_type, "opencl", FLOATS)(factory)
+
+
+_register()
