@@ -2,8 +2,8 @@
 
 from halfway.executor.executor import Executor, op_dtype
 from halfway.executor.memory import MemoryPlan, plan_memory
-from halfway.executor.place import CPUPlace, Place
+from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.executor.prepared import PreparedProgram, PrepareReport
 
-__all__ = ["Executor", "op_dtype", "MemoryPlan", "plan_memory", "CPUPlace", "Place", "PreparedProgram",
+__all__ = ["Executor", "op_dtype", "MemoryPlan", "plan_memory", "CPUPlace", "OpenCLPlace", "Place", "PreparedProgram",
            "PrepareReport"]

@@ -60,6 +60,11 @@ class Executor:
         the same; a baseline for the memory figures and for checking the plan).
         """
         verify(program, feed_names=feed_names)
+        if self.place.backend == "opencl":
+            from halfway.executor.opencl import prepare_opencl  # needs pyopencl: imported on demand
+
+            return prepare_opencl(self.place, program.global_block(), scope, list(feed_names), _names(fetch_names),
+                                  dict(feed_shapes or {}), reuse_memory)
         return _Preparer(program.global_block(), self.place.backend, scope, reuse_memory).prepare(
             list(feed_names), _names(fetch_names), dict(feed_shapes or {}))
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from attrs import frozen
+from typing import Any
 
-__all__ = ["Place", "CPUPlace"]
+from attrs import field, frozen
+
+__all__ = ["Place", "CPUPlace", "OpenCLPlace"]
 
 
 class Place:
@@ -19,3 +21,30 @@ class CPUPlace(Place):
 
     def __str__(self) -> str:
         return "cpu"
+
+
+@frozen
+class OpenCLPlace(Place):
+    """OpenCL kernels on one device (through pyopencl).
+
+    ``device``: an index into all devices of all platforms, a substring of a platform or device
+    name, or None for ``HALFWAY_OPENCL_DEVICE``, else the first GPU, else the first device.
+    ``precision``: "low" (native half arithmetic where the device has cl_khr_fp16), "normal"
+    (float16 buffers, float32 arithmetic) or "high" (float16 programs run with float32 buffers).
+    ``strict``: an op without an OpenCL kernel is an error instead of a numpy fallback.
+    """
+
+    device: int | str | None = None
+    precision: str = "normal"
+    strict: bool = False
+    backend: str = field(default="opencl", init=False)
+
+    @property
+    def runtime(self) -> Any:
+        """The device's runtime (``halfway.kernels.opencl.Runtime``), created on first use."""
+        from halfway.kernels.opencl.runtime import get_runtime
+
+        return get_runtime(self.device, self.precision)
+
+    def __str__(self) -> str:
+        return f"opencl:{self.runtime.caps.name}"

@@ -84,8 +84,10 @@ def launch(rt: Runtime, kernel: Any, gws: Sequence[int], lws: Sequence[int] | No
     kernel.set_args(*args)
     if lws is not None:
         gws = [-(-g // l) * l for g, l in zip(gws, lws)]
-    return functools.partial(cl.enqueue_nd_range_kernel, rt.queue, kernel, tuple(gws),
-                             None if lws is None else tuple(lws))
+    enqueue = functools.partial(cl.enqueue_nd_range_kernel, rt.queue, kernel, tuple(gws),
+                                None if lws is None else tuple(lws))
+    enqueue.keep = args  # the kernel holds raw handles: keep its buffers alive as long as the launch
+    return enqueue
 
 
 def launch_1d(rt: Runtime, kernel: Any, items: int, *args: Any) -> Launch:

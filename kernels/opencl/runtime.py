@@ -182,7 +182,7 @@ class Runtime:
         data = np.ascontiguousarray(array)
         buffer = self.alloc(data.nbytes)
         if data.nbytes:
-            cl.enqueue_copy(self.queue, buffer, data, is_blocking=False)
+            cl.enqueue_copy(self.queue, buffer, data, is_blocking=True)
         return buffer
 
     def finish(self) -> None:
