@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import halfway
-from halfway.executor import Executor, PrepareReport
+from halfway.executor import Executor, Place, PrepareReport
 from halfway.ir.builder import append_op, program_guard
 from halfway.ir.schema import get_schema
 
@@ -26,8 +26,10 @@ def run_op(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[np.ndarray]]
 
 def run_op_with_report(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[np.ndarray]],
                        attrs: Mapping[str, Any] | None = None, *, params: Sequence[str] = (),
-                       outputs: Mapping[str, int] | None = None) -> tuple[dict[str, list[np.ndarray]], PrepareReport]:
-    """As ``run_op``, also returning the prepared program's report (the kernels chosen)."""
+                       outputs: Mapping[str, int] | None = None,
+                       place: Place | None = None) -> tuple[dict[str, list[np.ndarray]], PrepareReport]:
+    """As ``run_op``, also returning the prepared program's report (the kernels chosen);
+    ``place`` runs it elsewhere than on the CPU."""
     prog = halfway.Program()
     block = prog.global_block()
     feed: dict[str, np.ndarray] = {}
@@ -45,7 +47,7 @@ def run_op_with_report(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[
             in_vars[slot] = made
         out_vars = append_op(op_type, in_vars, attrs, outputs)
     names = [(slot, v.name) for slot, vs in out_vars.items() for v in vs]
-    prepared = Executor().prepare(prog, list(feed), [n for _, n in names], scope,
+    prepared = Executor(place).prepare(prog, list(feed), [n for _, n in names], scope,
                                   feed_shapes={n: a.shape for n, a in feed.items()})
     results = prepared.run(feed)
     _check_undeclared_aliases(op_type, names, results, [*feed.values(), *(scope[n] for n in scope)])

@@ -58,9 +58,9 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
                  act: Activation, bias: DeviceArray | None, res: DeviceArray | None) -> Launch:
     shape = _conv_shape(g)
     if g.groups == g.c and g.groups > 1:
-        defines = {"ACT(x)": act.expr, "DEPTHWISE": "", "MULT": g.o // g.c, **shape._asdict()}
+        defines = {"ACT(x)": act.expr, "MULT": g.o // g.c, **shape._asdict()}
         defines.update({name: "" for name, arr in (("HAS_BIAS", bias), ("HAS_RES", res)) if arr is not None})
-        kernel = rt.kernel(source("nn.cl", defines=defines), "depthwise", rt.float_options(dtype))
+        kernel = rt.kernel(source("depthwise.cl", defines=defines), "depthwise", rt.float_options(dtype))
         return launch_1d(rt, kernel, out.size, x.buffer, w.buffer, None if bias is None else bias.buffer,
                          None if res is None else res.buffer, out.buffer, np.int32(out.size),
                          *(np.float32(p) for p in act.params))

@@ -1,4 +1,4 @@
-/* Pooling, batch_norm, softmax and the depthwise convolution (NCHW). */
+/* Pooling, batch_norm and softmax (NCHW). */
 
 #ifdef POOL_MAX
 #define POOL_INIT (-INFINITY)
@@ -42,6 +42,7 @@ __kernel void pool2d(__global const T* x, __global T* out, int H, int W, int OH,
 #endif
 }
 
+#ifdef P
 /* Y = X * a + (bias - mean * a), a = scale / sqrt(var + eps) per channel (P: the statistics' type). */
 __kernel void batch_norm(__global const T* x, __global T* y, __global const P* scale, __global const P* bias,
                          __global const P* mean, __global const P* var, float eps, int C, int inner, int n) {
@@ -58,6 +59,7 @@ __kernel void inv_std(__global const P* var, __global P* out, float eps, int n) 
     int i = get_global_id(0);
     if (i < n) STOREP(out, i, 1.0f / sqrt(LOADP(var, i) + eps));
 }
+#endif
 
 /* Softmax of rows of `len` elements `inner` apart: one row per work-item. */
 __kernel void softmax(__global const T* x, __global T* out, int len, int inner, int rows) {
@@ -70,26 +72,3 @@ __kernel void softmax(__global const T* x, __global T* out, int len, int inner, 
     float inv = 1.0f / s;
     for (int j = 0; j < len; ++j) STORE(out, base + j * inner, exp((float)LOAD(x, base + j * inner) - m) * inv);
 }
-
-#ifdef DEPTHWISE
-/* One output per work-item; output channel o reads input channel o / MULT. Geometry by defines:
- * C H W O OH OW KH KW SH SW DH DW PT PL MULT. */
-__kernel void depthwise(__global const T* x, __global const T* w, __global const T* bias, __global const T* res,
-                        __global T* out, int n, float act0, float act1, float act2) {
-    ACT_PARAMS;
-    int i = get_global_id(0);
-    if (i >= n) return;
-    int ow = i % OW, oh = (i / OW) % OH, o = (i / (OW * OH)) % O, img = i / (OW * OH * O);
-    __global const T* p = x + (img * C + o / MULT) * H * W;
-    float acc = 0.0f;
-    for (int a = 0; a < KH; ++a) {
-        int y = oh * SH - PT + a * DH;
-        if (y < 0 || y >= H) continue;
-        for (int b = 0; b < KW; ++b) {
-            int z = ow * SW - PL + b * DW;
-            if (z >= 0 && z < W) acc += (float)LOAD(p, y * W + z) * (float)LOAD(w, (o * KH + a) * KW + b);
-        }
-    }
-    EPILOGUE(acc, o, i)
-}
-#endif

@@ -1,0 +1,216 @@
+"""Every OpenCL kernel against the numpy kernel of the same op, on random inputs of awkward shapes
+(odd sizes, tails that are no multiple of 4 or of a tile), in float32 and in float16 (on PoCL:
+float16 storage with float32 arithmetic). Each op runs through the executor on an OpenCLPlace
+and on the CPU; the report must show no numpy fallback, so the OpenCL kernel really ran."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from halfway.executor import OpenCLPlace
+from tests.oprun import run_op, run_op_with_report
+
+RNG = np.random.default_rng(5)
+FLOATS = [np.float32, np.float16]
+
+
+@pytest.fixture(scope="session")
+def place() -> OpenCLPlace:
+    return OpenCLPlace()
+
+
+def rand(*shape: int, dtype=np.float32, low: float | None = None) -> np.ndarray:
+    if low is not None:
+        return RNG.uniform(low, low + 2, shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def check(place: OpenCLPlace, op_type: str, inputs: dict, attrs: dict | None = None, *, params=(),
+          rtol: float | None = None, outputs: dict | None = None) -> dict:
+    """Run ``op_type`` on both places; the OpenCL outputs must match numpy's."""
+    got, report = run_op_with_report(op_type, inputs, attrs, params=params, outputs=outputs, place=place)
+    assert report.fallbacks == [], report.summary()
+    want = run_op(op_type, inputs, attrs, params=params, outputs=outputs)
+    first = next(iter(inputs.values()))
+    dtype = (first if isinstance(first, np.ndarray) else first[0]).dtype
+    tol = rtol or (2e-3 if dtype == np.float16 else 2e-5)
+    for slot, values in want.items():
+        for w, g in zip(values, got[slot]):
+            if w is None:
+                continue
+            assert g.dtype == w.dtype and g.shape == w.shape, (slot, g.dtype, g.shape, w.dtype, w.shape)
+            scale = max(1.0, float(np.abs(w.astype(np.float32)).max(initial=0)))
+            np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=tol, atol=tol * scale,
+                                       err_msg=f"{op_type} {slot}")
+    return got
+
+
+# -- elementwise ----------------------------------------------------------------------------------
+BINARY = ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "elementwise_max",
+          "elementwise_min", "elementwise_pow"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op_type", BINARY)
+def test_binary(place, op_type, dtype):
+    positive = 0.5 if op_type in ("elementwise_pow", "elementwise_div") else None
+    x = rand(3, 5, 7, dtype=dtype, low=positive)
+    check(place, op_type, {"X": x, "Y": rand(3, 5, 7, dtype=dtype, low=positive)})  # same shapes, a tail of 1
+    check(place, op_type, {"X": x, "Y": rand(5, dtype=dtype, low=positive)}, {"axis": 1})  # Paddle's axis
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_binary_broadcasts_both_ways(place, dtype):
+    check(place, "elementwise_mul", {"X": rand(4, 1, 6, dtype=dtype), "Y": rand(3, 1, dtype=dtype)})
+
+
+UNARY = [
+    ("relu", {}), ("relu6", {"threshold": 0.7}), ("leaky_relu", {"alpha": 0.1}), ("sigmoid", {}), ("tanh", {}),
+    ("hard_swish", {}), ("hard_sigmoid", {}), ("swish", {"beta": 1.5}), ("silu", {}), ("gelu", {}),
+    ("gelu", {"approximate": True}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("exp", {}), ("abs", {}),
+    ("scale", {"scale": 1.5, "bias": 0.25}), ("scale", {"scale": -2.0, "bias": 1.0, "bias_after_scale": False}),
+    ("clip", {"min": -0.5, "max": 0.3}), ("dropout", {"dropout_prob": 0.25, "is_test": True}),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op_type, attrs", UNARY, ids=[f"{op}{i}" for i, (op, _) in enumerate(UNARY)])
+def test_unary(place, op_type, attrs, dtype):
+    check(place, op_type, {"X": rand(2, 3, 11, dtype=dtype)}, attrs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op_type, attrs", [("log", {}), ("sqrt", {}), ("pow", {"factor": 2.5})])
+def test_unary_of_positive_inputs(place, op_type, attrs, dtype):
+    check(place, op_type, {"X": rand(37, dtype=dtype, low=0.1)}, attrs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sum(place, dtype):
+    check(place, "sum", {"X": [rand(3, 7, dtype=dtype) for _ in range(3)]})
+
+
+@pytest.mark.parametrize("src, dst", [(np.float32, 4), (np.float16, 5)])
+def test_cast(place, src, dst):
+    x = rand(5, 7, dtype=src) * 100
+    check(place, "cast", {"X": x}, {"in_dtype": 5 if src == np.float32 else 4, "out_dtype": dst})
+
+
+# -- data movement --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32])
+def test_concat_and_split(place, dtype):
+    parts = [rand(2, n, 3).astype(dtype) for n in (1, 4, 2)]
+    check(place, "concat", {"X": parts}, {"axis": 1})
+    check(place, "split", {"X": rand(2, 7, 3).astype(dtype)}, {"axis": 1, "sections": [2, -1, 1]},
+          outputs={"Out": 3})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_transpose_and_slice(place, dtype):
+    x = rand(2, 3, 5, 4, dtype=dtype)
+    check(place, "transpose2", {"X": x}, {"axis": [0, 2, 3, 1]})
+    check(place, "slice", {"Input": x}, {"axes": [1, 3], "starts": [1, -3], "ends": [3, 100],
+                                         "decrease_axis": []})
+
+
+@pytest.mark.parametrize("op_type, attrs", [("reshape2", {"shape": [0, -1]}),
+                                            ("flatten_contiguous_range", {"start_axis": 1, "stop_axis": 2}),
+                                            ("squeeze2", {"axes": [1]}), ("unsqueeze2", {"axes": [0]})])
+def test_reshapes_alias_their_input(place, op_type, attrs):
+    x = rand(3, 1, 5, dtype=np.float16)
+    got, report = run_op_with_report(op_type, {"X": x}, attrs, place=place)
+    np.testing.assert_array_equal(got["Out"][0], run_op(op_type, {"X": x}, attrs)["Out"][0])
+    assert report.launches == 0  # a view: nothing to run
+
+
+def test_assign(place):
+    check(place, "assign", {"X": rand(3, 5)})
+
+
+# -- nn -------------------------------------------------------------------------------------------
+POOLS = [
+    {"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]},
+    {"pooling_type": "avg", "ksize": [3, 2], "strides": [2, 1], "paddings": [1, 0], "exclusive": True},
+    {"pooling_type": "avg", "ksize": [2, 2], "strides": [2, 2], "paddings": [1, 1], "exclusive": False,
+     "ceil_mode": True},
+    {"pooling_type": "avg", "ksize": [1, 1], "global_pooling": True},
+    {"pooling_type": "max", "ksize": [3, 2], "adaptive": True},
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("attrs", POOLS, ids=range(len(POOLS)))
+def test_pool2d(place, attrs, dtype):
+    check(place, "pool2d", {"X": rand(2, 3, 7, 9, dtype=dtype)}, attrs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_batch_norm(place, dtype):
+    c = 5
+    stats = {"Scale": rand(c), "Bias": rand(c), "Mean": rand(c), "Variance": rand(c, low=0.5)}
+    check(place, "batch_norm", {"X": rand(2, c, 3, 7, dtype=dtype), **stats}, {"epsilon": 1e-3, "is_test": True},
+          params=tuple(stats))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax(place, axis, dtype):
+    check(place, "softmax", {"X": rand(3, 6, 5, dtype=dtype) * 3}, {"axis": axis})
+
+
+CONVS = [
+    ("conv2d", (2, 5, 9, 11), (7, 5, 3, 3), {"paddings": [1, 1]}),
+    ("conv2d", (1, 6, 10, 9), (4, 3, 3, 2), {"strides": [2, 1], "paddings": [1, 0, 2, 1], "dilations": [1, 2],
+                                             "groups": 2}),
+    ("conv2d", (2, 6, 5, 7), (9, 6, 1, 1), {}),  # 1x1: a batched GEMM
+    ("depthwise_conv2d", (2, 4, 9, 8), (8, 1, 3, 3), {"strides": [2, 2], "paddings": [1, 1], "groups": 4}),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op_type, x, w, attrs", CONVS, ids=range(len(CONVS)))
+def test_conv(place, op_type, x, w, attrs, dtype):
+    check(place, op_type, {"Input": rand(*x, dtype=dtype), "Filter": rand(*w, dtype=dtype)}, attrs,
+          params=("Filter",))
+
+
+FUSED = [("relu", 0.0, 0.0), ("leaky_relu", 0.2, 0.0), ("hard_swish", 0.0, 0.0), ("swish", 0.0, 0.0)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("act, alpha, beta", FUSED)
+@pytest.mark.parametrize("kernel", [3, 1])
+def test_fused_conv2d_epilogue(place, kernel, act, alpha, beta, dtype):
+    x, w = rand(2, 3, 6, 5, dtype=dtype), rand(5, 3, kernel, kernel, dtype=dtype)
+    pad = kernel // 2
+    inputs = {"Input": x, "Filter": w, "Bias": rand(5, dtype=dtype), "ResidualData": rand(2, 5, 6, 5, dtype=dtype)}
+    check(place, "fused_conv2d", inputs, {"paddings": [pad, pad], "fuse_activation": act, "fuse_alpha": alpha,
+                                          "fuse_beta": beta}, params=("Filter", "Bias"))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_depthwise_fused_epilogue(place, dtype):
+    inputs = {"Input": rand(1, 3, 7, 6, dtype=dtype), "Filter": rand(3, 1, 3, 3, dtype=dtype),
+              "Bias": rand(3, dtype=dtype)}
+    check(place, "fused_conv2d", inputs, {"paddings": [1, 1], "groups": 3, "fuse_activation": "relu6"},
+          params=("Filter", "Bias"))
+
+
+MATMULS = [((3, 37, 21), (3, 21, 19), {}), ((37, 21), (2, 19, 21), {"trans_y": True}),
+           ((2, 21, 5), (21, 7), {"trans_x": True}), ((21,), (21, 6), {})]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("x, y, attrs", MATMULS, ids=range(len(MATMULS)))
+def test_matmul_v2(place, x, y, attrs, dtype):
+    check(place, "matmul_v2", {"X": rand(*x, dtype=dtype), "Y": rand(*y, dtype=dtype)}, attrs)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_mul_and_fc(place, dtype):
+    check(place, "mul", {"X": rand(3, 2, 5, dtype=dtype), "Y": rand(10, 7, dtype=dtype)}, {"x_num_col_dims": 1})
+    check(place, "fc", {"Input": rand(5, 33, dtype=dtype), "W": rand(33, 9, dtype=dtype), "Bias": rand(9, dtype=dtype)},
+          {"activation_type": "relu"}, params=("W", "Bias"))
+    check(place, "fc", {"Input": rand(2, 6, dtype=dtype), "W": rand(10, 7, dtype=dtype)},
+          {"padding_weights": True}, params=("W",))
