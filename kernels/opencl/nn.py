@@ -142,7 +142,8 @@ def _batch_norm(spec: KernelSpec) -> Binder:
             if out is None:
                 continue
             if slot in sources:
-                launches.append(copy_launch(rt, sources[slot], out))
+                if sources[slot].buffer.int_ptr != out.buffer.int_ptr:  # MeanOut is often Mean itself
+                    launches.append(copy_launch(rt, sources[slot], out))
             elif slot == "SavedVariance":
                 launches.append(launch_1d(rt, rt.kernel(text, "inv_std", options), out.size, ins[4].buffer,
                                           out.buffer, eps, np.int32(out.size)))

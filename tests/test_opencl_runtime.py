@@ -1,0 +1,123 @@
+"""The OpenCL runtime: device choice, the float16 mode and the tensor-core decision from device
+capabilities (faked here: the CI device is PoCL's CPU), GEMM tile choice, and the errors."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+from halfway.executor import OpenCLPlace
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import HalfwayError
+from halfway.kernels.opencl import runtime
+from halfway.kernels.opencl.gemm import Gemm, choose_tile, uses_tensor_cores
+from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, float16_mode, find_device
+
+Mode = Float16Mode
+
+
+def caps(fp16: bool = False, capability: tuple[int, int] | None = None, gpu: bool = True) -> DeviceCaps:
+    return DeviceCaps("fake", "vendor", gpu, fp16, capability, 1024, 49152, 132)
+
+
+@pytest.mark.parametrize("fp16, precision, mode", [
+    (True, "low", Mode.NATIVE), (True, "normal", Mode.STORAGE), (True, "high", Mode.HIGH),
+    (False, "low", Mode.STORAGE), (False, "normal", Mode.STORAGE), (False, "high", Mode.HIGH),
+])
+def test_float16_mode_from_capabilities(fp16, precision, mode):
+    assert float16_mode(caps(fp16=fp16), precision) is mode
+
+
+def test_bad_precision_is_refused():
+    with pytest.raises(HalfwayError, match="precision must be one of low, normal, high"):
+        float16_mode(caps(), "medium")
+
+
+@pytest.mark.parametrize("capability, expected", [((9, 0), True), ((8, 0), True), ((7, 5), False), (None, False)])
+def test_tensor_cores_from_compute_capability(capability, expected):
+    assert caps(capability=capability).tensor_cores is expected
+
+
+def fake_runtime(device_caps: DeviceCaps, precision: str) -> SimpleNamespace:
+    mode = float16_mode(device_caps, precision)
+    fake = SimpleNamespace(caps=device_caps, mode=mode)
+    fake.storage = lambda dtype: runtime.Runtime.storage(fake, dtype)
+    return fake
+
+
+@pytest.mark.parametrize("capability, precision, dtype, mma", [
+    ((9, 0), "normal", DType.float16, True), ((9, 0), "low", DType.float16, True),
+    ((9, 0), "high", DType.float16, False), ((9, 0), "normal", DType.float32, False),
+    ((7, 0), "normal", DType.float16, False), (None, "normal", DType.float16, False),
+])
+def test_tensor_core_gemm_only_for_float16_buffers_on_capable_devices(capability, precision, dtype, mma):
+    rt = fake_runtime(caps(capability=capability), precision)
+    assert uses_tensor_cores(rt, dtype) is mma
+    big = Gemm(4096, 4096, 4096, 1, (0, 4096, 1), (0, 4096, 1), (0, 4096, 1))
+    assert choose_tile(rt, dtype, big).mma is mma
+
+
+def test_tiles_shrink_until_every_compute_unit_has_work():
+    rt = fake_runtime(caps(), "normal")
+    big = Gemm(4096, 4096, 64, 1, (0, 64, 1), (0, 4096, 1), (0, 4096, 1))
+    small = Gemm(64, 49, 512, 1, (0, 512, 1), (0, 49, 1), (0, 49, 1))
+    assert choose_tile(rt, DType.float32, big).block == (128, 128)
+    assert choose_tile(rt, DType.float32, small).block == (32, 32)
+
+
+def test_devices_by_index_name_and_environment(monkeypatch):
+    first = find_device(0)
+    assert find_device(first.name.strip()[:6].lower()) == first
+    assert find_device(first.platform.name.split()[0].upper()) == first
+    monkeypatch.setenv(runtime.DEVICE_ENV, "0")
+    assert find_device() == first
+    with pytest.raises(HalfwayError, match="no OpenCL device matches 'no-such-device'; devices: 0: "):
+        find_device("no-such-device")
+    with pytest.raises(HalfwayError, match="index 99 is out of range"):
+        find_device(99)
+
+
+def test_default_device_is_a_gpu_when_there_is_one(monkeypatch):
+    cpu = SimpleNamespace(type=cl.device_type.CPU, name="cpu")
+    gpu = SimpleNamespace(type=cl.device_type.GPU, name="gpu")
+    monkeypatch.delenv(runtime.DEVICE_ENV, raising=False)
+    platform = SimpleNamespace(get_devices=lambda: [cpu, gpu])
+    monkeypatch.setattr(cl, "get_platforms", lambda: [platform])
+    assert find_device() is gpu
+    platform.get_devices = lambda: [cpu]
+    assert find_device() is cpu
+
+
+def test_no_platform_names_the_install(monkeypatch):
+    def no_platform():
+        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+
+    monkeypatch.setattr(cl, "get_platforms", no_platform)
+    with pytest.raises(HalfwayError, match=r"no OpenCL platform.*pip install 'halfway\[opencl\]'"):
+        find_device()
+
+
+def test_runtime_is_shared_per_device_and_precision():
+    place = OpenCLPlace()
+    assert place.runtime is OpenCLPlace().runtime
+    assert OpenCLPlace(precision="high").runtime is not place.runtime
+    assert str(place).startswith("opencl:")
+
+
+def test_program_cache_keys_on_source_and_options():
+    rt = OpenCLPlace().runtime
+    text = "__kernel void k(__global float* x) { x[0] = VALUE; }"
+    before = rt.compiled_programs
+    one, again = rt.program(text, ["-DVALUE=1"]), rt.program(text, ["-DVALUE=1"])
+    other = rt.program(text, ["-DVALUE=2"])
+    assert one is again and other is not one and rt.compiled_programs == before + 2
+    out = rt.upload(np.zeros(1, np.float32))
+    cl.Kernel(other, "k")(rt.queue, (1,), None, out)
+    host = np.empty(1, np.float32)
+    cl.enqueue_copy(rt.queue, host, out)
+    assert host[0] == 2
+    with pytest.raises(HalfwayError, match="OpenCL build failed"):
+        rt.program("__kernel void broken( {")
