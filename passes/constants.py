@@ -13,11 +13,13 @@ sweep over block 0:
    parameter that a later fold leaves unread is removed again, from the program and the scope.
 
 Never folded: ops with no inputs, ops of ``SIDE_EFFECT_OPS`` or ``RANDOM_OPS``, ops with
-sub-blocks, ops writing a persistable var, a fetched or fed var, a var with several writers or a
-var of another block, ops no numpy kernel runs, and (the size limit) ops whose outputs take more
-than ``max_growth`` times the bytes of their parameter inputs, unless they take at most
-``small_bytes``: folding ``expand`` or a ``fill_constant`` sum into a large stored tensor trades
-run time nobody notices for model size everyone does.
+sub-blocks, ops reading or writing anything but dense tensors, ops writing a persistable var, a
+fetched or fed var, a var with several writers or a var of another block, ops no numpy kernel
+runs, ops none of whose outputs is read (``dce``'s job; without fetch ops such an output may be
+the program's result), and (the size limit) ops whose outputs take more than ``max_growth``
+times the bytes of their parameter inputs, unless they take at most ``small_bytes``: folding
+``expand`` or a ``fill_constant`` sum into a large stored tensor trades run time nobody notices
+for model size everyone does. Outputs nobody reads (XShape) are dropped.
 
 The caller's scope arrays are never modified: new values are new entries, copies of what the
 kernels return, and kernels see the parameters as read-only views. The folded ops' old inputs
@@ -32,6 +34,7 @@ import attrs
 import numpy as np
 
 from halfway.ir.block import Block
+from halfway.ir.dtypes import VarKind
 from halfway.ir.errors import HalfwayError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
@@ -86,9 +89,15 @@ class _Folder:
     def is_constant(self, name: str) -> bool:
         if name in self.values or name in self.fills:
             return True
-        var = self.block.var(name) if self.block.has_var(name) else None
-        return (var is not None and var.persistable and var.kind.has_tensor and name in self.scope
+        return (self._dense(name) and self.block.var(name).persistable and name in self.scope
                 and not self.block.producers(name) and name not in self.guard.elsewhere)
+
+    def _dense(self, name: str) -> bool:
+        """Whether ``name`` is a var of block 0 holding a dense tensor of a known dtype."""
+        if not self.block.has_var(name):
+            return False
+        var = self.block.var(name)
+        return var.kind is VarKind.DENSE_TENSOR and var.dtype is not None
 
     def value(self, name: str) -> np.ndarray:
         if name not in self.values:
@@ -116,7 +125,7 @@ class _Folder:
         inputs, outputs = op.input_names(), op.output_names()
         if op.type in RANDOM_OPS or has_side_effects(op) or not all(self.is_constant(n) for n in inputs):
             return False
-        if any(sole_writer(self.block, n) is not op for n in outputs):
+        if any(sole_writer(self.block, n) is not op or not self._dense(n) for n in outputs):
             return False
         if op.type == "fill_constant":
             return True

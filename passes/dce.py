@@ -12,7 +12,9 @@ in-place update such as batch_norm's ``MeanOut`` = ``Mean`` is no side effect).
 Then the vars of block 0 that no op of any block reads or writes are removed, except fed vars
 (feed targets and ``layers.data`` vars), fetch targets, and vars holding no tensor (the feed and
 fetch lists). Unused parameters go too; ``drop_params=True`` also removes their values from the
-scope (the caller's scope, so it is off by default).
+scope it is given (the caller's, so it is off by default; ``Scope.remove`` drops the scope's own
+entries only, so under the PassManager, whose passes write to a layer over the caller's scope,
+the caller's values stay).
 """
 
 from __future__ import annotations

@@ -171,3 +171,12 @@ def test_resnet_with_a_float16_boundary_inserted():
 def test_random_programs_keep_their_outputs(seed):
     program, scope, feed, fetches = random_program(seed)
     check_pass("cancel_casts", program, scope, feed, fetches, rtol=2e-3, atol=2e-3, **fetch_options(program, fetches))
+
+
+def test_pair_read_by_a_sub_block_stays():
+    program, feed, fetches = _program(lambda x: layers.cast(layers.cast(x, "float32"), "float16"), "float16")
+    back = program.global_block().ops[1].output("Out")[0]
+    sub = program.create_block(0)
+    sub.create_var("inner", shape=[2, 4], dtype="float16")
+    sub.append_op("relu", {"X": [back]}, {"Out": ["inner"]})
+    assert not get_pass("cancel_casts")(program).modified

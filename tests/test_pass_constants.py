@@ -3,7 +3,8 @@ import pytest
 
 import halfway
 from halfway import layers
-from halfway.ir.builder import create_parameter
+from halfway.ir.builder import append_op, create_parameter
+from halfway.ir.schema import OpSchema, Slot, register_op, same_as
 from halfway.passes import get_pass
 from tests.passcheck import fetch_options, add_fetch_ops, check_pass, load_fixture, random_program
 
@@ -123,3 +124,10 @@ def test_resnet_bias_reshape_folds():
 def test_random_programs_keep_their_outputs(seed):
     program, scope, feed, fetches = random_program(seed)
     check_pass("fold_constants", program, scope, feed, fetches, rtol=1e-6, **fetch_options(program, fetches))
+
+
+def test_ops_without_a_numpy_kernel_are_left_alone():
+    register_op(OpSchema("tfold_custom", inputs=[Slot("X")], outputs=[Slot("Out")], infer=same_as("X")),
+                override=True)
+    program, scope, _, _ = _program(lambda w: append_op("tfold_custom", {"X": w})["Out"][0])
+    _unchanged(program, scope)
