@@ -6,6 +6,7 @@
 
 1. The pipeline is a list of pass names / Pass instances or a comma-separated string; ``before``
    and ``after`` put user passes around it. ``None`` means the default inference pipeline.
+   ``run(..., fetch=[...])`` names the outputs of a program that has no fetch ops.
 2. Passes run on a clone of the program unless ``in_place=True``. Parameters a pass creates go
    to a scope layered over the caller's (``result.scope``; its parent is the caller's scope), a
    fresh layer per pass that is merged only when the pass succeeds — the caller's scope never
@@ -31,7 +32,8 @@ import attrs
 import numpy as np
 
 from halfway.ir.errors import HalfwayError, PassError
-from halfway.ir.program import Program
+from halfway.ir.dtypes import VarKind
+from halfway.ir.program import FETCH_VAR, Program
 from halfway.ir.scope import Scope
 from halfway.ir.verifier import verify as verify_program
 from halfway.passes.base import Pass, PassResult, get_pass
@@ -46,12 +48,14 @@ Pipeline = str | Sequence[PassSpec] | None
 
 @attrs.frozen
 class PassRecord:
-    """What one pass did: its stats, and where asked its time and op counts (by type)."""
+    """What one pass did: its stats, and where asked its wall and CPU time (of this process)
+    and op counts (by type)."""
 
     name: str
     modified: bool
     stats: Mapping[str, int]
     seconds: float | None = None
+    cpu_seconds: float | None = None
     ops_before: Mapping[str, int] | None = None
     ops_after: Mapping[str, int] | None = None
 
@@ -114,11 +118,16 @@ class PassManager:
     def names(self) -> list[str]:
         return [p.name for p in self.passes]
 
-    def run(self, program: Program, scope: Scope | None = None) -> PipelineResult:
-        """Run the pipeline; see the module docstring for what is checked and kept."""
+    def run(self, program: Program, scope: Scope | None = None, *, fetch: Sequence[str] = ()) -> PipelineResult:
+        """Run the pipeline; see the module docstring for what is checked and kept.
+
+        ``fetch`` names outputs of a program without fetch ops (as the builder makes them):
+        they get fetch ops in the copy, so passes keep them and dead-code removal knows them.
+        """
         if self.verify:
             verify_program(program)
         work = program if self.in_place else program.clone()
+        _add_fetches(work, fetch)
         staged = scope.new_scope() if scope is not None else None
         checker = _NumericCheck(self, work, staged) if self.debug else None
         records = []
@@ -139,9 +148,9 @@ class PassManager:
         before = _op_counts(program) if self.count_ops else None
         self._dump(position, p.name, "before", program)
         trial = staged.new_scope() if staged is not None else None
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         result = p(program, trial)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         if not isinstance(result, PassResult):
             raise PassError(f"returned {type(result).__name__}, expected a PassResult")
         if self.verify:
@@ -153,7 +162,7 @@ class PassManager:
         self._dump(position, p.name, "after", result.program)
         after = _op_counts(result.program) if self.count_ops else None
         record = PassRecord(p.name, result.modified, dict(result.stats), seconds if self.timing else None,
-                            before, after)
+                            cpu_seconds if self.timing else None, before, after)
         return result.program, record
 
     def _dump(self, position: int, name: str, when: str, program: Program) -> None:
@@ -161,6 +170,19 @@ class PassManager:
             return
         self.dump_dir.mkdir(parents=True, exist_ok=True)
         _write_text(self.dump_dir / f"{position:02d}_{name}.{when}.txt", program.to_text())
+
+
+def _add_fetches(program: Program, names: Sequence[str]) -> None:
+    block = program.global_block()
+    fetched = program.fetch_names()
+    missing = [n for n in dict.fromkeys(names) if n not in fetched]
+    unknown = [n for n in missing if not block.has_var(n)]
+    if unknown:
+        raise PassError(f"cannot fetch {unknown}: the program declares no such var")
+    if missing and not block.has_var(FETCH_VAR):
+        block.create_var(FETCH_VAR, kind=VarKind.FETCH_LIST, persistable=True)
+    for col, name in enumerate(missing, start=len(fetched)):
+        block.append_op("fetch", {"X": name}, {"Out": FETCH_VAR}, {"col": col})
 
 
 def _merge(trial: Scope, staged: Scope) -> None:

@@ -151,7 +151,7 @@ class Pattern:
 
 def _match_op(node: OpPattern, candidate: Operator, block: Block, claimed: Mapping[int, Any],
               protected: frozenset[str], found: Match) -> bool:
-    if id(candidate) in claimed or not node.accepts(candidate):
+    if id(candidate) in claimed or any(candidate is o for o in found.ops) or not node.accepts(candidate):
         return False
     for slot, operands in node.inputs.items():
         names = candidate.input(slot)
@@ -177,11 +177,9 @@ def _bind_var(operand: VarPattern, name: str, block: Block, found: Match) -> boo
         variable = block.find_var(name)
     except IRError:
         return False
-    return operand.accepts(variable) and _capture(found, operand.name, name)
-
-
-def _capture(found: Match, key: str, name: str) -> bool:
-    found.captures[key] = name
+    if not operand.accepts(variable):
+        return False
+    found.captures[operand.name] = name
     return True
 
 

@@ -9,12 +9,14 @@ captures as keyword arguments, returning the replacement ops (or None: no rewrit
     ])
     apply_rules(program, FUSE + OTHER, name="fuse conv+act", scope=scope)
 
-The driver sweeps each block, visiting ops from last to first and trying the rules indexed by
-the op's type (in rule order). A match claims its ops, so matches never overlap; the first rule
-that rewrites wins, and a later op's larger pattern wins over an earlier op's smaller one.
-All replacements of a sweep are spliced in at once (``Block.splice``) where the match's root
-stood, and sweeps repeat until one changes nothing — at most ``max_sweeps`` (the loop guard).
-Each sweep costs O(ops), so a rewrite costs O(ops x sweeps), not O(ops x matches).
+The driver sweeps each block in program order (producers before their readers), trying at
+each op the rules indexed by its type, in rule order; the first rule that rewrites wins. A match
+claims its ops, so matches never overlap: an op already claimed in this sweep is neither a root
+nor part of another match. All replacements of a sweep are spliced in at once
+(``Block.splice``) where each match's root stood, and sweeps repeat until one changes nothing
+— at most ``max_sweeps`` (the loop guard). A sweep costs O(ops), so a rewrite costs
+O(ops x sweeps), not O(ops x matches); chains of rules (conv + bias, then + relu) take one sweep
+per link.
 
 A replacement may read only vars the matched ops read and vars the context created; it must
 write every var of the match that is read outside it, and may write nothing else the program
@@ -182,7 +184,7 @@ def _sweep(block: Block, rules: Rules, name: str, scope: Scope | None, protected
            stats: RewriteStats) -> int:
     claimed: dict[int, Operator] = {}
     edits: list[tuple[list[Operator], list[Operator]]] = []
-    for candidate in reversed(block.ops):
+    for candidate in block.ops:
         if id(candidate) in claimed:
             continue
         for rule in rules.for_type(candidate.type):
