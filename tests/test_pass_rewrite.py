@@ -69,8 +69,8 @@ def test_loop_guard():
 
 
 @pytest.mark.parametrize("fn, message", [
-    (lambda ctx, outer, inner, x: Operator("relu", {"X": "r0"}, {"Out": "r2"}), "reads \\['r0'\\]"),
-    (lambda ctx, outer, inner, x: Operator("relu", {"X": x}, {"Out": inner.output("Out")}), "'r3' is read by"),
+    (lambda ctx, outer, inner, x: Operator("relu", {"X": "r3"}, {"Out": outer.output("Out")}), "reads \\['r3'\\]"),
+    (lambda ctx, outer, inner, x: Operator("relu", {"X": x}, {"Out": inner.output("Out")}), "'r1' is read by"),
     (lambda ctx, outer, inner, x: Operator("relu", {"X": x}, {"Out": "r5"}), "writes \\['r5'\\]"),
     (lambda ctx, outer, inner, x: "relu", "detached Operators"),
 ])
