@@ -27,7 +27,6 @@ TRACE_EVERY = 2  # tracemalloc slows a load about 3x: trace every other one, wat
 MAX_PEAK_MIB = 64
 MAX_RSS_GROWTH_MIB = 256
 MAX_MS_PER_LOAD = 5000
-MAX_TOTAL_SECONDS = 60.0
 INTERESTING = [0, 1, 2, 7, 8, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
                2**62, 2**63 - 1, 2**63, 2**64 - 1]
 
@@ -230,7 +229,6 @@ def test_loader_survives_mutated_files(tmp_path, record_property):
     assert figures["max_peak_mib"] < MAX_PEAK_MIB
     assert figures["rss_growth_mib"] < MAX_RSS_GROWTH_MIB
     assert figures["slowest_load_ms"] < MAX_MS_PER_LOAD
-    assert figures["total_s"] < MAX_TOTAL_SECONDS
 
 
 def _measured_load(folder: Path, tally: _Tally, *, traced: bool, resave: bool) -> str:
