@@ -5,5 +5,6 @@ from halfway.ir import __all__ as _ir_all
 from halfway import passes
 from halfway.passes import PassManager
 from halfway.float16 import float16_transpile
+from halfway.frontends.load import load
 
-__all__ = list(_ir_all) + ["passes", "PassManager", "float16_transpile"]
+__all__ = list(_ir_all) + ["passes", "PassManager", "float16_transpile", "load"]

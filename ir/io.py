@@ -45,7 +45,7 @@ from halfway.ir.params import (ParamSpec, encode_tensor, param_mismatch, param_s
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 
-__all__ = ["save_inference_model", "load_inference_model"]
+__all__ = ["save_inference_model", "load_inference_model", "set_feed_fetch"]
 
 MODEL_SUFFIX = ".pdmodel"
 PARAMS_SUFFIX = ".pdiparams"
@@ -131,6 +131,16 @@ def _name_list(names: Sequence[str], what: str) -> list[str]:
     if len(set(items)) != len(items):
         raise IRError(f"{what} names repeat a name: {items}")
     return items
+
+
+def set_feed_fetch(block: Block, feed_names: Sequence[str], fetch_names: Sequence[str]) -> None:
+    """Give ``block`` Paddle's feed/fetch ops (and holder vars) for these names, replacing any
+    it has, as a saved inference program holds them (for importers building such programs).
+
+    Raises:
+        IRError: a name that repeats or that the block does not declare; nothing is changed then.
+    """
+    _set_feed_fetch(block, _name_list(feed_names, "feed"), _name_list(fetch_names, "fetch"))
 
 
 def _set_feed_fetch(block: Block, feeds: list[str], fetches: list[str]) -> None:

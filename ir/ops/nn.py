@@ -375,6 +375,24 @@ _register(
 )
 
 
+def _infer_pad(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    paddings = list(ctx.attr("paddings"))
+    ctx.check(len(paddings) == 2 * len(x.shape) and min(paddings, default=0) >= 0,
+              f"paddings must be {2 * len(x.shape)} values >= 0 (before, after per dim of X "
+              f"{list(x.shape)}), got {paddings}")
+    out = [d + paddings[2 * i] + paddings[2 * i + 1] if d >= 0 else -1 for i, d in enumerate(x.shape)]
+    ctx.set_output("Out", out, x.dtype)
+
+
+_register(
+    "pad", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("paddings", AttrType.INTS, []), AttrSpec("pad_value", AttrType.FLOAT, 0.0)],
+    infer=_infer_pad,
+    doc="Pads every dim of X with pad_value; paddings are [before_0, after_0, before_1, after_1, ...].",
+)
+
+
 def _infer_dropout(ctx: InferContext) -> None:
     x = ctx.input("X")
     p = ctx.attr("dropout_prob")

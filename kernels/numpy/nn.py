@@ -15,7 +15,8 @@ matrix products.
   SavedVariance the inverse standard deviation ``1 / sqrt(Variance + eps)`` (what Paddle
   saves in training), ReserveSpace None.
 * lrn: Paddle's ``MidOut = k + alpha * sum of X^2 over n channels``, ``Out = X * MidOut^-beta``.
-* pad3d: numpy's pad (constant / reflect / edge / wrap for Paddle's circular).
+* pad3d: numpy's pad (constant / reflect / edge / wrap for Paddle's circular); pad: numpy's
+  constant pad of every dim.
 * dropout (inference): ``X * (1 - p)`` (downgrade_in_infer) or X itself (upscale_in_train);
   Mask, when the op has one, is all ones (uint8).
 * softmax: ``exp(X - max)`` normalised, along any axis.
@@ -234,6 +235,17 @@ def _pad3d(spec: KernelSpec) -> Kernel:
 
 register_kernel("pad3d", dtypes=(DType.float32, DType.int32, DType.int64))(_pad3d)
 register_kernel("pad3d", dtypes=(DType.float16,))(_pad3d)  # data movement: float16 as is
+
+
+def _pad(spec: KernelSpec) -> Kernel:
+    p = [int(v) for v in spec.attrs["paddings"]]
+    widths = [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)]
+    value = spec.attrs["pad_value"]
+    return lambda x: np.pad(x, widths, "constant", constant_values=value)
+
+
+register_kernel("pad", dtypes=(DType.float32, DType.int32, DType.int64))(_pad)
+register_kernel("pad", dtypes=(DType.float16,))(_pad)  # data movement: float16 as is
 
 
 @register_kernel("dropout")

@@ -1,0 +1,70 @@
+"""``load``: one entry point for every model format halfway reads, chosen by the file.
+
+* an ``onnx.ModelProto``, or a file ending ``.onnx`` or holding an ONNX model: the ONNX importer;
+* a Paddle or halfway inference model — a ``.pdmodel`` file, a folder holding one (or the
+  legacy ``__model__`` with per-parameter files), or a path prefix with ``<prefix>.pdmodel``:
+  ``load_inference_model``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from halfway.ir.errors import SerdeError
+from halfway.ir.io import load_inference_model
+from halfway.ir.program import Program
+from halfway.ir.scope import Scope
+
+__all__ = ["load", "model_format"]
+
+ONNX_SUFFIX = ".onnx"
+_PADDLE_SUFFIXES = (".pdmodel", ".pdiparams")
+
+
+def model_format(path: str | os.PathLike[str]) -> str:
+    """"onnx" or "paddle" for the model at ``path`` (SerdeError when it is neither)."""
+    text = os.fspath(path)
+    p = Path(text)
+    if text.endswith(ONNX_SUFFIX) and not p.is_dir():
+        return "onnx"
+    if p.is_dir() or text.endswith(_PADDLE_SUFFIXES) or Path(text + ".pdmodel").is_file():
+        return "paddle"
+    if p.is_file():
+        return "onnx" if _looks_like_onnx(p) else "paddle"
+    raise SerdeError(f"{text}: no such model: expected an .onnx file, a .pdmodel file, a folder holding a Paddle "
+                     f"model, or a prefix naming <prefix>.pdmodel")
+
+
+def _looks_like_onnx(path: Path) -> bool:
+    """Whether a file of another name parses as an ONNX model with a graph."""
+    from onnx import ModelProto
+
+    proto = ModelProto()
+    try:
+        proto.ParseFromString(path.read_bytes())
+    except Exception:  # any parse failure means "not ONNX"; the Paddle loader reports it
+        return False
+    return proto.ir_version > 0 and proto.HasField("graph") and len(proto.graph.node) > 0
+
+
+def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
+         **paddle_options: Any) -> tuple[Program, list[str], list[str], Scope]:
+    """Load a model of any supported format: ``(program, feed_names, fetch_names, scope)``.
+
+    ``input_shapes`` (ONNX only) fixes input dims; ``paddle_options`` (``model_filename``,
+    ``params_filename``) go to ``load_inference_model``.
+    """
+    is_proto = type(model).__name__ == "ModelProto"
+    if is_proto or model_format(model) == "onnx":
+        if paddle_options:
+            raise SerdeError(f"{model if not is_proto else '<ModelProto>'}: {sorted(paddle_options)} apply to "
+                             f"Paddle models only")
+        from halfway.frontends.onnx import load as load_onnx
+
+        return load_onnx(model, input_shapes=input_shapes)
+    if input_shapes:
+        raise SerdeError(f"{model}: input_shapes applies to ONNX models only")
+    return load_inference_model(model, **paddle_options)

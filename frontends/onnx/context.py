@@ -1,0 +1,206 @@
+"""The state of one ONNX graph import: the program being built, known constants, and the
+helpers op converters use to read nodes and append halfway ops.
+
+Values are of two kinds. *Constants* (initializers, ``Constant`` outputs, anything folded from
+them) live in ``consts`` as numpy arrays; one becomes a parameter (a persistable var with its
+value in the scope) only when an emitted op reads it. *Runtime* values are vars of the block,
+with shapes and dtypes inferred by halfway's op schemas as ops are appended.
+
+ONNX names are kept as var names; a name the program already uses (or ``feed``/``fetch``)
+gets a fresh one, and ``names`` maps the ONNX name to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto, helper
+
+from halfway.ir.block import Block
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import HalfwayError
+from halfway.ir.operator import Operator
+from halfway.ir.program import Program
+from halfway.ir.schema import InferContext, TensorInfo, get_schema
+from halfway.ir.scope import Scope
+
+__all__ = ["ConversionError", "UnsupportedOpError", "GraphContext", "node_label", "RESERVED_NAMES"]
+
+RESERVED_NAMES = frozenset({"feed", "fetch"})
+"""Names of Paddle's feed/fetch holder vars, never given to a value."""
+
+
+class ConversionError(HalfwayError):
+    """An ONNX model that cannot be imported: a malformed graph, an unfoldable dynamic shape,
+    an attr value halfway does not support. The message names the file and the node."""
+
+
+class UnsupportedOpError(ConversionError):
+    """The model uses ops halfway has no converter for; the message lists every one of them."""
+
+
+def node_label(node: NodeProto) -> str:
+    """``node 'conv1' (Conv)`` — how errors name a node (its first output when it has no name)."""
+    name = node.name or (f"<unnamed, output {node.output[0]!r}>" if node.output else "<unnamed>")
+    return f"node {name!r} ({node.op_type})"
+
+
+class GraphContext:
+    """What converters see while one graph is imported."""
+
+    def __init__(self, source: str, opset: int) -> None:
+        self.source = source
+        self.opset = opset
+        self.program = Program()
+        self.block: Block = self.program.global_block()
+        self.scope = Scope()
+        self.consts: dict[str, np.ndarray] = {}
+        self.names: dict[str, str] = {}
+        self.used: set[str] = set()
+        self.node: NodeProto | None = None
+
+    # -- errors ----------------------------------------------------------------------------------
+    def fail(self, message: str) -> Any:
+        """Raise a ConversionError naming the file and the node being converted."""
+        where = node_label(self.node) if self.node is not None else "graph"
+        raise ConversionError(f"{self.source}: {where}: {message}")
+
+    # -- reading nodes ---------------------------------------------------------------------------
+    def attrs(self, node: NodeProto) -> dict[str, Any]:
+        """The node's attrs as Python values (strings decoded, tensors as numpy arrays)."""
+        values = {}
+        for attr in node.attribute:
+            value = helper.get_attribute_value(attr)
+            if isinstance(value, bytes):
+                value = value.decode()
+            elif attr.type == attr.TENSOR:
+                from onnx import numpy_helper
+
+                value = numpy_helper.to_array(value)
+            values[attr.name] = value
+        return values
+
+    def has(self, name: str) -> bool:
+        """Whether ``name`` names a value (the empty name is ONNX's absent optional input)."""
+        return bool(name) and (name in self.consts or name in self.names)
+
+    def is_used(self, node: NodeProto, index: int) -> bool:
+        """Whether output ``index`` of ``node`` is read by a node or is a graph output."""
+        return index < len(node.output) and node.output[index] in self.used
+
+    def is_const(self, name: str) -> bool:
+        return bool(name) and name in self.consts
+
+    def const(self, name: str, what: str) -> np.ndarray:
+        """The constant value of input ``name``; a ConversionError if it is computed at run time."""
+        if name in self.consts:
+            return self.consts[name]
+        return self.fail(f"{what} ({name!r}) must be a constant, or computable from initializers and "
+                         f"static shapes, but it depends on run-time values; dynamic {what} is not supported")
+
+    def optional_const(self, node: NodeProto, index: int, what: str) -> np.ndarray | None:
+        """The constant value of input ``index`` of ``node``, None when the input is absent."""
+        if index >= len(node.input) or not node.input[index]:
+            return None
+        return self.const(node.input[index], what)
+
+    def info(self, name: str) -> TensorInfo:
+        """Shape (-1 = unknown) and dtype of a value, constant or not."""
+        if name in self.consts:
+            value = self.consts[name]
+            return TensorInfo(value.shape, DType.from_any(value.dtype))
+        var = self.block.var(self.names[name])
+        return TensorInfo(var.shape or (), var.dtype)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.info(name).shape
+
+    def static_shape(self, name: str, what: str) -> tuple[int, ...]:
+        shape = self.shape(name)
+        if any(d < 0 for d in shape):
+            self.fail(f"{what} needs the static shape of {name!r}, which is {list(shape)} (-1 = unknown); "
+                      f"give the model's inputs fixed shapes (input_shapes=...)")
+        return shape
+
+    # -- building --------------------------------------------------------------------------------
+    def var(self, name: str) -> str:
+        """The var holding value ``name``, making a parameter of a constant on first use."""
+        if name in self.names:
+            return self.names[name]
+        if name not in self.consts:
+            return self.fail(f"input {name!r} is not computed before this node")
+        value = self.consts[name]
+        var_name = self.fresh(name)
+        self.block.create_var(var_name, dtype=DType.from_any(value.dtype), shape=value.shape, persistable=True)
+        self.scope.set(var_name, np.ascontiguousarray(value))
+        self.names[name] = var_name
+        return var_name
+
+    def add_const(self, hint: str, value: np.ndarray) -> str:
+        """A new constant holding ``value`` (computed by a converter); returns its name."""
+        name = hint if not (self.has(hint) or self.block.has_var(hint)) else self.temp(hint)
+        self.consts[name] = value
+        return name
+
+    def fresh(self, hint: str) -> str:
+        """``hint`` when no var or value has that name yet, else a unique name built from it."""
+        taken = hint in RESERVED_NAMES or self.block.has_var(hint) or hint in self.names.values()
+        return self.program.unique_name(hint) if taken or not hint else hint
+
+    def declare_input(self, name: str, shape: Sequence[int], dtype: DType) -> str:
+        var_name = self.fresh(name)
+        self.block.create_var(var_name, dtype=dtype, shape=shape, need_check_feed=True)
+        self.names[name] = var_name
+        return var_name
+
+    def emit(self, op_type: str, inputs: Mapping[str, str | Sequence[str]],
+             outputs: Mapping[str, str | Sequence[str]], attrs: Mapping[str, Any] | None = None, *,
+             inplace: Mapping[str, str] | None = None) -> Operator:
+        """Append ``op_type`` reading the values ``inputs`` (ONNX names; constants become
+        parameters) and writing ``outputs`` (ONNX names of new values), with ``attrs`` over the
+        schema's defaults. Output shapes and dtypes come from the schema's inference.
+        ``inplace`` maps further output slots to vars the op updates in place (batch_norm's
+        MeanOut is its Mean)."""
+        schema = get_schema(op_type)
+        in_names = {slot: [self.var(n) for n in _listed(names)] for slot, names in inputs.items() if _listed(names)}
+        op = Operator(op_type, in_names)
+        for attr_name, value in schema.resolve_attrs(attrs or {}).items():
+            op.set_attr(attr_name, value, schema.attr_spec(attr_name).type)
+        infos = {slot: [self._var_info(n) for n in names] for slot, names in in_names.items()}
+        values = {slot: [self.scope.find(n) for n in names] for slot, names in in_names.items()}
+        ctx = InferContext(schema, infos, op.attrs, values)
+        try:
+            schema.infer(ctx)
+        except HalfwayError as e:
+            self.fail(f"as {op_type}: {e}")
+        for slot, names in outputs.items():
+            made = []
+            for i, name in enumerate(_listed(names)):
+                info = ctx.outputs[slot][i]
+                var_name = self.fresh(name)
+                self.block.create_var(var_name, dtype=info.dtype, shape=info.shape)
+                self.names[name] = var_name
+                made.append(var_name)
+            op.set_output(slot, made)
+        for slot, var_name in (inplace or {}).items():
+            op.set_output(slot, [var_name])
+        self.block.insert_op(len(self.block.ops), op)
+        return op
+
+    def temp(self, hint: str) -> str:
+        """A fresh ONNX-side name for an intermediate value of a multi-op conversion."""
+        while True:
+            name = self.program.unique_name(f"{hint}.tmp")
+            if not self.has(name):
+                return name
+
+    def _var_info(self, var_name: str) -> TensorInfo:
+        var = self.block.var(var_name)
+        return TensorInfo(var.shape or (), var.dtype)
+
+
+def _listed(names: str | Sequence[str]) -> list[str]:
+    return [names] if isinstance(names, str) else [n for n in names if n]
+

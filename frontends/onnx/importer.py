@@ -1,0 +1,235 @@
+"""ONNX import: a model file or ModelProto in, ``(program, feed_names, fetch_names, scope)`` out.
+
+    program, feeds, fetches, scope = halfway.frontends.onnx.load("model.onnx")
+
+Steps: read the model (external data included) and check the graph (every input defined,
+no cycle, every op either convertible or foldable — all unsupported ops are reported at
+once); declare the graph inputs that are not initializers (old IR versions list initializers
+among the inputs) as feeds; then walk the nodes in dependency order, folding what is
+computable at import (``folding``) and converting the rest (``registry.CONVERTERS``). The
+program gets Paddle's feed and fetch ops and is verified before it is returned.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
+
+from halfway.frontends.onnx import ops_math, ops_nn, ops_tensor  # noqa: F401  (register converters)
+from halfway.frontends.onnx.context import ConversionError, GraphContext, UnsupportedOpError, node_label
+from halfway.frontends.onnx.folding import fold, foldable
+from halfway.frontends.onnx.registry import CONVERTERS
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import HalfwayError, SerdeError
+from halfway.ir.io import set_feed_fetch
+from halfway.ir.program import Program
+from halfway.ir.scope import Scope
+from halfway.ir.verifier import verify
+
+__all__ = ["load", "read_model", "MIN_OPSET"]
+
+MIN_OPSET = 7
+"""The oldest default-domain opset the converters follow (numpy broadcasting came with 7)."""
+
+
+def load(model: str | os.PathLike[str] | ModelProto, *,
+         input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Program, list[str], list[str], Scope]:
+    """Import an ONNX model: ``(program, feed_names, fetch_names, scope)`` as
+    ``load_inference_model`` returns them.
+
+    ``input_shapes`` fixes the dims of graph inputs by name (symbolic dims are otherwise -1),
+    which lets shape computations on them fold.
+
+    Raises:
+        SerdeError: the file is missing, not an ONNX model, truncated, or its external data is
+            missing.
+        UnsupportedOpError: listing every node whose op has no converter and cannot be folded.
+        ConversionError: a malformed graph (an input nothing defines, a cycle) or a node that
+            cannot be converted (a dynamic shape that cannot be folded, an unsupported attr);
+            the message names the file and the node.
+    """
+    proto, source = read_model(model)
+    graph = proto.graph
+    ctx = GraphContext(source, _opset(proto, source))
+    nodes = _sorted_nodes(graph, source)
+    _check_supported(nodes, graph, source)
+    feeds = _declare_inputs(ctx, graph, dict(input_shapes or {}))
+    ctx.used = {name for node in nodes for name in node.input} | {out.name for out in graph.output}
+    for node in nodes:
+        _import_node(ctx, node)
+    ctx.node = None
+    fetches = [_fetchable(ctx, out.name) for out in graph.output]
+    set_feed_fetch(ctx.block, feeds, fetches)
+    verify(ctx.program)
+    return ctx.program, feeds, fetches, ctx.scope
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def read_model(model: str | os.PathLike[str] | ModelProto) -> tuple[ModelProto, str]:
+    """The ModelProto, with external data loaded, and the name errors use for it."""
+    if isinstance(model, ModelProto):
+        _load_external_data(model, Path.cwd(), "<ModelProto>")
+        return model, "<ModelProto>"
+    path = Path(model)
+    source = os.fspath(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise SerdeError(f"{source}: cannot read ({e.strerror or e})") from None
+    proto = ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise SerdeError(f"{source}: not an ONNX model, or a truncated one ({e})") from None
+    if proto.ir_version <= 0 or not proto.HasField("graph") or not proto.graph.output:
+        raise SerdeError(f"{source}: not an ONNX model (no IR version, graph or graph outputs)")
+    _load_external_data(proto, path.parent, source)
+    return proto, source
+
+
+def _load_external_data(proto: ModelProto, base: Path, source: str) -> None:
+    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor, uses_external_data
+
+    for tensor in _get_all_tensors(proto):
+        if not uses_external_data(tensor):
+            continue
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        file = base / location
+        if not location or not file.is_file():
+            raise SerdeError(f"{source}: tensor {tensor.name!r} keeps its data in external file "
+                             f"{location!r}, which is missing (looked in {base})")
+        try:
+            load_external_data_for_tensor(tensor, os.fspath(base))
+        except (OSError, ValueError) as e:
+            raise SerdeError(f"{source}: tensor {tensor.name!r}: cannot read external file {location!r} ({e})") from None
+        tensor.data_location = TensorProto.DEFAULT
+        del tensor.external_data[:]
+
+
+def _opset(proto: ModelProto, source: str) -> int:
+    versions = [op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")]
+    version = versions[0] if versions else 1
+    if version < MIN_OPSET:
+        raise ConversionError(f"{source}: opset {version} is older than the oldest supported ({MIN_OPSET}); "
+                              f"upgrade it with onnx.version_converter.convert_version")
+    return version
+
+
+# -- graph checks ----------------------------------------------------------------------------------
+def _sorted_nodes(graph: GraphProto, source: str) -> list[NodeProto]:
+    """The nodes in dependency order (stable). ConversionError for an input nothing defines,
+    a value defined twice, or a cycle."""
+    defined = {t.name for t in graph.initializer} | {i.name for i in graph.input}
+    producer: dict[str, int] = {}
+    for i, node in enumerate(graph.node):
+        for name in node.output:
+            if name and (name in producer or name in defined):
+                raise ConversionError(f"{source}: {node_label(node)}: output {name!r} is already defined")
+            if name:
+                producer[name] = i
+    waits: list[set[int]] = []
+    for node in graph.node:
+        deps = set()
+        for name in node.input:
+            if not name or name in defined:
+                continue
+            if name not in producer:
+                raise ConversionError(f"{source}: {node_label(node)}: input {name!r} is not defined by any node, "
+                                      f"initializer or graph input")
+            deps.add(producer[name])
+        waits.append(deps)
+    return [graph.node[i] for i in _kahn(waits, graph, source)]
+
+
+def _kahn(waits: list[set[int]], graph: GraphProto, source: str) -> list[int]:
+    import heapq
+
+    users: dict[int, list[int]] = {}
+    for i, deps in enumerate(waits):
+        for d in deps:
+            users.setdefault(d, []).append(i)
+    pending = [len(deps) for deps in waits]
+    ready = [i for i, n in enumerate(pending) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in users.get(i, ()):
+            pending[j] -= 1
+            if pending[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) != len(waits):
+        stuck = [node_label(graph.node[i]) for i, n in enumerate(pending) if n][:6]
+        raise ConversionError(f"{source}: the graph has a cycle among {', '.join(stuck)}")
+    return order
+
+
+def _check_supported(nodes: list[NodeProto], graph: GraphProto, source: str) -> None:
+    """UnsupportedOpError listing every node that has no converter and whose inputs are not all
+    constants (Shape and Size count as foldable: static shapes are checked when converting)."""
+    constant = {t.name for t in graph.initializer}
+    missing = []
+    for node in nodes:
+        default_domain = node.domain in ("", "ai.onnx")
+        if default_domain and (node.op_type in ("Shape", "Size") or all(n in constant for n in node.input if n)):
+            constant.update(node.output)
+        elif not default_domain or node.op_type not in CONVERTERS:
+            domain = f"{node.domain}." if not default_domain else ""
+            missing.append(f"{node.name or '<unnamed>'} ({domain}{node.op_type})")
+    if missing:
+        raise UnsupportedOpError(f"{source}: {len(missing)} node(s) use ops halfway cannot import: "
+                                 f"{', '.join(missing)}")
+
+
+# -- import ----------------------------------------------------------------------------------------
+def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequence[int]]) -> list[str]:
+    for tensor in graph.initializer:
+        ctx.consts[tensor.name] = numpy_helper.to_array(tensor)
+    feeds = []
+    for value in graph.input:
+        if value.name in ctx.consts:
+            continue
+        tensor_type = value.type.tensor_type
+        shape = shapes.pop(value.name, None)
+        if shape is None:
+            shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
+        dtype = DType.from_any(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        feeds.append(ctx.declare_input(value.name, shape, dtype))
+    if shapes:
+        raise ConversionError(f"{ctx.source}: input_shapes names {sorted(shapes)}, which are not graph inputs "
+                              f"(inputs: {[v.name for v in graph.input if v.name not in ctx.consts]})")
+    return feeds
+
+
+def _import_node(ctx: GraphContext, node: NodeProto) -> None:
+    ctx.node = node
+    try:
+        if foldable(ctx, node):
+            for name, value in zip(node.output, fold(ctx, node)):
+                if name:
+                    ctx.consts[name] = np.asarray(value)
+            return
+        CONVERTERS[node.op_type](ctx, node, ctx.attrs(node))
+    except ConversionError:
+        raise
+    except (HalfwayError, KeyError, IndexError, ValueError, TypeError) as e:
+        ctx.fail(f"{type(e).__name__}: {e}")
+
+
+def _fetchable(ctx: GraphContext, name: str) -> str:
+    """The var to fetch for graph output ``name``: a constant output is copied from its parameter."""
+    if name in ctx.names and not ctx.is_const(name):
+        return ctx.names[name]
+    if not ctx.has(name):
+        raise ConversionError(f"{ctx.source}: graph output {name!r} is not computed by any node")
+    value = ctx.temp(name)
+    ctx.consts[value] = ctx.consts.pop(name)
+    ctx.emit("assign", {"X": value}, {"Out": name})
+    return ctx.names[name]

@@ -1,0 +1,169 @@
+"""Converters of ONNX's math ops: elementwise binary ops (numpy broadcasting), their variadic
+forms, activations, Clip, Pow, Cast and the reductions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto, helper
+
+from halfway.frontends.onnx.context import GraphContext
+from halfway.frontends.onnx.registry import converts
+from halfway.ir.dtypes import DType
+
+__all__: list[str] = []
+
+_BINARY = {"Add": "elementwise_add", "Sub": "elementwise_sub", "Mul": "elementwise_mul",
+           "Div": "elementwise_div", "Max": "elementwise_max", "Min": "elementwise_min", "Sum": "elementwise_add"}
+# ONNX op -> (halfway op, {halfway attr: (ONNX attr, ONNX default)})
+_UNARY: dict[str, tuple[str, dict[str, tuple[str, float]]]] = {
+    "Relu": ("relu", {}),
+    "Sigmoid": ("sigmoid", {}),
+    "Tanh": ("tanh", {}),
+    "Exp": ("exp", {}),
+    "Log": ("log", {}),
+    "Sqrt": ("sqrt", {}),
+    "Abs": ("abs", {}),
+    "Softplus": ("softplus", {}),
+    "LeakyRelu": ("leaky_relu", {"alpha": ("alpha", 0.01)}),
+    "HardSigmoid": ("hard_sigmoid", {"slope": ("alpha", 0.2), "offset": ("beta", 0.5)}),
+}
+
+
+def _emit_binary(ctx: GraphContext, op_type: str, x: str, y: str, out: str) -> None:
+    ctx.emit(op_type, {"X": x, "Y": y}, {"Out": out}, {"axis": -1})
+
+
+@converts(*(name for name in _BINARY if name != "Sum"))
+def binary(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Two-input elementwise ops; Max and Min also take one or more than two inputs."""
+    _fold_chain(ctx, node, _BINARY[node.op_type])
+
+
+def _fold_chain(ctx: GraphContext, node: NodeProto, op_type: str) -> None:
+    """out = ((in0 op in1) op in2) ...; one input is a copy."""
+    inputs, out = list(node.input), node.output[0]
+    if len(inputs) == 1:
+        ctx.emit("assign", {"X": inputs[0]}, {"Out": out})
+        return
+    acc = inputs[0]
+    for i, other in enumerate(inputs[1:], start=2):
+        target = out if i == len(inputs) else ctx.temp(out)
+        _emit_binary(ctx, op_type, acc, other, target)
+        acc = target
+
+
+@converts("Sum")
+def sum_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    shapes = {ctx.shape(name) for name in node.input}
+    if len(node.input) > 1 and len(shapes) == 1 and all(d >= 0 for d in next(iter(shapes))):
+        ctx.emit("sum", {"X": list(node.input)}, {"Out": node.output[0]})
+    else:
+        _fold_chain(ctx, node, "elementwise_add")
+
+
+@converts("Mean")
+def mean(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    total = ctx.temp(node.output[0])
+    _fold_chain(ctx, helper.make_node("Sum", list(node.input), [total]), "elementwise_add")
+    ctx.emit("scale", {"X": total}, {"Out": node.output[0]}, {"scale": 1.0 / len(node.input)})
+
+
+@converts(*_UNARY)
+def unary(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    op_type, mapping = _UNARY[node.op_type]
+    values = {ours: float(attrs.get(theirs, default)) for ours, (theirs, default) in mapping.items()}
+    ctx.emit(op_type, {"X": node.input[0]}, {"Out": node.output[0]}, values)
+
+
+@converts("HardSwish")
+def hard_swish(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """ONNX's x * max(0, min(1, x / 6 + 1 / 2)) is Paddle's hard_swish with its defaults."""
+    ctx.emit("hard_swish", {"X": node.input[0]}, {"Out": node.output[0]})
+
+
+@converts("Gelu")
+def gelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    approximate = attrs.get("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        ctx.fail(f"unknown approximate {approximate!r}")
+    ctx.emit("gelu", {"X": node.input[0]}, {"Out": node.output[0]}, {"approximate": approximate == "tanh"})
+
+
+@converts("Neg", "Reciprocal")
+def neg_reciprocal(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if node.op_type == "Neg":
+        ctx.emit("scale", {"X": node.input[0]}, {"Out": node.output[0]}, {"scale": -1.0})
+    else:
+        ctx.emit("pow", {"X": node.input[0]}, {"Out": node.output[0]}, {"factor": -1.0})
+
+
+@converts("Identity")
+def identity(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("assign", {"X": node.input[0]}, {"Out": node.output[0]})
+
+
+@converts("Clip")
+def clip(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Bounds from attrs (before opset 11) or constant inputs; an absent one is unbounded."""
+    dtype = ctx.info(node.input[0]).dtype.numpy
+    limits = np.finfo(dtype) if np.issubdtype(dtype, np.floating) else np.iinfo(dtype)
+    if ctx.opset < 11:
+        low, high = attrs.get("min", float(limits.min)), attrs.get("max", float(limits.max))
+    else:
+        given = [ctx.optional_const(node, i, what) for i, what in ((1, "min"), (2, "max"))]
+        low = float(given[0]) if given[0] is not None else float(limits.min)
+        high = float(given[1]) if given[1] is not None else float(limits.max)
+    low, high = max(low, float(np.finfo(np.float32).min)), min(high, float(np.finfo(np.float32).max))
+    ctx.emit("clip", {"X": node.input[0]}, {"Out": node.output[0]}, {"min": low, "max": high})
+
+
+@converts("Pow")
+def pow_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """A constant one-value exponent becomes ``pow``; otherwise elementwise_pow, with a constant
+    exponent of another dtype converted (ONNX lets the exponent's dtype differ)."""
+    x, y = node.input[0], node.input[1]
+    dtype = ctx.info(x).dtype
+    if ctx.is_const(y) and ctx.consts[y].size == 1 and dtype.is_floating and len(ctx.shape(y)) <= len(ctx.shape(x)):
+        ctx.emit("pow", {"X": x}, {"Out": node.output[0]}, {"factor": float(ctx.consts[y].reshape(-1)[0])})
+        return
+    if ctx.info(y).dtype != dtype:
+        y = _cast_to(ctx, y, dtype, node.output[0])
+    _emit_binary(ctx, "elementwise_pow", x, y, node.output[0])
+
+
+def _cast_to(ctx: GraphContext, name: str, dtype: DType, hint: str) -> str:
+    if ctx.is_const(name):
+        return ctx.add_const(f"{name}.{dtype.name}", ctx.consts[name].astype(dtype.numpy))
+    out = ctx.temp(f"{hint}.cast")
+    ctx.emit("cast", {"X": name}, {"Out": out}, {"in_dtype": int(ctx.info(name).dtype), "out_dtype": int(dtype)})
+    return out
+
+
+@converts("Cast")
+def cast(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    target = DType.from_any(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+    x = node.input[0]
+    ctx.emit("cast", {"X": x}, {"Out": node.output[0]},
+             {"in_dtype": int(ctx.info(x).dtype), "out_dtype": int(target)})
+
+
+_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
+           "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod"}
+_AXES_AS_INPUT = {"ReduceSum": 13}
+"""The opset from which an op takes its axes as an input (18 for the other reductions)."""
+
+
+@converts(*_REDUCE)
+def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if ctx.opset >= _AXES_AS_INPUT.get(node.op_type, 18):
+        axes = ctx.optional_const(node, 1, "axes")
+        axes = [] if axes is None else [int(a) for a in axes.reshape(-1)]
+    else:
+        axes = list(attrs.get("axes", []))
+    if not axes and attrs.get("noop_with_empty_axes", 0):
+        ctx.emit("assign", {"X": node.input[0]}, {"Out": node.output[0]})
+        return
+    ctx.emit(_REDUCE[node.op_type], {"X": node.input[0]}, {"Out": node.output[0]},
+             {"dim": axes, "keep_dim": bool(attrs.get("keepdims", 1)), "reduce_all": not axes})

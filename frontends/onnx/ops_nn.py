@@ -1,0 +1,261 @@
+"""Converters of ONNX's neural-network ops: Conv, ConvTranspose, pooling, BatchNormalization,
+LRN, Dropout, Softmax, Gemm and MatMul.
+
+Padding: ONNX ``pads`` are ``[x1_begin, x2_begin, x1_end, x2_end]``; Paddle's 4-value
+``paddings`` are ``[top, bottom, left, right]``. ``auto_pad`` SAME_UPPER/SAME_LOWER are
+resolved to explicit pads from the static input size (dilations included, as ONNX counts
+them); with an unknown size, SAME_UPPER without dilation maps to Paddle's ``SAME``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto
+
+from halfway.frontends.onnx.context import GraphContext
+from halfway.frontends.onnx.registry import converts
+
+__all__: list[str] = []
+
+
+# -- sliding windows ---------------------------------------------------------------------------------
+def _spatial(ctx: GraphContext, node: NodeProto, x: str) -> tuple[int, ...]:
+    shape = ctx.shape(x)
+    if len(shape) != 4:
+        ctx.fail(f"only 2-D {node.op_type} (a 4-D NCHW input) is supported, input {x!r} has shape {list(shape)}")
+    return shape[2:]
+
+
+def _paddings(ctx: GraphContext, attrs: dict[str, Any], sizes: Sequence[int], kernel: Sequence[int],
+              strides: Sequence[int], dilations: Sequence[int]) -> tuple[list[int], str]:
+    """(Paddle ``paddings``, ``padding_algorithm``) for a 2-D window."""
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad == "VALID":
+        return [0, 0, 0, 0], "EXPLICIT"
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if any(s < 0 for s in sizes):
+            if auto_pad == "SAME_UPPER" and all(d == 1 for d in dilations):
+                return [0, 0, 0, 0], "SAME"
+            ctx.fail(f"auto_pad {auto_pad} needs static spatial dims, got {list(sizes)}")
+        pads = []
+        for size, k, s, d in zip(sizes, kernel, strides, dilations):
+            total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            small, large = total // 2, total - total // 2
+            pads.append((small, large) if auto_pad == "SAME_UPPER" else (large, small))
+        return [p for pair in pads for p in pair], "EXPLICIT"
+    if auto_pad != "NOTSET":
+        ctx.fail(f"unknown auto_pad {auto_pad!r}")
+    onnx_pads = list(attrs.get("pads", [0, 0, 0, 0]))
+    return [onnx_pads[0], onnx_pads[2], onnx_pads[1], onnx_pads[3]], "EXPLICIT"
+
+
+def _window_attrs(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], kernel: Sequence[int],
+                  dilations: Sequence[int]) -> dict[str, Any]:
+    sizes = _spatial(ctx, node, node.input[0])
+    strides = list(attrs.get("strides", [1, 1]))
+    paddings, algorithm = _paddings(ctx, attrs, sizes, kernel, strides, dilations)
+    return {"strides": strides, "paddings": paddings, "padding_algorithm": algorithm}
+
+
+# -- convolution -------------------------------------------------------------------------------------
+def _with_bias(ctx: GraphContext, node: NodeProto, op_type: str, inputs: dict[str, str], attrs: dict[str, Any]) -> None:
+    """Emit ``op_type`` and, when the node has a bias (input 2), Paddle's channel-wise add of it."""
+    out = node.output[0]
+    has_bias = len(node.input) > 2 and bool(node.input[2])
+    raw = ctx.temp(out) if has_bias else out
+    ctx.emit(op_type, inputs, {"Output": raw}, attrs)
+    if has_bias:
+        ctx.emit("elementwise_add", {"X": raw, "Y": node.input[2]}, {"Out": out}, {"axis": 1})
+
+
+@converts("Conv")
+def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, w = node.input[0], node.input[1]
+    w_shape = ctx.shape(w)
+    kernel = list(attrs.get("kernel_shape", w_shape[2:]))
+    dilations = list(attrs.get("dilations", [1, 1]))
+    group = attrs.get("group", 1)
+    conv_attrs = _window_attrs(ctx, node, attrs, kernel, dilations) | {"groups": group, "dilations": dilations}
+    channels = ctx.shape(x)[1]
+    depthwise = group > 1 and group == channels and w_shape[1] == 1
+    _with_bias(ctx, node, "depthwise_conv2d" if depthwise else "conv2d", {"Input": x, "Filter": w}, conv_attrs)
+
+
+@converts("ConvTranspose")
+def conv_transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, w = node.input[0], node.input[1]
+    sizes = _spatial(ctx, node, x)
+    kernel = list(attrs.get("kernel_shape", ctx.shape(w)[2:]))
+    strides = list(attrs.get("strides", [1, 1]))
+    dilations = list(attrs.get("dilations", [1, 1]))
+    output_padding = list(attrs.get("output_padding", [0, 0]))
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if "output_shape" in attrs or attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+        if any(s < 0 for s in sizes):
+            ctx.fail(f"output_shape/auto_pad need static spatial dims, got {list(sizes)}")
+        target = list(attrs["output_shape"])[-2:] if "output_shape" in attrs else [s * st for s, st in zip(sizes, strides)]
+        pads = []
+        for size, s, e, op, t in zip(sizes, strides, extents, output_padding, target):
+            total = max(s * (size - 1) + op + e - t, 0)
+            upper = attrs.get("auto_pad", "NOTSET") != "SAME_LOWER"
+            pads.append((total // 2, total - total // 2) if upper else (total - total // 2, total // 2))
+        paddings = [p for pair in pads for p in pair]
+    else:
+        paddings, _ = _paddings(ctx, attrs, sizes, kernel, strides, dilations)
+        target = None
+    conv_attrs = {"strides": strides, "paddings": paddings, "dilations": dilations, "groups": attrs.get("group", 1)}
+    if target is not None:
+        conv_attrs["output_size"] = target
+    elif any(output_padding):
+        conv_attrs["output_padding"] = output_padding
+    inputs = {"Input": x, "Filter": w}
+    if len(node.input) > 2 and node.input[2]:
+        inputs["Bias"] = node.input[2]
+    ctx.emit("conv2d_transpose", inputs, {"Output": node.output[0]}, conv_attrs)
+
+
+# -- pooling -----------------------------------------------------------------------------------------
+def _onnx_pool_out(size: int, k: int, s: int, before: int, after: int, ceil_mode: bool) -> int:
+    """ONNX's pooled size: ceil mode drops a last window that would start in the end padding."""
+    span = size + before + after - k
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (out - 1) * s >= size + before:
+        out -= 1
+    return out
+
+
+@converts("MaxPool", "AveragePool")
+def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if ctx.is_used(node, 1):
+        ctx.fail("the Indices output of MaxPool is not supported")
+    if any(d != 1 for d in attrs.get("dilations", [1, 1])):
+        ctx.fail(f"pooling with dilations {list(attrs['dilations'])} is not supported")
+    kernel = list(attrs["kernel_shape"])
+    window = _window_attrs(ctx, node, attrs, kernel, [1, 1])
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    if ceil_mode and window["padding_algorithm"] == "EXPLICIT":
+        window["paddings"], ceil_mode = _ceil_pads(ctx, node, kernel, window)
+    ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]}, window | {
+        "pooling_type": "max" if node.op_type == "MaxPool" else "avg", "ksize": kernel, "ceil_mode": ceil_mode,
+        "exclusive": not attrs.get("count_include_pad", 0)})
+
+
+def _ceil_pads(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], window: dict[str, Any]) -> tuple[list[int], bool]:
+    """Paddings and ceil_mode giving ONNX's ceil-mode output size (Paddle's ceil mode keeps a
+    last window starting in the end padding, ONNX drops it): extra end padding, floor mode."""
+    sizes = _spatial(ctx, node, node.input[0])
+    if any(s < 0 for s in sizes):
+        return window["paddings"], True
+    pads = list(window["paddings"])
+    for i, (size, k, s) in enumerate(zip(sizes, kernel, window["strides"])):
+        before, after = pads[2 * i], pads[2 * i + 1]
+        out = _onnx_pool_out(size, k, s, before, after, True)
+        pads[2 * i + 1] = max(after, (out - 1) * s + k - size - before)
+    return pads, False
+
+
+@converts("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    _spatial(ctx, node, node.input[0])
+    ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]}, {
+        "pooling_type": "max" if node.op_type == "GlobalMaxPool" else "avg", "ksize": [1, 1],
+        "global_pooling": True})
+
+
+# -- normalisation, dropout, softmax -------------------------------------------------------------------
+@converts("BatchNormalization")
+def batch_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if attrs.get("training_mode", 0) or any(ctx.is_used(node, i) for i in range(1, len(node.output))):
+        ctx.fail("only inference BatchNormalization (one output, no training_mode) is supported")
+    if not attrs.get("spatial", 1):
+        ctx.fail("BatchNormalization with spatial=0 is not supported")
+    x, scale, bias, mean, var = node.input[:5]
+    saved = ctx.temp(f"{node.output[0]}.saved_mean"), ctx.temp(f"{node.output[0]}.saved_variance")
+    ctx.emit("batch_norm", {"X": x, "Scale": scale, "Bias": bias, "Mean": mean, "Variance": var},
+             {"Y": node.output[0], "SavedMean": saved[0], "SavedVariance": saved[1]},
+             {"epsilon": attrs.get("epsilon", 1e-5), "momentum": attrs.get("momentum", 0.9), "is_test": True,
+              "use_global_stats": True},
+             inplace={"MeanOut": ctx.var(mean), "VarianceOut": ctx.var(var)})
+
+
+@converts("LRN")
+def lrn(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    size = attrs["size"]
+    ctx.emit("lrn", {"X": node.input[0]}, {"Out": node.output[0], "MidOut": ctx.temp(f"{node.output[0]}.mid")},
+             {"n": size, "k": attrs.get("bias", 1.0), "alpha": attrs.get("alpha", 1e-4) / size,
+              "beta": attrs.get("beta", 0.75)})
+
+
+@converts("Dropout")
+def dropout(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if len(node.input) > 2 and node.input[2] and bool(ctx.const(node.input[2], "training_mode")):
+        ctx.fail("Dropout in training mode is not supported")
+    if ctx.is_used(node, 1):
+        ctx.fail("the mask output of Dropout is not supported")
+    ctx.emit("dropout", {"X": node.input[0]}, {"Out": node.output[0]},
+             {"is_test": True, "dropout_implementation": "upscale_in_train",
+              "dropout_prob": float(attrs.get("ratio", 0.5))})
+
+
+@converts("Softmax")
+def softmax(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Opset 13 on: softmax along ``axis`` (default -1). Before: X flattened to 2-D at ``axis``
+    (default 1), softmax over the second dim, reshaped back."""
+    x, out = node.input[0], node.output[0]
+    rank = len(ctx.shape(x))
+    if ctx.opset >= 13:
+        ctx.emit("softmax", {"X": x}, {"Out": out}, {"axis": attrs.get("axis", -1)})
+        return
+    axis = attrs.get("axis", 1) % max(rank, 1)
+    if axis == rank - 1:
+        ctx.emit("softmax", {"X": x}, {"Out": out}, {"axis": -1})
+        return
+    shape = ctx.static_shape(x, "Softmax before opset 13 over several dims")
+    flat, soft = ctx.temp(f"{out}.2d"), ctx.temp(f"{out}.soft")
+    ctx.emit("reshape2", {"X": x}, {"Out": flat}, {"shape": [int(np.prod(shape[:axis])), -1]})
+    ctx.emit("softmax", {"X": flat}, {"Out": soft}, {"axis": -1})
+    ctx.emit("reshape2", {"X": soft}, {"Out": out}, {"shape": list(shape)})
+
+
+# -- matrix products -----------------------------------------------------------------------------------
+@converts("MatMul")
+def matmul(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("matmul_v2", {"X": node.input[0], "Y": node.input[1]}, {"Out": node.output[0]})
+
+
+@converts("Gemm")
+def gemm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Y = alpha * A' @ B' + beta * C: matmul_v2 with trans_x/trans_y, alpha folded into a
+    constant B (else a scale op), C added with numpy broadcasting (beta folded likewise)."""
+    a, b = node.input[0], node.input[1]
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    trans_a, trans_b = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))
+    has_c = len(node.input) > 2 and bool(node.input[2]) and beta != 0.0
+    out = node.output[0]
+    if ctx.is_const(b) and alpha != 1.0:
+        weight = ctx.consts[b]
+        b, alpha = ctx.add_const(f"{b}.scaled", weight * np.asarray(alpha, weight.dtype)), 1.0
+    product = ctx.temp(out) if has_c or alpha != 1.0 else out
+    ctx.emit("matmul_v2", {"X": a, "Y": b}, {"Out": product}, {"trans_x": trans_a, "trans_y": trans_b})
+    if alpha != 1.0:
+        scaled = ctx.temp(out) if has_c else out
+        ctx.emit("scale", {"X": product}, {"Out": scaled}, {"scale": alpha})
+        product = scaled
+    if has_c:
+        c = node.input[2]
+        if beta != 1.0:
+            c = _scaled_bias(ctx, c, beta, out)
+        ctx.emit("elementwise_add", {"X": product, "Y": c}, {"Out": out}, {"axis": -1})
+
+
+def _scaled_bias(ctx: GraphContext, c: str, beta: float, out: str) -> str:
+    if ctx.is_const(c):
+        value = ctx.consts[c]
+        return ctx.add_const(f"{c}.scaled", value * np.asarray(beta, value.dtype))
+    scaled = ctx.temp(f"{out}.bias")
+    ctx.emit("scale", {"X": c}, {"Out": scaled}, {"scale": beta})
+    return scaled

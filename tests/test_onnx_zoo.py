@@ -1,0 +1,35 @@
+"""The nine models of ONNX's light zoo import, verify and run on the numpy backend, matching
+the outputs shipped with onnx and, with random weights in place of their constant fills, ONNX
+Runtime."""
+
+import numpy as np
+import pytest
+
+import halfway
+import halfway.frontends.onnx
+from halfway.executor import Executor
+from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, expected_output, light_model, ort_session, with_random_weights
+
+
+def _run(model, feeds):
+    program, feed_names, fetch_names, scope = halfway.frontends.onnx.load(model)
+    halfway.verify(program)
+    return Executor().run(program, {n: feeds[n] for n in feed_names}, fetch_names, scope)
+
+
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_model_matches_shipped_output(name):
+    model = light_model(name)
+    got = _run(model, dummy_inputs(model))
+    np.testing.assert_allclose(got[0], expected_output(name), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", LIGHT_MODELS)
+def test_light_model_with_random_weights_matches_onnxruntime(name):
+    model = with_random_weights(light_model(name), seed=1)
+    feeds = dummy_inputs(model, seed=2)
+    want = ort_session(model).run(None, feeds)
+    got = _run(model, feeds)
+    assert got[0].shape == want[0].shape
+    assert np.std(want[0]) > 1e-6  # the random weights make the output depend on the input
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-4 * float(np.abs(want[0]).max()))
