@@ -1,0 +1,174 @@
+"""ResNet-50 and VGG-19 on halfway's OpenCL backend, float32 and float16, side by side with
+PyTorch eager on the same GPU in the same run.
+
+Each network is built with ``halfway.layers`` in torchvision's module order and given the
+torchvision model's own (randomly initialised) weights, so both compute the same function; our
+float32 output is checked against PyTorch's strict float32 one. Our program goes through the
+default pass pipeline (conv+bn folding, fused_conv2d epilogues, fc) and, for float16, through
+``halfway.float16_transpile`` (float32 feeds and fetches, float16 inside). Latency is the median
+of ``runs`` calls: ours is ``PreparedProgram.run`` from a host array to a host array (upload, all
+ops, read-back); PyTorch's is ``model(x)`` on a GPU tensor, synchronised.
+
+    python benchmarks/bench_opencl_zoo.py [--models resnet50,vgg19] [--batches 1,32] [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+import halfway
+from halfway import layers
+from halfway.executor import Executor, OpenCLPlace
+from halfway.passes import PassManager
+
+Var = halfway.Variable
+FUSIONS = "remove_identity,fold_constants,fuse_conv_bn,fuse_conv_act,fuse_fc"
+"""The default pipeline but its dce, which needs fetch ops."""
+
+
+# -- the networks, in torchvision's module order ----------------------------------------------------
+def _conv_bn(x: Var, filters: int, size: int, stride: int = 1, act: str | None = "relu") -> Var:
+    y = layers.conv2d(x, num_filters=filters, filter_size=size, stride=stride, padding=size // 2, bias_attr=False)
+    return layers.batch_norm(y, act=act)
+
+
+def _bottleneck(x: Var, width: int, stride: int, downsample: bool) -> Var:
+    y = _conv_bn(x, width, 1)
+    y = _conv_bn(y, width, 3, stride)
+    y = _conv_bn(y, width * 4, 1, act=None)
+    shortcut = _conv_bn(x, width * 4, 1, stride, act=None) if downsample else x
+    return layers.relu(layers.elementwise_add(y, shortcut))
+
+
+def resnet50(x: Var) -> Var:
+    y = _conv_bn(x, 64, 7, 2)
+    y = layers.pool2d(y, pool_size=3, pool_type="max", pool_stride=2, pool_padding=1)
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            y = _bottleneck(y, width, stride if i == 0 else 1, downsample=i == 0)
+    y = layers.pool2d(y, pool_type="avg", global_pooling=True)
+    return layers.fc(layers.flatten(y, 1, 3), size=1000)
+
+
+def vgg19(x: Var) -> Var:
+    y = x
+    for filters, count in ((64, 2), (128, 2), (256, 4), (512, 4), (512, 4)):
+        for _ in range(count):
+            y = layers.conv2d(y, num_filters=filters, filter_size=3, padding=1, act="relu")
+        y = layers.pool2d(y, pool_size=2, pool_type="max", pool_stride=2)
+    y = layers.adaptive_pool2d(y, 7, pool_type="avg")
+    y = layers.flatten(y, 1, 3)
+    y = layers.fc(y, size=4096, act="relu")
+    y = layers.fc(y, size=4096, act="relu")
+    return layers.fc(y, size=1000)
+
+
+# -- torchvision's weights ----------------------------------------------------------------------------
+def _torch_tensors(model) -> Iterator[np.ndarray]:
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.Conv2d):
+            yield from [module.weight] + ([module.bias] if module.bias is not None else [])
+        elif isinstance(module, torch.nn.BatchNorm2d):
+            yield from (module.weight, module.bias, module.running_mean, module.running_var)
+        elif isinstance(module, torch.nn.Linear):
+            yield from (module.weight.T, module.bias)
+
+
+def torch_scope(program: halfway.Program, model) -> halfway.Scope:
+    """The program's parameters from ``model``, matched in op order and checked by shape."""
+    tensors = (t.detach().cpu().numpy().astype(np.float32) for t in _torch_tensors(model))
+    scope = halfway.Scope()
+    block = program.global_block()
+    for op in block.ops:
+        for name in op.input_names():
+            var = block.find_var(name)
+            if var is not None and var.persistable and name not in scope:
+                value = np.ascontiguousarray(next(tensors))
+                assert tuple(value.shape) == tuple(var.shape), (op.type, name, value.shape, var.shape)
+                scope[name] = value
+    return scope
+
+
+# -- timing -------------------------------------------------------------------------------------------
+def median_seconds(fn: Callable[[], object], runs: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, np.ndarray]:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    m = model.half() if half else model.float()
+    t = torch.from_numpy(x).cuda()
+    t = t.half() if half else t
+
+    def call():
+        with torch.no_grad():
+            out = m(t)
+        torch.cuda.synchronize()
+        return out
+
+    seconds = median_seconds(call, runs)
+    return seconds, call().float().cpu().numpy()
+
+
+def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace) -> None:
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)(weights=None).eval().cuda()
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        out = build(layers.data("x", [batch, 3, 224, 224]))
+    scope = torch_scope(prog, model)
+    fused = PassManager(FUSIONS).run(prog, scope)
+    prog32, scope = fused.program, fused.scope if fused.scope is not None else scope
+    prog16, _ = halfway.float16_transpile(prog32, scope)
+    x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
+    row = []
+    for label, program in (("fp32", prog32), ("fp16", prog16)):
+        prepared = Executor(place).prepare(program, ["x"], [out.name], scope)
+        got = prepared.run({"x": x})[0]
+        ours = median_seconds(lambda: prepared.run({"x": x}), runs)
+        theirs, want = torch_latency(model, x, label == "fp16", runs)
+        error = float(np.abs(got.astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-6))
+        falls = len(prepared.report.fallbacks)
+        row.append(f"{label}: ours {ours * 1e3:7.2f} ms  torch {theirs * 1e3:7.2f} ms  ({theirs / ours:4.2f}x) "
+                   f"max rel err {error:.1e}{f'  {falls} fallbacks' if falls else ''}")
+        model.float()
+    print(f"{name:9} batch {batch:3}  " + "  |  ".join(row), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="resnet50,vgg19")
+    parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args()
+    place = OpenCLPlace(args.device)
+    print(f"device {place.runtime.caps.name}, float16 mode {place.runtime.mode.value}")
+    builders = {"resnet50": resnet50, "vgg19": vgg19}
+    for name in args.models.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            bench(name, builders[name], batch, args.runs, place)
+
+
+if __name__ == "__main__":
+    main()
