@@ -5,10 +5,12 @@ and on the CPU; the report must show no numpy fallback, so the OpenCL kernel rea
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 
 from halfway.executor import OpenCLPlace
+from halfway.kernels.opencl import runtime
 from tests.oprun import run_op, run_op_with_report
 
 RNG = np.random.default_rng(5)
@@ -214,3 +216,34 @@ def test_mul_and_fc(place, dtype):
           {"activation_type": "relu"}, params=("W", "Bias"))
     check(place, "fc", {"Input": rand(2, 6, dtype=dtype), "W": rand(10, 7, dtype=dtype)},
           {"padding_weights": True}, params=("W",))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_operands_aligned_to_eight(place, dtype):
+    """Sizes and strides multiples of 8: the tensor-core kernel's vector loads (where it runs)."""
+    check(place, "matmul_v2", {"X": rand(2, 40, 64, dtype=dtype), "Y": rand(64, 48, dtype=dtype)})
+    check(place, "conv2d", {"Input": rand(1, 8, 9, 10, dtype=dtype), "Filter": rand(16, 8, 3, 3, dtype=dtype)},
+          {"paddings": [1, 1]}, params=("Filter",))
+
+
+@pytest.fixture
+def split_k_place(monkeypatch) -> OpenCLPlace:
+    """A place whose device claims many compute units, so small GEMMs split K."""
+    shared = runtime.get_runtime()
+    rt = runtime.Runtime(shared.device, shared.precision)
+    rt.caps = attrs.evolve(rt.caps, compute_units=4096)
+    monkeypatch.setattr(runtime, "get_runtime", lambda device=None, precision="normal": rt)
+    return OpenCLPlace()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_split_k(split_k_place, dtype):
+    x, y = rand(3, 37, 600, dtype=dtype), rand(600, 19, dtype=dtype)
+    got, report = run_op_with_report("matmul_v2", {"X": x, "Y": y}, place=split_k_place)
+    assert report.launches == 2  # the partial products, then their sum
+    np.testing.assert_allclose(got["Out"][0].astype(np.float32), run_op("matmul_v2", {"X": x, "Y": y})["Out"][0]
+                               .astype(np.float32), rtol=2e-3, atol=2e-3 * 30)
+    inputs = {"Input": rand(2, 40, 5, 4, dtype=dtype), "Filter": rand(6, 40, 3, 3, dtype=dtype),
+              "Bias": rand(6, dtype=dtype)}
+    check(split_k_place, "fused_conv2d", inputs, {"paddings": [1, 1], "fuse_activation": "relu"},
+          params=("Filter", "Bias"))

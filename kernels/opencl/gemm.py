@@ -3,7 +3,9 @@ compute capability >= 8.0, the tensor-core kernel (``gemm_mma.cl``), with the fu
 (bias, residual, activation). Convolutions use the same kernels as implicit GEMMs (``ConvShape``).
 
 Tile sizes come from a per-device table: the largest tile that still gives every compute unit a
-work-group, else the smallest (``choose_tile``).
+work-group, else the smallest (``choose_tile``); when even that leaves compute units idle and K
+is long, K is split across work-groups whose float32 partial sums a second kernel adds up before
+the epilogue (``split_k``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from halfway.kernels.opencl.activations import Activation
 from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
 from halfway.kernels.opencl.runtime import Runtime
 
-__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "gemm_launch", "uses_tensor_cores"]
+__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores"]
 
 
 class Gemm(NamedTuple):
@@ -83,6 +85,10 @@ class Tile(NamedTuple):
 _GPU_TILES = [(128, 128, 16, 8, 8), (64, 64, 16, 4, 4), (32, 32, 16, 2, 2)]
 _CPU_TILES = [(32, 32, 16, 4, 4)]
 _MMA_TILES = [(2, 4, 4, 4), (2, 2, 2, 4), (2, 2, 1, 2)]
+SPLIT_K_MIN = 256
+"""Each split of a split-K GEMM sums at least this many k."""
+SPLIT_K_STEP = 32
+"""Split boundaries fall on multiples of every kernel's k slice."""
 
 
 def uses_tensor_cores(rt: Runtime, dtype: DType) -> bool:
@@ -94,17 +100,48 @@ def choose_tile(rt: Runtime, dtype: DType, g: Gemm) -> Tile:
     table = _MMA_TILES if mma else _GPU_TILES if rt.caps.is_gpu else _CPU_TILES
     tiles = [Tile(mma, sizes) for sizes in table]
     for tile in tiles:
-        bm, bn = tile.block
-        if -(-g.m // bm) * -(-g.n // bn) * g.batch >= rt.caps.compute_units:
+        if _work_groups(tile, g) >= rt.caps.compute_units:
             return tile
     return tiles[-1]
 
 
+def _work_groups(tile: Tile, g: Gemm) -> int:
+    bm, bn = tile.block
+    return -(-g.m // bm) * -(-g.n // bn) * g.batch
+
+
+def split_k(rt: Runtime, tile: Tile, g: Gemm) -> tuple[int, int]:
+    """(splits, k per split): split K when the tiles leave compute units idle and K is long."""
+    groups = _work_groups(tile, g)
+    splits = 1
+    if groups < rt.caps.compute_units:
+        splits = max(1, min(2 * rt.caps.compute_units // groups, g.k // SPLIT_K_MIN))
+    chunk = -(-(-(-g.k // splits)) // SPLIT_K_STEP) * SPLIT_K_STEP
+    return -(-g.k // chunk), chunk
+
+
+def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
+    """VEC_A / VEC_B where an operand moves 8 float16 at a time (tensor-core kernel)."""
+    defines = {}
+    if g.a[2] == 1 and g.k % 8 == 0 and g.a[0] % 8 == 0 and g.a[1] % 8 == 0:
+        defines["VEC_A"] = ""
+    if conv is None and g.b[2] == 1 and g.n % 8 == 0 and g.b[0] % 8 == 0 and g.b[1] % 8 == 0:
+        defines["VEC_B"] = ""
+    return defines
+
+
 def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
                 act: Activation, bias: DeviceArray | None = None, residual: DeviceArray | None = None,
-                conv: ConvShape | None = None) -> Launch:
+                conv: ConvShape | None = None) -> list[Launch]:
+    """The launches of one GEMM (two with split-K: the partial products, then their sum and the
+    epilogue)."""
     tile = choose_tile(rt, dtype, g)
+    splits, chunk = split_k(rt, tile, g)
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
+    if tile.mma:
+        defines.update(_vector_defines(g, conv))
+    if splits > 1:
+        defines["SPLITK"] = ""
     if bias is not None:
         defines["HAS_BIAS"] = ""
     if residual is not None:
@@ -112,11 +149,18 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     if conv is not None:
         defines.update({"CONV": "", **conv._asdict()})
     text = source("gemm_index.h", "gemm_mma.cl" if tile.mma else "gemm.cl", defines=defines)
-    kernel = rt.kernel(text, "gemm_mma" if tile.mma else "gemm", rt.float_options(dtype))
+    options = rt.float_options(dtype)
+    workspace = rt.alloc(4 * splits * g.batch * g.m * g.n) if splits > 1 else None
+    args = [a.buffer, b.buffer, None if bias is None else bias.buffer, None if residual is None else residual.buffer,
+            out.buffer, workspace, *(np.int32(v) for v in (g.m, g.n, g.k, *g.a, *g.b, *g.c, *g.bias, splits, chunk)),
+            *(np.float32(p) for p in act.params)]
     bm, bn = tile.block
     lx, ly, _ = tile.local
-    gws = (-(-g.n // bn) * lx, -(-g.m // bm) * ly, g.batch)
-    ints = [g.m, g.n, g.k, *g.a, *g.b, *g.c, *g.bias]
-    return launch(rt, kernel, gws, tile.local, a.buffer, b.buffer, None if bias is None else bias.buffer,
-                  None if residual is None else residual.buffer, out.buffer, *(np.int32(v) for v in ints),
-                  *(np.float32(p) for p in act.params))
+    gws = (-(-g.n // bn) * lx, -(-g.m // bm) * ly, g.batch * splits)
+    kernel = rt.kernel(text, "gemm_mma" if tile.mma else "gemm", options)
+    launches = [launch(rt, kernel, gws, tile.local, *args)]
+    if splits > 1:
+        reduce = rt.kernel(text, "splitk_reduce", options)
+        lws = (256, 1) if rt.caps.is_gpu else None
+        launches.append(launch(rt, reduce, (g.m * g.n, g.batch), lws, *args))
+    return launches

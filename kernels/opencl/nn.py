@@ -55,15 +55,15 @@ def _is_pointwise(g: ConvGeometry) -> bool:
 
 
 def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: DeviceArray, out: DeviceArray,
-                 act: Activation, bias: DeviceArray | None, res: DeviceArray | None) -> Launch:
+                 act: Activation, bias: DeviceArray | None, res: DeviceArray | None) -> list[Launch]:
     shape = _conv_shape(g)
     if g.groups == g.c and g.groups > 1:
         defines = {"ACT(x)": act.expr, "MULT": g.o // g.c, **shape._asdict()}
         defines.update({name: "" for name, arr in (("HAS_BIAS", bias), ("HAS_RES", res)) if arr is not None})
         kernel = rt.kernel(source("depthwise.cl", defines=defines), "depthwise", rt.float_options(dtype))
-        return launch_1d(rt, kernel, out.size, x.buffer, w.buffer, None if bias is None else bias.buffer,
-                         None if res is None else res.buffer, out.buffer, np.int32(out.size),
-                         *(np.float32(p) for p in act.params))
+        return [launch_1d(rt, kernel, out.size, x.buffer, w.buffer, None if bias is None else bias.buffer,
+                          None if res is None else res.buffer, out.buffer, np.int32(out.size),
+                          *(np.float32(p) for p in act.params))]
     hw, ohw = g.h * g.w, g.out[0] * g.out[1]
     if _is_pointwise(g):
         gemm = Gemm(g.o, hw, g.c, g.n, (0, g.c, 1), (g.c * hw, hw, 1), (g.o * hw, hw, 1), (0, 1, 0))
@@ -82,8 +82,8 @@ def _conv(spec: KernelSpec) -> Binder:
     where = slot_positions(spec)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        return [_conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"),
-                             _optional(ins, where, "ResidualData"))]
+        return _conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"),
+                            _optional(ins, where, "ResidualData"))
 
     return bind
 
@@ -213,7 +213,7 @@ def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:
     where = slot_positions(spec)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        return [gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"))]
+        return gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"))
 
     return bind
 

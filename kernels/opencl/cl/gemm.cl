@@ -9,20 +9,21 @@ __kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
 void gemm(GEMM_ARGS) {
     ACT_PARAMS;
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTSN + tx;
-    const int n0 = get_group_id(0) * TSN, m0 = get_group_id(1) * TSM, b = get_group_id(2);
+    const int n0 = get_group_id(0) * TSN, m0 = get_group_id(1) * TSM;
+    SPLIT_RANGE;
     __local float As[TSK][TSM];
     __local float Bs[TSK][TSN];
     float acc[WPTM][WPTN];
     for (int i = 0; i < WPTM; ++i)
         for (int j = 0; j < WPTN; ++j) acc[i][j] = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += TSK) {
+    for (int k0 = kbeg; k0 < kend; k0 += TSK) {
         for (int t = lid; t < TSM * TSK; t += NT) {
             int mm = t / TSK, kk = t % TSK, m = m0 + mm, k = k0 + kk;
-            As[kk][mm] = (m < M && k < K) ? (float)LOAD(A, A_INDEX(b, m, k)) : 0.0f;
+            As[kk][mm] = (m < M && k < kend) ? (float)LOAD(A, A_INDEX(b, m, k)) : 0.0f;
         }
         for (int t = lid; t < TSK * TSN; t += NT) {
             int kk = t / TSN, nn = t % TSN, n = n0 + nn, k = k0 + kk;
-            int at = (n < N && k < K) ? B_INDEX(b, k, n) : -1;
+            int at = (n < N && k < kend) ? B_INDEX(b, k, n) : -1;
             Bs[kk][nn] = at >= 0 ? (float)LOAD(B, at) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -40,7 +41,7 @@ void gemm(GEMM_ARGS) {
         if (m >= M) break;
         for (int j = 0; j < WPTN; ++j) {
             int n = n0 + tx + j * RTSN;
-            if (n < N) EPILOGUE(acc[i][j], BIAS_INDEX(b, m, n), OUT_INDEX(b, m, n))
+            if (n < N) GEMM_STORE(acc[i][j], b, m, n)
         }
     }
 }

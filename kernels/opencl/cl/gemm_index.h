@@ -26,6 +26,29 @@ inline int conv_b_index(int g, int k, int n) {
 #define BIAS_INDEX(b, m, n) ((b) * bias_sb + (m) * bias_sm + (n) * bias_sn)
 #endif
 
+/* Split-K: work-group z = b * splits + s sums k in [s * kchunk, (s + 1) * kchunk); with SPLITK
+ * each writes its float32 partial sums to ws[z][m][n] and splitk_reduce applies the epilogue. */
 #define GEMM_ARGS __global const T* A, __global const T* B, __global const T* bias, __global const T* res, \
-    __global T* out, int M, int N, int K, int a_sb, int a_sm, int a_sk, int b_sb, int b_sk, int b_sn, \
-    int c_sb, int c_sm, int c_sn, int bias_sb, int bias_sm, int bias_sn, float act0, float act1, float act2
+    __global T* out, __global float* ws, int M, int N, int K, int a_sb, int a_sm, int a_sk, int b_sb, int b_sk, \
+    int b_sn, int c_sb, int c_sm, int c_sn, int bias_sb, int bias_sm, int bias_sn, int splits, int kchunk, \
+    float act0, float act1, float act2
+
+#define SPLIT_RANGE const int b = get_group_id(2) / splits, kbeg = (get_group_id(2) % splits) * kchunk, \
+    kend = min(K, kbeg + kchunk)
+
+#ifdef SPLITK
+#define GEMM_STORE(acc, b, m, n) ws[(get_group_id(2) * M + (m)) * N + (n)] = (acc);
+#else
+#define GEMM_STORE(acc, b, m, n) EPILOGUE(acc, BIAS_INDEX(b, m, n), OUT_INDEX(b, m, n))
+#endif
+
+/* Sums the split-K partials of one output (i = m * N + n, image b) and applies the epilogue. */
+__kernel void splitk_reduce(GEMM_ARGS) {
+    ACT_PARAMS;
+    const int i = get_global_id(0), b = get_global_id(1);
+    if (i >= M * N) return;
+    const int m = i / N, n = i % N;
+    float v = 0.0f;
+    for (int s = 0; s < splits; ++s) v += ws[((b * splits + s) * M + m) * N + n];
+    EPILOGUE(v, BIAS_INDEX(b, m, n), OUT_INDEX(b, m, n))
+}
