@@ -49,8 +49,8 @@ def dce(program: Program, scope: Scope | None, options: DCEOptions) -> PassResul
     """Remove ops and vars that no fetch target depends on."""
     guard = Guard.of(program, options.fetch_names, "dce")
     if not guard.fetched:
-        raise PassError("pass 'dce': the program has no fetch ops, so nothing would be live; "
-                        "name the outputs with fetch_names=[...]")
+        raise PassError("pass 'dce': the program has no fetch ops, so nothing would be live; name its "
+                        "outputs: get_pass('dce', fetch_names=[...])")
     if options.drop_params and scope is None:
         raise PassError("pass 'dce': drop_params=True needs the Scope")
     block = program.global_block()
