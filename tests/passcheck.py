@@ -61,6 +61,15 @@ def load_fixture(name: str = "resnet_tiny") -> tuple[halfway.Program, halfway.Sc
     return program, scope, {n: io[n] for n in feeds}, fetches
 
 
+def insert_after(block: halfway.Block, name: str, ops: Sequence[halfway.Operator], result: str) -> None:
+    """Put ``ops`` right after the writer of ``name``; its readers read ``result`` instead."""
+    readers = {id(op): op for op, _, _ in block.uses(name)}.values()
+    writer = block.producers(name)[0][0]
+    block.insert_ops(writer.index + 1, ops)
+    for op in readers:
+        op.rename_input(name, result)
+
+
 def random_program(seed: int) -> tuple[halfway.Program, halfway.Scope, dict[str, np.ndarray], list[str]]:
     """A chain of 6-13 random steps over x [2, 3, 4, 4]: identities, cast round trips, constant
     subgraphs, dead branches, merges with earlier values. Fetches the last value and, half the

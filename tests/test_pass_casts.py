@@ -9,7 +9,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
 from halfway.passes import get_pass
 from halfway.passes.casts import exact_round_trip
-from tests.passcheck import fetch_options, add_fetch_ops, check_pass, load_fixture, random_program, run
+from tests.passcheck import fetch_options, insert_after, add_fetch_ops, check_pass, load_fixture, random_program, run
 
 VALUES = np.array([[-300.7, -1.3333, 0.1, 1e-6], [3.0, 6000.0, 2.5, 1234.567]])
 
@@ -152,16 +152,12 @@ def test_resnet_with_a_float16_boundary_inserted():
     program, scope, feed, fetches = load_fixture()
     want = run(program.clone(), scope, feed, fetches)
     block = program.global_block()
-    relu = next(op for op in block.ops if op.type == "relu")
-    out = relu.output("Out")[0]
-    readers = {id(op): op for op, _, _ in block.uses(out)}.values()
+    out = next(op for op in block.ops if op.type == "relu").output("Out")[0]
     block.create_var("low", shape=block.var(out).shape, dtype="float16")
     block.create_var("high", shape=block.var(out).shape)
-    block.insert_ops(relu.index + 1, [
-        Operator("cast", {"X": [out]}, {"Out": ["low"]}, {"in_dtype": 5, "out_dtype": 4}),
-        Operator("cast", {"X": ["low"]}, {"Out": ["high"]}, {"in_dtype": 4, "out_dtype": 5})])
-    for op in readers:
-        op.rename_input(out, "high")
+    insert_after(block, out, [Operator("cast", {"X": [out]}, {"Out": ["low"]}, {"in_dtype": 5, "out_dtype": 4}),
+                              Operator("cast", {"X": ["low"]}, {"Out": ["high"]}, {"in_dtype": 4, "out_dtype": 5})],
+                 "high")
     result = check_pass("cancel_casts", program, scope, feed, fetches, rtol=1e-2, atol=1e-3)
     assert result.stats["casts_cancelled"] == 1 and "cast" not in _types(program)
     np.testing.assert_array_equal(run(program, scope, feed, fetches)[0], want[0])

@@ -6,7 +6,7 @@ from halfway import layers
 from halfway.ir.builder import append_op, create_parameter
 from halfway.ir.operator import Operator
 from halfway.passes import get_pass
-from tests.passcheck import fetch_options, add_fetch_ops, check_pass, load_fixture, random_program, run
+from tests.passcheck import fetch_options, insert_after, add_fetch_ops, check_pass, load_fixture, random_program, run
 
 FEED = {"x": np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)}
 
@@ -180,17 +180,12 @@ def test_random_programs_keep_their_outputs(seed):
 def test_resnet_with_identities_inserted():
     program, scope, feed, fetches = load_fixture()
     block = program.global_block()
-    relu = next(op for op in block.ops if op.type == "relu")
-    out = relu.output("Out")[0]
-    readers = {id(op): op for op, _, _ in block.uses(out)}.values()
+    out = next(op for op in block.ops if op.type == "relu").output("Out")[0]
     block.create_var("dropped", shape=block.var(out).shape)
     block.create_var("scaled", shape=block.var(out).shape)
-    at = relu.index + 1
-    block.insert_ops(at, [Operator("dropout", {"X": [out]}, {"Out": ["dropped"]},
-                                   {"dropout_prob": 0.5, "is_test": True, "dropout_implementation": "upscale_in_train"}),
-                          Operator("scale", {"X": ["dropped"]}, {"Out": ["scaled"]}, {"scale": 1.0, "bias": 0.0})])
-    for op in readers:
-        op.rename_input(out, "scaled")
+    dropout = {"dropout_prob": 0.5, "is_test": True, "dropout_implementation": "upscale_in_train"}
+    insert_after(block, out, [Operator("dropout", {"X": [out]}, {"Out": ["dropped"]}, dropout),
+                              Operator("scale", {"X": ["dropped"]}, {"Out": ["scaled"]}, {"scale": 1.0})], "scaled")
     count = len(block.ops)
     result = check_pass("remove_identity", program, scope, feed, fetches, rtol=1e-6)
     assert result.stats["ops_removed"] == 2 and len(block.ops) == count - 2
