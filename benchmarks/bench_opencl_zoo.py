@@ -1,5 +1,9 @@
-"""ResNet-50 and VGG-19 on halfway's OpenCL backend, float32 and float16, side by side with
-PyTorch eager on the same GPU in the same run.
+"""Networks on halfway's OpenCL backend, float32 and float16, side by side with a peer in the
+same run:
+
+* ``--torch``: ResNet-50 and VGG-19 at batch 1 and 32 against PyTorch eager on the same GPU;
+* ``--onnx``: the nine models of ONNX's light zoo (shipped with the onnx package; batch 1, as
+  their graphs fix it) against ONNX Runtime (its CUDA provider where it has one).
 
 Each network is built with ``halfway.layers`` in torchvision's module order and given the
 torchvision model's own (randomly initialised) weights, so both compute the same function; our
@@ -9,12 +13,17 @@ default pass pipeline (conv+bn folding, fused_conv2d epilogues, fc) and, for flo
 of ``runs`` calls: ours is ``PreparedProgram.run`` from a host array to a host array (upload, all
 ops, read-back); PyTorch's is ``model(x)`` on a GPU tensor, synchronised.
 
-    python benchmarks/bench_opencl_zoo.py [--models resnet50,vgg19] [--batches 1,32] [--runs 20]
+For the ONNX models ours is loaded with ``halfway.load`` and goes through the same passes and
+transpile; their weights are the models' constant fills, which does not change the work.
+
+    python benchmarks/bench_opencl_zoo.py --torch [--models resnet50,vgg19] [--batches 1,32] [--runs 20]
+    python benchmarks/bench_opencl_zoo.py --onnx [--models squeezenet,resnet50] [--float32-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -136,9 +145,7 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
     prog = halfway.Program()
     with halfway.program_guard(prog):
         out = build(layers.data("x", [batch, 3, 224, 224]))
-    scope = torch_scope(prog, model)
-    fused = PassManager(FUSIONS).run(prog, scope)
-    prog32, scope = fused.program, fused.scope if fused.scope is not None else scope
+    prog32, scope = _transpiled(prog, torch_scope(prog, model))
     prog16, _ = halfway.float16_transpile(prog32, scope)
     x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
     row = []
@@ -155,17 +162,59 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
     print(f"{name:9} batch {batch:3}  " + "  |  ".join(row), flush=True)
 
 
+LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
+                "squeezenet", "vgg19", "zfnet512"]
+
+
+def _transpiled(program: halfway.Program, scope: halfway.Scope) -> tuple[halfway.Program, halfway.Scope]:
+    fused = PassManager(FUSIONS).run(program, scope)
+    return fused.program, fused.scope if fused.scope is not None else scope
+
+
+def bench_onnx(name: str, runs: int, place: OpenCLPlace, float16: bool) -> None:
+    import onnx
+    import onnxruntime
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", f"light_{name}.onnx")
+    program, feeds, fetches, scope = halfway.load(path)
+    prog32, scope = _transpiled(program, scope)
+    variants = [("fp32", prog32)]
+    if float16:
+        variants.append(("fp16", halfway.float16_transpile(prog32, scope)[0]))
+    providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
+                 if p in onnxruntime.get_available_providers()]
+    session = onnxruntime.InferenceSession(path, providers=providers)
+    feed_name = session.get_inputs()[0].name
+    shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
+    x = np.random.default_rng(0).random(shape, np.float32)
+    theirs = median_seconds(lambda: session.run(None, {feed_name: x}), runs)
+    row = []
+    for label, prog in variants:
+        prepared = Executor(place).prepare(prog, feeds, fetches, scope)
+        ours = median_seconds(lambda: prepared.run({feeds[0]: x}), runs)
+        row.append(f"{label}: ours {ours * 1e3:8.2f} ms ({theirs / ours:5.2f}x)")
+    print(f"{name:13} onnxruntime ({providers[0]}) {theirs * 1e3:8.2f} ms  |  " + "  |  ".join(row), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="resnet50,vgg19")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--torch", action="store_true", help="builder networks against PyTorch eager")
+    which.add_argument("--onnx", action="store_true", help="ONNX's light zoo against ONNX Runtime")
+    parser.add_argument("--models", default=None, help="comma-separated (default: all of the section)")
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--float32-only", action="store_true")
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     place = OpenCLPlace(args.device)
     print(f"device {place.runtime.caps.name}, float16 mode {place.runtime.mode.value}")
+    if args.onnx:
+        for name in (args.models.split(",") if args.models else LIGHT_MODELS):
+            bench_onnx(name, args.runs, place, not args.float32_only)
+        return
     builders = {"resnet50": resnet50, "vgg19": vgg19}
-    for name in args.models.split(","):
+    for name in (args.models.split(",") if args.models else builders):
         for batch in (int(b) for b in args.batches.split(",")):
             bench(name, builders[name], batch, args.runs, place)
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import halfway
+import halfway.frontends.onnx
 from halfway import layers
 from halfway.executor import Executor, OpenCLPlace
 from halfway.ir.dtypes import DType
@@ -173,3 +174,18 @@ def test_each_kernel_variant_compiles_once(place):
     compiled = place.runtime.compiled_programs
     Executor(place).prepare(prog, ["x"], [fetch], scope)
     assert place.runtime.compiled_programs == compiled
+
+
+# the light zoo's smaller models keep PoCL's share of the suite short; the H100 runs all nine
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet"])
+def test_onnx_light_zoo(place, name):
+    from tests.onnx_zoo import dummy_inputs, light_model, with_random_weights
+
+    model = with_random_weights(light_model(name), seed=1)
+    program, feed_names, fetch_names, scope = halfway.frontends.onnx.load(model)
+    feeds = {n: v for n, v in dummy_inputs(model, seed=2).items() if n in feed_names}
+    want = Executor().run(program, feeds, fetch_names, scope)
+    prepared = Executor(place).prepare(program, feed_names, fetch_names, scope)
+    assert prepared.report.fallbacks == [], prepared.report.summary()
+    got = prepared.run(feeds)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5 * float(np.abs(want[0]).max()))

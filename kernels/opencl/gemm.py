@@ -57,10 +57,16 @@ class ConvShape(NamedTuple):
 
 
 class Tile(NamedTuple):
-    """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni)."""
+    """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni);
+    ``direct``: the CPU kernel (tm rows per work-item, tn work-items, no local memory)."""
 
     mma: bool
     sizes: tuple[int, ...]
+    direct: bool = False
+
+    @property
+    def kernel(self) -> str:
+        return "gemm_mma" if self.mma else "gemm_direct" if self.direct else "gemm"
 
     @property
     def block(self) -> tuple[int, int]:
@@ -71,6 +77,8 @@ class Tile(NamedTuple):
 
     @property
     def local(self) -> tuple[int, int, int]:
+        if self.direct:
+            return self.sizes[1], 1, 1
         if self.mma:
             wm, wn, _, _ = self.sizes
             return wm * wn * 32, 1, 1
@@ -83,7 +91,7 @@ class Tile(NamedTuple):
 
 
 _GPU_TILES = [(128, 128, 16, 8, 8), (64, 64, 16, 4, 4), (32, 32, 16, 2, 2)]
-_CPU_TILES = [(32, 32, 16, 4, 4)]
+_CPU_TILES = [(8, 32, 16, 8, 1)]  # gemm_direct: 8 rows per work-item, 32 work-items across columns
 _MMA_TILES = [(2, 4, 4, 4), (2, 2, 2, 4), (2, 2, 1, 2)]
 SPLIT_K_MIN = 256
 """Each split of a split-K GEMM sums at least this many k."""
@@ -98,7 +106,7 @@ def uses_tensor_cores(rt: Runtime, dtype: DType) -> bool:
 def choose_tile(rt: Runtime, dtype: DType, g: Gemm) -> Tile:
     mma = uses_tensor_cores(rt, dtype)
     table = _MMA_TILES if mma else _GPU_TILES if rt.caps.is_gpu else _CPU_TILES
-    tiles = [Tile(mma, sizes) for sizes in table]
+    tiles = [Tile(mma, sizes, direct=table is _CPU_TILES) for sizes in table]
     for tile in tiles:
         if _work_groups(tile, g) >= rt.caps.compute_units:
             return tile
@@ -157,7 +165,9 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     bm, bn = tile.block
     lx, ly, _ = tile.local
     gws = (-(-g.n // bn) * lx, -(-g.m // bm) * ly, g.batch * splits)
-    kernel = rt.kernel(text, "gemm_mma" if tile.mma else "gemm", options)
+    if tile.direct:
+        gws = (g.n, -(-g.m // bm), g.batch * splits)
+    kernel = rt.kernel(text, tile.kernel, options)
     launches = [launch(rt, kernel, gws, tile.local, *args)]
     if splits > 1:
         reduce = rt.kernel(text, "splitk_reduce", options)

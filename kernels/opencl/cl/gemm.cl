@@ -45,3 +45,30 @@ void gemm(GEMM_ARGS) {
         }
     }
 }
+
+/* The CPU GEMM: no local memory and no barriers (which CPU implementations pay for dearly).
+ * A work-item computes WPTM rows of one column n; neighbouring work-items take neighbouring
+ * columns, so the device vectorises across them and the caches give the reuse. */
+__kernel void gemm_direct(GEMM_ARGS) {
+    ACT_PARAMS;
+    const int n = get_global_id(0), m0 = get_global_id(1) * WPTM;
+    SPLIT_RANGE;
+    if (n >= N) return;
+    float acc[WPTM];
+    for (int i = 0; i < WPTM; ++i) acc[i] = 0.0f;
+    const int rows = min(WPTM, M - m0);
+    if (rows == WPTM) {
+        for (int k = kbeg; k < kend; ++k) {
+            const int at = B_INDEX(b, k, n);
+            const float bv = at >= 0 ? (float)LOAD(B, max(at, 0)) : 0.0f;
+            for (int i = 0; i < WPTM; ++i) acc[i] = fma((float)LOAD(A, A_INDEX(b, m0 + i, k)), bv, acc[i]);
+        }
+    } else {
+        for (int k = kbeg; k < kend; ++k) {
+            const int at = B_INDEX(b, k, n);
+            const float bv = at >= 0 ? (float)LOAD(B, max(at, 0)) : 0.0f;
+            for (int i = 0; i < rows; ++i) acc[i] = fma((float)LOAD(A, A_INDEX(b, m0 + i, k)), bv, acc[i]);
+        }
+    }
+    for (int i = 0; i < rows; ++i) GEMM_STORE(acc[i], b, m0 + i, n)
+}
