@@ -156,6 +156,11 @@ def test_batch_norm(place, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_lrn(place, dtype):
+    check(place, "lrn", {"X": rand(2, 7, 3, 5, dtype=dtype)}, {"n": 5, "k": 1.5, "alpha": 0.3, "beta": 0.75})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("axis", [-1, 1])
 def test_softmax(place, axis, dtype):
     check(place, "softmax", {"X": rand(3, 6, 5, dtype=dtype) * 3}, {"axis": axis})

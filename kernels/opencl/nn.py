@@ -1,5 +1,5 @@
 """OpenCL kernels of the nn ops (NCHW): conv2d / depthwise_conv2d / fused_conv2d, pool2d,
-batch_norm, softmax, matmul_v2, mul and fc.
+batch_norm, lrn, softmax, matmul_v2, mul and fc.
 
 Convolutions (``conv_geometry`` as the numpy kernels):
 
@@ -167,6 +167,24 @@ def _softmax(spec: KernelSpec) -> Binder:
     return bind
 
 
+# -- lrn ------------------------------------------------------------------------------------------
+def _lrn(spec: KernelSpec) -> Binder:
+    x = spec.input("X").shape
+    axis = 3 if spec.attrs["data_format"] == "NHWC" else 1
+    channels, inner = x[axis], math.prod(x[axis + 1:])
+    attrs = spec.attrs
+    defines = {"HAS_MID": ""} if spec.outputs.get("MidOut") else {}
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        kernel = rt.kernel(source("nn.cl", defines=defines), "lrn", rt.float_options(spec.dtype))
+        out, mid = outs[0], outs[1] if len(outs) > 1 else None
+        return [launch_1d(rt, kernel, out.size, ins[0].buffer, out.buffer, None if mid is None else mid.buffer,
+                          np.int32(channels), np.int32(inner), np.int32(attrs["n"]),
+                          *(np.float32(attrs[a]) for a in ("k", "alpha", "beta")), np.int32(out.size))]
+
+    return bind
+
+
 # -- matrix products ------------------------------------------------------------------------------
 def _batch_stride(batch: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int:
     if math.prod(batch) == 1:
@@ -221,7 +239,7 @@ def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:
 def _register() -> None:
     for op_type in ("conv2d", "depthwise_conv2d", "fused_conv2d"):
         register_kernel(op_type, "opencl", FLOATS)(_conv)
-    for op_type, factory in (("pool2d", _pool2d), ("batch_norm", _batch_norm), ("softmax", _softmax),
+    for op_type, factory in (("pool2d", _pool2d), ("batch_norm", _batch_norm), ("softmax", _softmax), ("lrn", _lrn),
                              ("matmul_v2", _matmul_v2), ("mul", _mul), ("fc", _fc)):
         register_kernel(op_type, "opencl", FLOATS)(factory)
 

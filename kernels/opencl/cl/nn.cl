@@ -72,3 +72,22 @@ __kernel void softmax(__global const T* x, __global T* out, int len, int inner, 
     float inv = 1.0f / s;
     for (int j = 0; j < len; ++j) STORE(out, base + j * inner, exp((float)LOAD(x, base + j * inner) - m) * inv);
 }
+
+/* Local response normalisation over n channels (`inner` apart): mid = k + alpha * sum x^2 over
+ * channels c - (n-1)/2 .. c + n/2, out = x * mid^-beta. */
+__kernel void lrn(__global const T* x, __global T* out, __global T* mid, int C, int inner, int size, float k,
+                  float alpha, float beta, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int c = (i / inner) % C, base = i - c * inner, lo = max(c - (size - 1) / 2, 0), hi = min(c + size / 2, C - 1);
+    float s = 0.0f;
+    for (int j = lo; j <= hi; ++j) {
+        float v = LOAD(x, base + j * inner);
+        s += v * v;
+    }
+    float m = k + alpha * s;
+    STORE(out, i, (float)LOAD(x, i) * pow(m, -beta));
+#ifdef HAS_MID
+    STORE(mid, i, m);
+#endif
+}
