@@ -6,5 +6,6 @@ from halfway import passes
 from halfway.passes import PassManager
 from halfway.float16 import float16_transpile
 from halfway.frontends.load import load
+from halfway.executor import CPUPlace, Executor, OpenCLPlace
 
-__all__ = list(_ir_all) + ["passes", "PassManager", "float16_transpile", "load"]
+__all__ = list(_ir_all) + ["passes", "PassManager", "float16_transpile", "load", "Executor", "CPUPlace", "OpenCLPlace"]

@@ -46,7 +46,7 @@ def _view(spec: KernelSpec) -> object:
     return ALIAS
 
 
-def _axis_pieces(spec: KernelSpec, whole: tuple[int, ...], pieces: Sequence[tuple[int, ...]],
+def _axis_pieces(whole: tuple[int, ...], pieces: Sequence[tuple[int, ...]],
                  axis: int) -> list[tuple[tuple[int, ...], int]]:
     """(piece shape, element offset in the whole) of each piece along ``axis``."""
     stride = contiguous_strides(whole)[axis]
@@ -63,7 +63,7 @@ def _concat(spec: KernelSpec) -> Binder:
     _known(spec)
     whole = spec.output("Out").shape
     axis = spec.attrs["axis"] % len(whole)
-    pieces = _axis_pieces(spec, whole, [i.shape for i in spec.inputs["X"]], axis)
+    pieces = _axis_pieces(whole, [i.shape for i in spec.inputs["X"]], axis)
     strides = contiguous_strides(whole)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
@@ -79,7 +79,7 @@ def _split(spec: KernelSpec) -> Binder:
     _known(spec)
     whole = spec.input("X").shape
     axis = spec.attrs["axis"] % len(whole)
-    pieces = _axis_pieces(spec, whole, [o.shape for o in spec.outputs["Out"]], axis)
+    pieces = _axis_pieces(whole, [o.shape for o in spec.outputs["Out"]], axis)
     strides = contiguous_strides(whole)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
