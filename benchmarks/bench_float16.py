@@ -1,0 +1,101 @@
+"""float16 conversion side by side with onnxconverter-common on the ONNX light model zoo.
+
+For each model (the zoo's graphs with seeded random weights): the time to convert, the casts
+inserted, the parameter bytes after conversion, and the float16 run against the float32 run of
+the same system on the same input — max |error|, whether outputs are finite, top-1 agreement.
+halfway converts with ``float16_transpile`` (keep_io_types=True) and runs on its numpy backend;
+onnxconverter-common with ``convert_float_to_float16(keep_io_types=True)`` and runs on ONNX
+Runtime. Loading the model is timed for neither.
+
+    .venv/bin/python benchmarks/bench_float16.py [--models vgg19,bvlc_alexnet] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnxconverter_common.float16 import convert_float_to_float16
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import halfway  # noqa: E402
+from halfway.executor import Executor  # noqa: E402
+from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
+
+
+def seconds(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def compare(ref: np.ndarray, got: np.ndarray) -> tuple[float, bool, float]:
+    """(max |error| where both are finite, all finite, top-1 agreement over the batch)."""
+    got = got.astype(np.float32)
+    finite = bool(np.all(np.isfinite(got)))
+    both = np.isfinite(got) & np.isfinite(ref)
+    error = float(np.abs(got - ref)[both].max()) if both.any() else float("nan")
+    flat_ref, flat_got = ref.reshape(ref.shape[0], -1), got.reshape(got.shape[0], -1)
+    top1 = float(np.mean(flat_ref.argmax(-1) == flat_got.argmax(-1))) if finite else 0.0
+    return error, finite, top1
+
+
+def onnx_side(model: onnx.ModelProto, feed: dict[str, np.ndarray], repeats: int) -> dict[str, object]:
+    converted = convert_float_to_float16(model, keep_io_types=True)
+    took = seconds(lambda: convert_float_to_float16(model, keep_io_types=True), repeats)
+    casts = sum(n.op_type == "Cast" for n in converted.graph.node) - sum(n.op_type == "Cast" for n in model.graph.node)
+    params = sum(onnx.numpy_helper.to_array(t).nbytes for t in converted.graph.initializer)
+    ref = ort_session(model).run(None, feed)[0]
+    got = ort_session(converted).run(None, feed)[0]
+    return {"seconds": took, "casts": casts, "param_bytes": params, **_scores(ref, got)}
+
+
+def halfway_side(model: onnx.ModelProto, feed: dict[str, np.ndarray], repeats: int) -> dict[str, object]:
+    program, feeds, fetches, scope = halfway.load(model)
+    half, report = halfway.float16_transpile(program, scope)
+    took = seconds(lambda: halfway.float16_transpile(program, scope), repeats)
+    ref = Executor().run(program, feed, fetches[:1], scope)[0]
+    got = Executor().run(half, feed, fetches[:1], scope)[0]
+    return {"seconds": took, "casts": len(report.casts), "param_bytes": report.param_bytes_after,
+            "float32_ops": len(report.float32_ops), **_scores(ref, got)}
+
+
+def _scores(ref: np.ndarray, got: np.ndarray) -> dict[str, object]:
+    error, finite, top1 = compare(ref, got)
+    return {"max_error": error, "finite": finite, "top1": top1}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(LIGHT_MODELS))
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    header = (f"{'model':<14} {'system':<22} {'convert s':>10} {'speedup':>8} {'casts':>6} {'param MiB':>10} "
+              f"{'max error':>10} {'finite':>6} {'top-1':>6}")
+    print(header)
+    print("-" * len(header))
+    for name in args.models.split(","):
+        model = with_random_weights(light_model(name), seed=0)
+        feed = dummy_inputs(model, seed=1)
+        theirs = onnx_side(model, feed, args.repeats)
+        ours = halfway_side(model, feed, args.repeats)
+        for system, row in (("onnxconverter-common", theirs), ("halfway", ours)):
+            speedup = theirs["seconds"] / row["seconds"]
+            print(f"{name:<14} {system:<22} {row['seconds']:>10.4f} {speedup:>7.1f}x {row['casts']:>6} "
+                  f"{row['param_bytes'] / 2 ** 20:>10.2f} {row['max_error']:>10.3g} {str(row['finite']):>6} "
+                  f"{row['top1']:>6.2f}")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
