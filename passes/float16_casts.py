@@ -161,7 +161,7 @@ def _convert_parameter(block: Block, scope: Scope, var: Variable, dtype: DType, 
         scope.set(name, converted)
     _declare_like(block, var, name, dtype, persistable=True, is_parameter=var.is_parameter)
     _point_readers(vp.readers, vp.name, name)
-    flush = flush_counts(value) if dtype is DType.float16 else None
+    flush = flush_counts(value, converted) if dtype is DType.float16 else None
     report.params.append(ParamEntry(vp.name, name, int(value.size), flush.to_zero if flush else 0,
                                     flush.to_subnormal if flush else 0))
 

@@ -26,7 +26,7 @@ from halfway.ir.errors import PassError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
-from halfway.passes.float16_lists import FLOAT16_MAX, FLOAT16_TINY
+from halfway.passes.float16_lists import FLOAT16_MAX
 from halfway.passes.float16_policy import IO_OPS, float_var
 
 __all__ = ["Flush", "flush_counts", "parameter_pins", "calibrate", "calibration_pins", "ACCUMULATING"]
@@ -51,12 +51,25 @@ class Flush:
     to_subnormal: int
 
 
-def flush_counts(value: np.ndarray) -> Flush:
-    half = value.astype(np.float16)
-    nonzero = value != 0
-    zero = int(np.count_nonzero(nonzero & (half == 0)))
-    subnormal = int(np.count_nonzero((half != 0) & (np.abs(half) < FLOAT16_TINY)))
-    return Flush(zero, subnormal)
+_CHUNK = 1 << 16
+"""Elements per step of ``flush_counts``: its temporaries stay in cache."""
+
+
+def flush_counts(value: np.ndarray, half: np.ndarray) -> Flush:
+    """How many nonzero values of ``value`` its float16 copy ``half`` holds as zero or subnormal
+    (read from the float16 bits: exponent field 0)."""
+    bits, flat = half.reshape(-1).view(np.uint16), value.reshape(-1)
+    magnitude, mask = np.empty(_CHUNK, np.uint16), np.empty(_CHUNK, np.bool_)
+    small = zero = exact_zero = 0
+    for start in range(0, bits.size, _CHUNK):
+        n = min(_CHUNK, bits.size - start)
+        np.bitwise_and(bits[start:start + n], 0x7FFF, out=magnitude[:n])
+        small += int(np.count_nonzero(np.less(magnitude[:n], 0x0400, out=mask[:n])))
+        zeros = int(np.count_nonzero(np.equal(magnitude[:n], 0, out=mask[:n])))
+        if zeros:
+            zero += zeros
+            exact_zero += int(np.count_nonzero(flat[start:start + n] == 0))
+    return Flush(zero - exact_zero, small - zero)
 
 
 def _max_abs(value: np.ndarray) -> float:
@@ -70,12 +83,22 @@ def parameter_pins(scope: Scope, names: Sequence[str]) -> tuple[dict[str, str], 
     pins, counts = {}, {}
     for name in names:
         value = scope.get(name)
+        if _within_range(value):
+            continue
         over = int(np.count_nonzero(np.abs(value[np.isfinite(value)]) > FLOAT16_MAX))
         if over:
             pins[name] = (f"parameter {name!r} holds {over} values beyond float16's range "
                           f"(max |x| = {_max_abs(value):.4g})")
             counts[name] = over
     return pins, counts
+
+
+def _within_range(value: np.ndarray) -> bool:
+    """The quick test (two reductions, no temporaries): all values finite and within float16's range."""
+    if not value.size:
+        return True
+    low, high = float(value.min()), float(value.max())
+    return -FLOAT16_MAX <= low and high <= FLOAT16_MAX
 
 
 def calibrate(program: Program, scope: Scope, feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
