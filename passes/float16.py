@@ -122,7 +122,7 @@ def _check_program(program: Program) -> None:
                             f"{list(op.sub_blocks())}; control flow is not supported by the float16 "
                             f"transpiler (transpile a program without it, or keep it float32)")
     try:
-        verify(program)
+        verify(program, check_shapes=False)  # the order and structure the decisions rely on
     except HalfwayError as e:
         raise PassError(f"pass 'float16': the input program does not verify: {e}") from e
 

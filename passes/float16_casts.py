@@ -70,7 +70,8 @@ def _other(dtype: DType) -> DType:
 
 
 def plan_vars(block: Block, plan: Plan, edges: Edges) -> list[VarPlan]:
-    """A VarPlan for every float var that changes dtype or gets an alternate, in block var order."""
+    """A VarPlan for every float var that changes dtype or gets an alternate (sources first,
+    then in program order)."""
     found = []
     for name, state in plan.states.items():
         var = block.find_var(name)
@@ -170,7 +171,10 @@ def _holds(scope: Scope, name: str, value: np.ndarray) -> bool:
     """Whether the scope already holds exactly ``value`` under ``name`` (an earlier transpile
     of the same program on this scope made it): then it is shared, not copied again."""
     held = scope.find(name)
-    return held is not None and held.dtype == value.dtype and np.array_equal(held, value, equal_nan=True)
+    if held is None or held.dtype != value.dtype or held.shape != value.shape:
+        return False
+    bits = np.dtype(f"u{value.itemsize}")  # bitwise: fast for float16, and NaNs compare equal
+    return np.array_equal(np.ascontiguousarray(held).view(bits), value.view(bits))
 
 
 def _split_output(block: Block, var: Variable, vp: VarPlan, report: Float16Report) -> None:

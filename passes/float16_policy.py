@@ -13,8 +13,9 @@ pin are FLOAT32. Then, in program order:
    list -> float32; a reduction over more than ``max_float16_reduction`` elements -> float32;
    white list -> float16; else FOLLOW: float32 if a floating input is FLOAT32, float16 if one is
    FLOAT16, FREE if all are FREE.
-4. Outputs take the dtype the op's schema infers for the chosen kernel dtype (batch_norm's
-   statistics stay float32 under a float16 kernel).
+4. Outputs take the kernel's dtype, or where they may not (floats read in kept slots, an
+   ``out_dtype`` attr) the dtype the op's schema infers for it (batch_norm's statistics stay
+   float32 under a float16 kernel).
 
 Block order is an execution order (the verifier's def-before-use), so this one sweep is the fixed
 point of the forward rules. A backward sweep then settles FREE ops: float16 when every reader of
@@ -186,13 +187,22 @@ def _set_outputs(block: Block, op: Operator, decision: Decision, plan: Plan) -> 
     if decision.state is None:
         plan.states.update((n, State.of(block.find_var(n).dtype)) for n in outputs)
         return
-    inferred = output_dtypes(block, op, decision.state.dtype if decision.state is not State.FREE else DType.float16)
+    dtype = decision.state.dtype if decision.state is not State.FREE else DType.float16
+    inferred = output_dtypes(block, op, dtype) if _outputs_may_differ(block, op) else {}
     for name in outputs:
         dtype = inferred.get(name, DType.float16 if decision.state is State.FREE else decision.state.dtype)
         if decision.state is State.FREE:
             plan.states[name] = State.FREE if dtype is DType.float16 else State.FLOAT32
         else:
             plan.states[name] = State.of(dtype)
+
+
+def _outputs_may_differ(block: Block, op: Operator) -> bool:
+    """Whether an output may not take the kernel's dtype: the op reads floats in slots that keep
+    their own dtype (batch_norm's statistics become MeanOut...) or sets ``out_dtype``."""
+    schema = get_schema(op.type)
+    kept = (n for s in schema.keep_dtype_slots for n in op.input(s))
+    return op.has_attr("out_dtype") or any(float_var(block, n) is not None for n in kept)
 
 
 def output_dtypes(block: Block, op: Operator, dtype: DType) -> dict[str, DType]:

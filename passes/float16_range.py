@@ -59,10 +59,11 @@ def flush_counts(value: np.ndarray, half: np.ndarray) -> Flush:
     """How many nonzero values of ``value`` its float16 copy ``half`` holds as zero or subnormal
     (read from the float16 bits: exponent field 0)."""
     bits, flat = half.reshape(-1).view(np.uint16), value.reshape(-1)
-    magnitude, mask = np.empty(_CHUNK, np.uint16), np.empty(_CHUNK, np.bool_)
+    step = min(_CHUNK, bits.size)
+    magnitude, mask = np.empty(step, np.uint16), np.empty(step, np.bool_)
     small = zero = exact_zero = 0
-    for start in range(0, bits.size, _CHUNK):
-        n = min(_CHUNK, bits.size - start)
+    for start in range(0, bits.size, step):
+        n = min(step, bits.size - start)
         np.bitwise_and(bits[start:start + n], 0x7FFF, out=magnitude[:n])
         small += int(np.count_nonzero(np.less(magnitude[:n], 0x0400, out=mask[:n])))
         zeros = int(np.count_nonzero(np.equal(magnitude[:n], 0, out=mask[:n])))

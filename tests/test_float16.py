@@ -316,3 +316,18 @@ def test_report_renders_as_text_and_rich():
     console = rich.Console(record=True, width=200)
     console.print(report)
     assert "white list" in console.export_text()
+
+
+def test_pass_runs_in_a_pipeline_and_can_drop_unused_parameters():
+    program, feeds, fetches, scope = load("resnet_tiny")
+    io = np.load(FIXTURES / "resnet_tiny_io.npz")
+    result = halfway.PassManager(["fuse_conv_bn", "float16"]).run(program, scope)
+    record = result.records[-1]
+    assert record.name == "float16" and record.modified and record.stats["casts"] == 2
+    (got,), kernels = run(result.program, result.scope, {"image": io["image"]}, fetches)
+    check_accuracy(io[fetches[0]], got)
+    assert {d for t, d in kernels_by_type(kernels) if t != "cast"} == {DType.float16}
+    half, report = halfway.float16_transpile(program, scope, drop_unused_params=True, in_place=False)
+    assert report.params_removed and not any(name in scope for name in report.params_removed)
+    (again,), _ = run(half, scope, {"image": io["image"]}, fetches)
+    check_accuracy(io[fetches[0]], again)
