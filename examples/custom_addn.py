@@ -33,8 +33,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
 from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 from halfway.kernels.registry import KernelSpec, register_kernel
-from halfway.passes import PassManager, RewriteContext, Rule, Rules, pattern
-from halfway.passes.rewrite import register_rules
+from halfway.passes import PassManager, RewriteContext, Rule, Rules, pattern, register_rules
 
 
 # -- 1. the op: schema and kernels ----------------------------------------------------------------

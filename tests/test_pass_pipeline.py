@@ -24,6 +24,18 @@ def test_default_pipeline_on_the_paddle_resnet():
     assert set(scope) == names
 
 
+def test_default_pipeline_then_float16_on_the_paddle_resnet():
+    program, feeds, fetches, scope = halfway.load_inference_model(str(FIXTURES / "resnet_tiny"))
+    io = np.load(FIXTURES / "resnet_tiny_io.npz")
+    result = PassManager(after=["float16"]).run(program, scope)
+    fused = [o for o in result.program.global_block().ops if o.type in ("fused_conv2d", "fc")]
+    assert len(fused) == 5 and all(result.program.global_block().var(o.input("Input")[0]).dtype.name == "float16"
+                                   for o in fused)
+    got = Executor().run(result.program, {n: io[n] for n in feeds}, fetches, result.scope)
+    assert got[0].dtype == np.float32
+    np.testing.assert_allclose(got[0], io[fetches[0]], rtol=1e-2, atol=1e-3)
+
+
 def test_default_pipeline_saves_and_reloads(tmp_path):
     program, feeds, fetches, scope = halfway.load_inference_model(str(FIXTURES / "resnet_tiny"))
     io = np.load(FIXTURES / "resnet_tiny_io.npz")

@@ -54,6 +54,10 @@ def test_constraints_attr_param_and_slots():
     assert pattern(CONV_RELU, attrs={"conv": {"groups": lambda g: g > 1}}).match(relu) is None
     assert pattern("act:relu(X=conv:conv2d(Input=x:param, Filter=w))").match(relu) is None
     assert pattern(CONV_RELU, where={"x": lambda v: v.shape == (1, 2, 4, 4)}).match(relu) is not None
+    float16_x = op("relu", X=op("conv2d", Input=var("x", dtype="float16"), Filter=var("w")))
+    assert halfway.passes.Pattern(float16_x).match(relu) is None
+    float32_x = op("relu", X=op("conv2d", Input=var("x", dtype="float32"), Filter=var("w")))
+    assert halfway.passes.Pattern(float32_x).match(relu) is not None
     # an unnamed extra input slot blocks a closed pattern, not an open one
     prog.global_block().create_var("r", shape=[1, 3, 4, 4])
     conv.set_input("ResidualData", ["r"])
