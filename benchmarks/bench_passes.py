@@ -3,7 +3,10 @@ about 10,000 and 50,000 ops (growth ratio ~5 means near-linear), side by side wi
 Runtime's graph optimisation (Conv+BatchNorm and Conv+activation fusion among others) of the
 same network in the same run.
 
-    .venv/bin/python benchmarks/bench_passes.py [--ops 10000 50000] [--repeats 3] [--no-ort]
+    .venv/bin/python benchmarks/bench_passes.py [--ops 10000 50000] [--zoo densenet121] [--repeats 3] [--no-ort]
+
+``--zoo`` also times the pipeline on light ONNX zoo models shipped with the onnx package
+(``onnx/backend/test/data/light``), loaded with ``halfway.load``.
 
 The network repeats a block of conv2d(+bias), batch_norm, relu, conv2d(+bias), batch_norm,
 elementwise_add (residual), relu: 9 ops in halfway's Paddle vocabulary (the builder adds each bias
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -73,25 +77,29 @@ def build_onnx(blocks: int) -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-def time_halfway(blocks: int, repeats: int) -> tuple[int, float, float, dict[str, float]]:
-    prog, scope, out = build_halfway(blocks)
+def zoo_model(name: str) -> Path:
+    import onnx
+
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+
+
+def time_halfway(prog: halfway.Program, scope: halfway.Scope, fetch: list[str],
+                 repeats: int) -> tuple[int, float, float, dict[str, float]]:
     ops = len(prog.global_block().ops)
     manager = PassManager(DEFAULT_PIPELINE, timing=True)
-    walls, pass_sums, per_pass = [], [], []
+    totals, pass_sums, per_pass = [], [], []
     for _ in range(repeats):
         start = time.process_time()
-        result = manager.run(prog, scope, fetch=[out])
-        walls.append(time.process_time() - start)
+        result = manager.run(prog, scope, fetch=fetch)
+        totals.append(time.process_time() - start)
         pass_sums.append(sum(r.cpu_seconds or 0.0 for r in result.records))
         per_pass.append({r.name: r.cpu_seconds or 0.0 for r in result.records})
     median_pass = {name: statistics.median(p[name] for p in per_pass) for name in per_pass[0]}
-    return ops, statistics.median(walls), statistics.median(pass_sums), median_pass
+    return ops, statistics.median(totals), statistics.median(pass_sums), median_pass
 
 
-def time_onnxruntime(blocks: int, repeats: int) -> float:
+def time_onnxruntime(model: bytes, repeats: int) -> float:
     import onnxruntime as ort
-
-    model = build_onnx(blocks)
 
     def session_seconds(level: ort.GraphOptimizationLevel) -> float:
         options = ort.SessionOptions()
@@ -106,27 +114,39 @@ def time_onnxruntime(blocks: int, repeats: int) -> float:
     return full - none
 
 
+def report(label: str, timing: tuple[int, float, float, dict[str, float]], ort_s: float | None) -> None:
+    ops, wall, passes, per_pass = timing
+    detail = ", ".join(f"{name} {s * 1e3:.0f}" for name, s in per_pass.items())
+    ort_text = f"  onnxruntime optimisation {ort_s * 1e3:8.1f} ms" if ort_s is not None else ""
+    print(f"{label} {ops:6d} ops: pipeline {wall * 1e3:8.1f} ms, passes {passes * 1e3:8.1f} ms ({detail}){ort_text}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ops", type=int, nargs="+", default=[10000, 50000])
+    parser.add_argument("--ops", type=int, nargs="*", default=[10000, 50000])
+    parser.add_argument("--zoo", nargs="*", default=[])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-ort", action="store_true", help="skip the ONNX Runtime comparison")
     args = parser.parse_args()
     rows = []
     for target in args.ops:
         blocks = max(1, target // OPS_PER_BLOCK)
-        ops, wall, passes, per_pass = time_halfway(blocks, args.repeats)
-        ort_s = None if args.no_ort else time_onnxruntime(blocks, args.repeats)
-        rows.append((ops, wall, passes, ort_s))
-        detail = ", ".join(f"{name} {s * 1e3:.0f}" for name, s in per_pass.items())
-        ort_text = f"  onnxruntime optimisation {ort_s * 1e3:8.1f} ms" if ort_s is not None else ""
-        print(f"{ops:6d} ops: pipeline {wall * 1e3:8.1f} ms, passes {passes * 1e3:8.1f} ms ({detail}){ort_text}")
+        prog, scope, out = build_halfway(blocks)
+        timing = time_halfway(prog, scope, [out], args.repeats)
+        ort_s = None if args.no_ort else time_onnxruntime(build_onnx(blocks), args.repeats)
+        rows.append((timing[0], timing[1], timing[2], ort_s))
+        report("synthetic CNN", timing, ort_s)
     if len(rows) > 1:
         (ops0, wall0, pass0, ort0), (ops1, wall1, pass1, ort1) = rows[0], rows[-1]
         growth = f"size x{ops1 / ops0:.2f}: pipeline x{wall1 / wall0:.2f}, passes x{pass1 / pass0:.2f}"
         if ort0 and ort1:
             growth += f", onnxruntime x{ort1 / ort0:.2f}"
         print(growth)
+    for name in args.zoo:
+        path = zoo_model(name)
+        prog, _, fetches, scope = halfway.load(str(path))
+        ort_s = None if args.no_ort else time_onnxruntime(path.read_bytes(), args.repeats)
+        report(name, time_halfway(prog, scope, fetches, args.repeats), ort_s)
 
 
 if __name__ == "__main__":
