@@ -2,12 +2,14 @@
 
     x -> conv2d(W) -> elementwise_add(b) -> relu -> y      becomes      x -> fused_conv2d(W, b, relu) -> y
 
-Rules (applied until nothing matches, so the three steps chain):
+Rules (applied until nothing matches, so the steps chain):
 
 1. conv2d / depthwise_conv2d + elementwise_add of a [C] parameter on the channel dim ->
    fused_conv2d with Bias;
-2. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
-3. fused_conv2d without activation + activation -> fused_conv2d with it.
+2. conv2d / depthwise_conv2d / fused_conv2d without residual or activation + elementwise_add or
+   two-input sum with a tensor of the output's shape -> fused_conv2d with ResidualData;
+3. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
+4. fused_conv2d without activation + activation -> fused_conv2d with it.
 
 Activations and how their attrs map to fuse_alpha / fuse_beta (the fused kernel's meaning):
 relu; leaky_relu (alpha -> fuse_alpha); relu6 (threshold > 0 -> fuse_beta); sigmoid;
@@ -100,6 +102,10 @@ RULES = Rules([
     Rule(pattern(f"add:elementwise_add(X={_ANY_CONV}, Y=r)"), _fuse_residual, "conv2d + residual -> fused_conv2d"),
     # elementwise_add(same-shape tensor, conv2d) -> fused_conv2d(ResidualData)
     Rule(pattern(f"add:elementwise_add(X=r, Y={_ANY_CONV})"), _fuse_residual, "residual + conv2d -> fused_conv2d"),
+    # sum(conv2d, same-shape tensor) -> fused_conv2d(ResidualData)
+    Rule(pattern(f"add:sum(X=[{_ANY_CONV}, r])"), _fuse_residual, "sum(conv2d, residual) -> fused_conv2d"),
+    # sum(same-shape tensor, conv2d) -> fused_conv2d(ResidualData)
+    Rule(pattern(f"add:sum(X=[r, {_ANY_CONV}])"), _fuse_residual, "sum(residual, conv2d) -> fused_conv2d"),
     # conv2d + activation -> fused_conv2d(fuse_activation)
     Rule(pattern(f"act:{_ACTS}(X=conv:{_CONVS}(Input=x, Filter=w))"), _fuse_act,
          "conv2d + activation -> fused_conv2d"),

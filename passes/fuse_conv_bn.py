@@ -11,7 +11,12 @@ with ``s = scale / sqrt(var + epsilon)``, ``W' = W * s`` along W's output-channe
    batch_norm's layout must match the conv's data_format;
 2. matmul_v2 (Y is W, not transposed X, any trans_y) and mul (2-D Y, y_num_col_dims 1) whose
    output is 2-D [N, C], W's channel axis 1 (0 for trans_y);
-3. each of them followed by an elementwise_add of a [C] parameter along the channel axis.
+3. each of them followed by an elementwise_add of a per-channel bias parameter.
+
+Before that, a first set of rules folds per-channel constant scales and shifts that follow a
+batch_norm (``elementwise_mul`` / ``elementwise_add`` of a parameter broadcast along its channel
+dim, as Caffe2-born ONNX models write after every BatchNormalization) into its Scale and Bias,
+so they fold into the conv with it — or, for a batch_norm after a concat, at least go away.
 
 W', b' are computed in float64 and stored in W's dtype as new parameters with new names; the
 caller's arrays are never written. The bias add is an ``elementwise_add`` so fuse_conv_act and
@@ -102,7 +107,37 @@ def _rules(producer: str, label: str) -> list[Rule]:
     ]
 
 
+def _bn_channel_dim(bn: Operator, rank: int) -> int:
+    return rank - 1 if bn.attr("data_layout") == "NHWC" else 1
+
+
+def _absorb_affine(ctx: RewriteContext, *, op: Operator, bn: Operator, c: str, scale: str, shift: str,
+                   **_: str) -> Operator | None:
+    """batch_norm's Scale and Bias times a per-channel factor, or its Bias plus a per-channel shift."""
+    x_shape = ctx.var(bn.output("Y")[0]).shape or ()
+    values = [ctx.value(n) for n in (c, scale, shift)]
+    channel_dim = _bn_channel_dim(bn, len(x_shape))
+    if any(v is None for v in values) or not is_channel_bias(x_shape, ctx.var(c).shape or (), op.attr("axis"),
+                                                             channel_dim):
+        return None
+    factor, gamma, beta = (v.reshape(-1).astype(np.float64) for v in values)
+    if op.type == "elementwise_mul":
+        gamma, beta = gamma * factor, beta * factor
+    else:
+        beta = beta + factor
+    kind = values[1].dtype
+    return copy_op(bn, inputs={"Scale": ctx.new_param(f"{scale}.affine", gamma.astype(kind)),
+                               "Bias": ctx.new_param(f"{shift}.affine", beta.astype(kind))},
+                   outputs={"Y": op.output("Out")})
+
+
+AFFINE_RULES = Rules([
+    # batch_norm + elementwise_mul / elementwise_add of per-channel constants -> batch_norm(Scale', Bias')
+    Rule(pattern(f"op:elementwise_mul|elementwise_add(X=bn:batch_norm(X=x, {_BN_PARAMS}), Y=c:param)"),
+         _absorb_affine, "batch_norm + channel affine -> batch_norm"),
+])
 RULES = Rules(_rules(_CONV, "conv2d") + _rules(_MATMUL, "matmul_v2") + _rules(_MUL, "mul"))
 
-register_rules("fuse_conv_bn", RULES, "Fold batch_norm into the preceding conv2d/depthwise_conv2d/matmul_v2/mul "
-               "weights and bias.", needs_scope=True)
+register_rules("fuse_conv_bn", [AFFINE_RULES, RULES], "Fold batch_norm (and the per-channel scales and shifts "
+               "after it) into the preceding conv2d/depthwise_conv2d/matmul_v2/mul weights and bias.",
+               needs_scope=True)

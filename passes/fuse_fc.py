@@ -4,8 +4,9 @@
 
 Rules (applied until nothing matches, so they chain):
 
-1. matmul_v2 (no transposes, 2-D parameter W, X of rank >= 2) + elementwise_add of a [N]
-   parameter on the last dim -> fc with in_num_col_dims = rank(X) - 1;
+1. matmul_v2 (2-D parameter W, X not transposed and of rank >= 2) + elementwise_add of a [N]
+   parameter on the last dim -> fc with in_num_col_dims = rank(X) - 1; a transposed W (ONNX
+   Gemm's transB) becomes a new parameter holding W.T, when the scope holds W;
 2. mul (2-D parameter W, y_num_col_dims 1) + the same bias add -> fc with in_num_col_dims =
    x_num_col_dims;
 3. fc without activation + an activation its kernel computes with default parameters (relu,
@@ -14,6 +15,8 @@ Rules (applied until nothing matches, so they chain):
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from halfway.ir.operator import Operator
 from halfway.passes.pattern import pattern
@@ -33,16 +36,22 @@ _DEFAULT_ATTRS: dict[str, dict[str, float]] = {
 def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | None:
     x_shape, w_shape, b_shape = (ctx.var(n).shape or () for n in (x, w, b))
     out_rank = len(ctx.var(add.input("X")[0]).shape or ())
-    if len(w_shape) != 2 or b_shape != (w_shape[1],) or add.attr("axis") not in (-1, out_rank - 1):
+    transposed = mm.type == "matmul_v2" and mm.attr("trans_y")
+    if len(w_shape) != 2 or b_shape != (w_shape[0 if transposed else 1],) or add.attr("axis") not in (-1, out_rank - 1):
         return None
     if mm.type == "mul":
         if mm.attr("y_num_col_dims") != 1:
             return None
         cols = mm.attr("x_num_col_dims")
     else:
-        if mm.attr("trans_x") or mm.attr("trans_y") or len(x_shape) < 2:
+        if mm.attr("trans_x") or len(x_shape) < 2:
             return None
         cols = len(x_shape) - 1
+        if transposed:
+            value = ctx.value(w)
+            if value is None:
+                return None
+            w = ctx.new_param(f"{w}.transposed", np.ascontiguousarray(value.T))
     return Operator("fc", {"Input": x, "W": w, "Bias": b}, {"Out": add.output("Out")},
                     {"in_num_col_dims": cols, "activation_type": ""})
 

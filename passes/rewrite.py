@@ -268,12 +268,18 @@ def copy_op(source: Operator, *, inputs: Mapping[str, Any] | None = None, output
     return new
 
 
-def register_rules(name: str, rules: Rules, summary: str, *, needs_scope: bool = False) -> None:
-    """Register pass ``name`` that applies ``rules`` (stats: rewrites per rule, sweeps)."""
+def register_rules(name: str, rules: Rules | Sequence[Rules], summary: str, *, needs_scope: bool = False) -> None:
+    """Register pass ``name`` applying ``rules`` — or several rule lists, one after the other
+    (each to its fixpoint) — with stats: rewrites in all and per rule."""
+    phases = [rules] if isinstance(rules, Rules) else list(rules)
 
     def run(program: Program, scope: Scope | None, options: None) -> PassResult:
-        stats = apply_rules(program, rules, name=name, scope=scope)
-        return PassResult(program, stats.total > 0, {"rewrites": stats.total, **stats.counts})
+        counts: Counter[str] = Counter()
+        for i, phase in enumerate(phases):
+            label = name if len(phases) == 1 else f"{name} ({i + 1}/{len(phases)})"
+            counts.update(apply_rules(program, phase, name=label, scope=scope).counts)
+        total = sum(counts.values())
+        return PassResult(program, total > 0, {"rewrites": total, **counts})
 
     run.__doc__ = summary
     run.__name__ = name

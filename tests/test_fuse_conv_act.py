@@ -101,3 +101,16 @@ def test_fused_activation_maps_attrs():
 def test_random_cnns_keep_their_outputs(seed):
     prog, scope, outs = random_cnn(seed)
     fuse_and_compare(prog, scope, "fuse_conv_bn,fuse_conv_act", outs)
+
+
+def test_two_input_sum_is_a_residual():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [1, 4, 5, 5])
+        y = layers.conv2d(x, 4, 3, padding=1)
+        y = layers.relu(layers.sums([x, y]))
+    scope = halfway.init_scope(prog, seed=3)
+    lively_params(scope, np.random.default_rng(3))
+    result = fuse_and_compare(prog, scope, "fuse_conv_act", [y.name])
+    (fused,) = result.program.global_block().ops
+    assert fused.input("ResidualData") == ("x",) and fused.attr("fuse_activation") == "relu"

@@ -119,3 +119,23 @@ def test_needs_the_scope():
     prog, _, _ = _conv_bn()
     with pytest.raises(PassError, match="fuse_conv_bn.*Scope"):
         PassManager("fuse_conv_bn").run(prog)
+
+
+@pytest.mark.parametrize("after_conv", [True, False])
+def test_channel_scales_and_shifts_after_batch_norm_are_absorbed(after_conv):
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 4, 5, 5])
+        y = layers.conv2d(x, 4, 3, padding=1, bias_attr=False) if after_conv else x
+        y = layers.batch_norm(y)
+        y = layers.elementwise_mul(y, create_parameter("s", [4]), axis=1)
+        y = layers.elementwise_add(y, create_parameter("t", [1, 4, 1, 1]))
+        y = layers.elementwise_mul(y, create_parameter("u", [5]))  # along W: not per channel
+        y = layers.relu(y)
+    scope = halfway.init_scope(prog, seed=11)
+    lively_params(scope, np.random.default_rng(12))
+    scope["t_0"] = np.random.default_rng(13).standard_normal((1, 4, 1, 1)).astype(np.float32)
+    result = fuse_and_compare(prog, scope, "fuse_conv_bn", [y.name])
+    expected = {"conv2d": 1, "elementwise_add": 1} if after_conv else {"batch_norm": 1}
+    assert op_types(result.program) == {**expected, "elementwise_mul": 1, "relu": 1}
+    assert result.records[0].stats["batch_norm + channel affine -> batch_norm"] == 2

@@ -13,13 +13,13 @@ from fusecheck import fuse_and_compare, lively_params, op_types, random_cnn
 FIXTURES = Path(__file__).parent / "fixtures" / "paddle"
 
 
-def _linear(rank=2, flatten=None, act=None, attrs=None, transpose_y=False, extra_reader=False):
+def _linear(rank=2, flatten=None, act=None, attrs=None, transpose_y=False, transpose_x=False, extra_reader=False):
     prog = halfway.Program()
     with halfway.program_guard(prog):
-        x = layers.data("x", [3, 4, 6][-rank:] if rank <= 3 else [2, 3, 2, 6])
+        x = layers.data("x", ([3, 4, 6][-rank:] if rank <= 3 else [2, 3, 2, 6]) if not transpose_x else [6, 4])
         if flatten is None:
             w = create_parameter("w", [7, 6] if transpose_y else [6, 7])
-            h = layers.matmul(x, w, transpose_y=transpose_y)
+            h = layers.matmul(x, w, transpose_x=transpose_x, transpose_y=transpose_y)
         else:
             w = create_parameter("w", [int(np.prod(x.shape[flatten:])), 7])
             h = layers.mul(x, w, x_num_col_dims=flatten)
@@ -41,6 +41,14 @@ def test_matmul_bias_act_becomes_fc(rank, act):
     assert fc.type == "fc" and fc.attr("activation_type") == (act or "") and fc.attr("in_num_col_dims") == rank - 1
 
 
+def test_transposed_weight_becomes_a_new_parameter():
+    prog, scope, outs = _linear(transpose_y=True, act="relu")
+    result = fuse_and_compare(prog, scope, "fuse_fc", outs)
+    (fc,) = result.program.global_block().ops
+    w = fc.input("W")[0]
+    assert w not in scope and np.array_equal(result.scope[w], scope["w_0"].T)
+
+
 @pytest.mark.parametrize("flatten", [1, 2, 3])
 def test_mul_bias_becomes_fc(flatten):
     prog, scope, outs = _linear(rank=4, flatten=flatten, act="relu")
@@ -50,14 +58,14 @@ def test_mul_bias_becomes_fc(flatten):
 
 
 @pytest.mark.parametrize("case, kwargs", [
-    ("transposed weight", {"transpose_y": True}),
+    ("transposed input", {"transpose_x": True}),
     ("activation with other attrs", {"act": "relu6", "attrs": {"threshold": 3.0}}),
     ("two consumers", {"act": "relu", "extra_reader": True}),
 ])
 def test_near_misses(case, kwargs):
     prog, scope, outs = _linear(**kwargs)
     result = fuse_and_compare(prog, scope, "fuse_fc", outs)
-    if case == "transposed weight":
+    if case == "transposed input":
         assert not result.modified
     else:
         assert op_types(result.program)["fc"] == 1 and op_types(result.program)[kwargs["act"]] == 1

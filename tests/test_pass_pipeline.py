@@ -58,3 +58,22 @@ def test_default_pipeline_on_random_cnns(seed):
     types = op_types(result.program)
     assert "batch_norm" not in types
     assert types["fc"] == 2 and "matmul_v2" not in types and "mul" not in types
+
+
+@pytest.mark.parametrize("name, left", [
+    # pre-activation batch_norms (after concat) stay; every affine op and conv epilogue folds
+    ("densenet121", {"feed": 1, "fused_conv2d": 60, "conv2d": 61, "batch_norm": 62, "relu": 62, "concat": 58,
+                     "pool2d": 5, "fetch": 1}),
+    ("resnet50", {"feed": 1, "fused_conv2d": 53, "pool2d": 2, "reshape2": 1, "fc": 1, "softmax": 1, "fetch": 1}),
+])
+def test_default_pipeline_on_onnx_zoo_models_matches_onnxruntime(name, left):
+    from tests.onnx_zoo import dummy_inputs, light_model, ort_session, with_random_weights
+
+    model = with_random_weights(light_model(name), seed=1)
+    feeds = dummy_inputs(model, seed=2)
+    want = ort_session(model).run(None, feeds)[0]
+    program, feed_names, fetch_names, scope = halfway.load(model)
+    result = PassManager().run(program, scope)
+    assert op_types(result.program) == left
+    got = Executor().run(result.program, {n: feeds[n] for n in feed_names}, fetch_names, result.scope)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * float(np.abs(want).max()))
