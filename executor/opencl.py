@@ -29,7 +29,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.errors import FeedError, HalfwayError, KernelNotFoundError
 from halfway.ir.scope import Scope
 from halfway.kernels import opencl as _opencl_kernels  # noqa: F401  (registers the OpenCL kernels)
-from halfway.kernels.opencl.base import ALIAS, DeviceArray, Launch, Unsupported
+from halfway.kernels.opencl.base import ALIAS, INPLACE_OPS, DeviceArray, Launch, Unsupported
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelKey, find_kernel, has_kernel
 from halfway.executor.executor import _output_sources, _Pending, _Preparer, _SKIPPED
@@ -164,7 +164,7 @@ class _OpenCLPreparer(_Preparer):
         return int(np.prod(info.shape, dtype=np.int64)) * self.rt.storage(info.dtype).itemsize
 
     def _device_values(self, pending: list[_Pending], kernels: list[Any], fetch_names: list[str]) -> list[Value]:
-        """The memory plan's values: ALIAS outputs are views, fallbacks never write in place."""
+        """The memory plan's values: ALIAS outputs are views; only INPLACE_OPS write in place."""
         names = {s: n for n, s in self.slots.items()}
         values: dict[str, Value] = {}
         for i, (p, kernel) in enumerate(zip(pending, kernels)):
@@ -176,8 +176,9 @@ class _OpenCLPreparer(_Preparer):
                     continue
                 owned = self.values[self.slots[name]] is None
                 view = names[p.inputs[0]] if kernel is ALIAS and index == 0 else None
+                inplace = kernel is not None and p.op.type in INPLACE_OPS
                 values[name] = Value(name, self._device_bytes(name), i if owned else None, i, view,
-                                     inplace_of if kernel is not None else None)
+                                     inplace_of if inplace else None)
         for name in fetch_names:
             if name in values:
                 values[name].last = len(pending)
@@ -192,7 +193,8 @@ class _OpenCLPreparer(_Preparer):
         for name, slot in self.slots.items():
             value = self.values[slot]
             if value is not None:
-                self.arrays[name] = self._device_array(name, rt.upload(value.astype(rt.storage(self.infos[name].dtype))))
+                stored = value.astype(rt.storage(self.infos[name].dtype))
+                self.arrays[name] = self._device_array(name, rt.upload(stored))
         for name in feed_names:
             self.arrays[name] = self._device_array(name, rt.alloc(self._device_bytes(name)))
         for name, root in report.memory.views.items():  # views of feeds and parameters

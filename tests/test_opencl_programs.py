@@ -47,7 +47,8 @@ def small_cnn() -> tuple[halfway.Program, halfway.Scope, str]:
 
 def run_both(place, prog, scope, fetch, feed):
     cpu = Executor().run(prog, feed, [fetch], scope)[0]
-    prepared = Executor(place).prepare(prog, list(feed), [fetch], scope, feed_shapes={k: v.shape for k, v in feed.items()})
+    shapes = {k: v.shape for k, v in feed.items()}
+    prepared = Executor(place).prepare(prog, list(feed), [fetch], scope, feed_shapes=shapes)
     return prepared.run(feed)[0], cpu, prepared.report
 
 
@@ -189,3 +190,18 @@ def test_onnx_light_zoo(place, name):
     assert prepared.report.fallbacks == [], prepared.report.summary()
     got = prepared.run(feeds)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5 * float(np.abs(want[0]).max()))
+
+
+def test_elementwise_ops_write_in_place(place):
+    """relu, exp and the add overwrite their input's buffer; the transpose (a strided copy) does not."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 3, 4])
+        y = layers.exp(layers.relu(layers.scale(x, scale=2.0)))
+        z = layers.transpose(y, [2, 0, 1])
+        out = layers.elementwise_add(layers.scale(z, scale=0.5), z)
+    feed = {"x": RNG.standard_normal((2, 3, 4)).astype(np.float32)}
+    got, want, report = run_both(place, prog, halfway.Scope(), out.name, feed)
+    overwriting = [op.output("Out")[0] for op in prog.global_block().ops if op.type in ("relu", "exp", "elementwise_add")]
+    assert sorted(report.memory.inplace) == sorted(overwriting)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

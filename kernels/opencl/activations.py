@@ -32,7 +32,8 @@ def _p(*values: float) -> tuple[float, float, float]:
 
 def _gelu(attrs: Attrs) -> Activation:
     if attrs["approximate"]:
-        return Activation(f"((x) / (R(1) + exp(R({-2 * math.sqrt(2 / math.pi)!r}) * ((x) + R(0.044715) * (x) * (x) * (x)))))")
+        u = "((x) + R(0.044715) * (x) * (x) * (x))"
+        return Activation(f"((x) / (R(1) + exp(R({-2 * math.sqrt(2 / math.pi)!r}) * {u})))")
     return Activation(f"(R(0.5) * (x) * erfc((x) * R({-math.sqrt(0.5)!r})))")
 
 

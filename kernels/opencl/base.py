@@ -30,8 +30,8 @@ from attrs import frozen
 from halfway.ir.errors import KernelNotFoundError
 from halfway.kernels.opencl.runtime import Runtime
 
-__all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "Unsupported", "source", "launch", "launch_1d", "copy_launch", "meta",
-           "element_type", "contiguous_strides"]
+__all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "INPLACE_OPS", "Unsupported", "source", "launch", "launch_1d",
+           "copy_launch", "meta", "element_type", "contiguous_strides"]
 
 Launch = Callable[[], Any]
 
@@ -62,6 +62,11 @@ class _Alias:
 
 
 ALIAS = _Alias()
+
+
+INPLACE_OPS: set[str] = set()
+"""Op types whose OpenCL kernels read each element before writing that element alone, so the
+memory plan may give their output the buffer of the input they overwrite (schema ``inplace``)."""
 
 
 class Unsupported(KernelNotFoundError):
@@ -96,7 +101,9 @@ def launch_1d(rt: Runtime, kernel: Any, items: int, *args: Any) -> Launch:
 
 
 def copy_launch(rt: Runtime, src: DeviceArray, dst: DeviceArray) -> Launch:
-    """A device-to-device copy of ``src`` into ``dst``."""
+    """A device-to-device copy of ``src`` into ``dst`` (nothing when they share the buffer)."""
+    if src.buffer.int_ptr == dst.buffer.int_ptr:
+        return lambda: None
     return functools.partial(cl.enqueue_copy, rt.queue, dst.buffer, src.buffer, byte_count=src.nbytes)
 
 

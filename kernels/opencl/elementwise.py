@@ -15,8 +15,8 @@ import numpy as np
 from halfway.ir.dtypes import DType
 from halfway.ir.ops.math import numpy_operand_shapes
 from halfway.kernels.opencl.activations import UNARY_OPS, unary_activation
-from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, contiguous_strides, copy_launch,
-                                         launch_1d, meta, source)
+from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, contiguous_strides,
+                                         copy_launch, launch_1d, meta, source)
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
@@ -102,8 +102,8 @@ def _unary(spec: KernelSpec) -> Binder:
 def _sum(spec: KernelSpec) -> Binder:
     """add_n: out = x0 + x1, then out += x2, ... (one shape, no broadcasting)."""
     shape = spec.output("Out").shape
-    pair = KernelSpec("elementwise_add", spec.dtype, {"axis": -1}, {"X": (spec.output("Out"),), "Y": (spec.output("Out"),)},
-                      {"Out": (spec.output("Out"),)})
+    out = (spec.output("Out"),)
+    pair = KernelSpec("elementwise_add", spec.dtype, {"axis": -1}, {"X": out, "Y": out}, {"Out": out})
     add = _binary(BINARY_OPS["elementwise_add"])(pair)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
@@ -142,6 +142,7 @@ def _register() -> None:
         register_kernel(op_type, "opencl", FLOATS)(_unary)
     register_kernel("sum", "opencl", FLOATS)(_sum)
     register_kernel("cast", "opencl", FLOATS)(_cast)
+    INPLACE_OPS.update(BINARY_OPS, UNARY_OPS)
 
 
 _register()

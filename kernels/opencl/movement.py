@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.base import (ALIAS, Binder, DeviceArray, Launch, Unsupported, contiguous_strides,
-                                         copy_launch, element_type, launch_1d, meta, source)
+from halfway.kernels.opencl.base import (ALIAS, INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported,
+                                         contiguous_strides, copy_launch, element_type, launch_1d, meta, source)
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
@@ -131,6 +131,7 @@ def _register() -> None:
     for op_type, factory in (("concat", _concat), ("split", _split), ("transpose2", _transpose2),
                              ("slice", _slice), ("assign", _assign)):
         register_kernel(op_type, "opencl", DTYPES)(factory)
+    INPLACE_OPS.add("assign")
 
 
 _register()

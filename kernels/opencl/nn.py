@@ -22,8 +22,8 @@ from halfway.ir.dtypes import DType
 from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import ConvGeometry, conv_geometry, slot_positions
 from halfway.kernels.opencl.activations import Activation, fused_activation
-from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, copy_launch, launch_1d,
-                                         source)
+from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch,
+                                         launch_1d, source)
 from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
@@ -141,9 +141,8 @@ def _batch_norm(spec: KernelSpec) -> Binder:
         for slot, out in zip(wanted, outs):
             if out is None:
                 continue
-            if slot in sources:
-                if sources[slot].buffer.int_ptr != out.buffer.int_ptr:  # MeanOut is often Mean itself
-                    launches.append(copy_launch(rt, sources[slot], out))
+            if slot in sources:  # MeanOut is often Mean itself: then there is nothing to copy
+                launches.append(copy_launch(rt, sources[slot], out))
             elif slot == "SavedVariance":
                 launches.append(launch_1d(rt, rt.kernel(text, "inv_std", options), out.size, ins[4].buffer,
                                           out.buffer, eps, np.int32(out.size)))
@@ -242,6 +241,7 @@ def _register() -> None:
     for op_type, factory in (("pool2d", _pool2d), ("batch_norm", _batch_norm), ("softmax", _softmax), ("lrn", _lrn),
                              ("matmul_v2", _matmul_v2), ("mul", _mul), ("fc", _fc)):
         register_kernel(op_type, "opencl", FLOATS)(factory)
+    INPLACE_OPS.add("batch_norm")
 
 
 _register()
