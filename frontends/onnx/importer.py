@@ -196,6 +196,9 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequ
     for value in graph.input:
         if value.name in ctx.consts:
             continue
+        if not value.type.HasField("tensor_type"):
+            raise ConversionError(f"{ctx.source}: graph input {value.name!r} is a {value.type.WhichOneof('value')}; "
+                                  f"only tensors are supported")
         tensor_type = value.type.tensor_type
         shape = shapes.pop(value.name, None)
         if shape is None:

@@ -106,17 +106,27 @@ def identity(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("Clip")
 def clip(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """Bounds from attrs (before opset 11) or constant inputs; an absent one is unbounded."""
-    dtype = ctx.info(node.input[0]).dtype.numpy
+    """Bounds from attrs (before opset 11) or inputs: constants become attrs, run-time values
+    the Min/Max tensors; an absent bound is the dtype's limit. ONNX clips to max when
+    min > max, which constant bounds reproduce by lowering min."""
+    x = node.input[0]
+    dtype = ctx.info(x).dtype.numpy
     limits = np.finfo(dtype) if np.issubdtype(dtype, np.floating) else np.iinfo(dtype)
+    bounds = {"min": max(float(limits.min), -_FLOAT_MAX), "max": min(float(limits.max), _FLOAT_MAX)}
+    tensors = {}
     if ctx.opset < 11:
-        low, high = attrs.get("min", float(limits.min)), attrs.get("max", float(limits.max))
-    else:
-        given = [ctx.optional_const(node, i, what) for i, what in ((1, "min"), (2, "max"))]
-        low = float(given[0]) if given[0] is not None else float(limits.min)
-        high = float(given[1]) if given[1] is not None else float(limits.max)
-    low, high = max(low, float(np.finfo(np.float32).min)), min(high, float(np.finfo(np.float32).max))
-    ctx.emit("clip", {"X": node.input[0]}, {"Out": node.output[0]}, {"min": low, "max": high})
+        bounds.update({k: float(attrs[k]) for k in ("min", "max") if k in attrs})
+    for index, key in ((1, "min"), (2, "max")) if ctx.opset >= 11 else ():
+        name = node.input[index] if index < len(node.input) else ""
+        if ctx.is_const(name):
+            bounds[key] = float(ctx.consts[name].reshape(-1)[0])
+        elif name:
+            tensors[key.capitalize()] = name
+    bounds["min"] = min(bounds["min"], bounds["max"]) if not tensors else bounds["min"]
+    ctx.emit("clip", {"X": x, **tensors}, {"Out": node.output[0]}, bounds)
+
+
+_FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
 @converts("Pow")

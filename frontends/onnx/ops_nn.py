@@ -9,15 +9,17 @@ them); with an unknown size, SAME_UPPER without dilation maps to Paddle's ``SAME
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto
+from onnx import NodeProto, helper
 
 from halfway.frontends.onnx.context import GraphContext
-from halfway.frontends.onnx.registry import converts
+from halfway.frontends.onnx.registry import Converter, converts
+from halfway.ir.dtypes import DType
 
 __all__: list[str] = []
 
@@ -26,8 +28,42 @@ __all__: list[str] = []
 def _spatial(ctx: GraphContext, node: NodeProto, x: str) -> tuple[int, ...]:
     shape = ctx.shape(x)
     if len(shape) != 4:
-        ctx.fail(f"only 2-D {node.op_type} (a 4-D NCHW input) is supported, input {x!r} has shape {list(shape)}")
+        ctx.fail(f"only 1-D and 2-D {node.op_type} (a 3-D or 4-D input) are supported, input {x!r} has shape "
+                 f"{list(shape)}")
     return shape[2:]
+
+
+_WINDOW_LISTS = ("kernel_shape", "strides", "dilations", "output_padding", "output_shape")
+
+
+def _lifts_1d(convert: Converter) -> Converter:
+    """Let a 2-D window converter take 1-D nodes: [N, C, L] runs as [N, C, 1, L] (and a
+    [O, I, k] filter as [O, I, 1, k]), the unit dim squeezed away after."""
+
+    @functools.wraps(convert)
+    def wrapper(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+        if len(ctx.shape(node.input[0])) != 3:
+            return convert(ctx, node, attrs)
+        inputs = [_unit_height(ctx, name) if i < 2 and name else name for i, name in enumerate(node.input)]
+        if node.op_type not in ("Conv", "ConvTranspose"):
+            inputs[1:] = node.input[1:]
+        lifted = {k: [1, *v] if k in _WINDOW_LISTS else v for k, v in attrs.items()}
+        if "pads" in attrs:
+            lifted["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
+        out = ctx.temp(node.output[0])
+        convert(ctx, helper.make_node(node.op_type, inputs, [out, *node.output[1:]], name=node.name), lifted)
+        ctx.emit("squeeze2", {"X": out}, {"Out": node.output[0]}, {"axes": [2]})
+        return None
+
+    return wrapper
+
+
+def _unit_height(ctx: GraphContext, name: str) -> str:
+    if ctx.is_const(name):
+        return ctx.add_const(f"{name}.2d", np.expand_dims(ctx.consts[name], 2))
+    lifted = ctx.temp(f"{name}.2d")
+    ctx.emit("unsqueeze2", {"X": name}, {"Out": lifted}, {"axes": [2]})
+    return lifted
 
 
 def _paddings(ctx: GraphContext, attrs: dict[str, Any], sizes: Sequence[int], kernel: Sequence[int],
@@ -73,6 +109,7 @@ def _with_bias(ctx: GraphContext, node: NodeProto, op_type: str, inputs: dict[st
 
 
 @converts("Conv")
+@_lifts_1d
 def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, w = node.input[0], node.input[1]
     w_shape = ctx.shape(w)
@@ -86,6 +123,7 @@ def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 
 @converts("ConvTranspose")
+@_lifts_1d
 def conv_transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, w = node.input[0], node.input[1]
     sizes = _spatial(ctx, node, x)
@@ -129,6 +167,7 @@ def _onnx_pool_out(size: int, k: int, s: int, before: int, after: int, ceil_mode
 
 
 @converts("MaxPool", "AveragePool")
+@_lifts_1d
 def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if ctx.is_used(node, 1):
         ctx.fail("the Indices output of MaxPool is not supported")
@@ -192,13 +231,19 @@ def lrn(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("Dropout")
 def dropout(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Inference dropout is the identity; its mask, when read, is all true."""
     if len(node.input) > 2 and node.input[2] and bool(ctx.const(node.input[2], "training_mode")):
         ctx.fail("Dropout in training mode is not supported")
-    if ctx.is_used(node, 1):
-        ctx.fail("the mask output of Dropout is not supported")
-    ctx.emit("dropout", {"X": node.input[0]}, {"Out": node.output[0]},
+    outputs = {"Out": node.output[0]}
+    mask = ctx.temp(f"{node.output[0]}.mask") if ctx.is_used(node, 1) else None
+    if mask is not None:
+        outputs["Mask"] = mask
+    ctx.emit("dropout", {"X": node.input[0]}, outputs,
              {"is_test": True, "dropout_implementation": "upscale_in_train",
               "dropout_prob": float(attrs.get("ratio", 0.5))})
+    if mask is not None:
+        ctx.emit("cast", {"X": mask}, {"Out": node.output[1]},
+                 {"in_dtype": int(DType.uint8), "out_dtype": int(DType.bool)})
 
 
 @converts("Softmax")

@@ -65,7 +65,8 @@ def flatten(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """[d0..dn) -> [d0 * .. * d(axis-1), d(axis) * .. * d(n-1)]."""
     x, out = node.input[0], node.output[0]
     rank = len(ctx.shape(x))
-    axis = attrs.get("axis", 1) % (rank + 1) if attrs.get("axis", 1) < 0 else attrs.get("axis", 1)
+    axis = attrs.get("axis", 1)
+    axis = axis + rank if axis < 0 else axis
     if axis == 0 or axis == rank:
         ctx.emit("reshape2", {"X": x}, {"Out": out}, {"shape": [1, -1] if axis == 0 else [-1, 1]})
         return
@@ -117,12 +118,14 @@ def slice_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         given_steps = ctx.optional_const(node, 4, "steps")
         axes = _ints(given_axes) if given_axes is not None else list(range(len(starts)))
         steps = _ints(given_steps) if given_steps is not None else [1] * len(starts)
-    if any(s != 1 for s in steps):
-        ctx.fail(f"Slice with steps {steps} is not supported (only step 1)")
     limit = np.iinfo(np.int32)
-    clamp = [[min(max(v, limit.min), limit.max) for v in values] for values in (starts, ends)]
-    ctx.emit("slice", {"Input": x}, {"Out": node.output[0]},
-             {"axes": [a % rank for a in axes], "starts": clamp[0], "ends": clamp[1]})
+    starts, ends = ([min(max(v, limit.min), limit.max) for v in values] for values in (starts, ends))
+    axes = [a % rank for a in axes]
+    if all(s == 1 for s in steps):
+        ctx.emit("slice", {"Input": x}, {"Out": node.output[0]}, {"axes": axes, "starts": starts, "ends": ends})
+    else:
+        ctx.emit("strided_slice", {"Input": x}, {"Out": node.output[0]},
+                 {"axes": axes, "starts": starts, "ends": ends, "strides": steps})
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
@@ -151,7 +154,7 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if mode == "constant":
         ctx.emit("pad", {"X": x}, {"Out": out}, {"paddings": [p for pair in per_axis for p in pair], "pad_value": value})
         return
-    if mode not in _PAD_MODES or rank != 4 or any(per_axis[:2]):
+    if mode not in _PAD_MODES or rank != 4 or any(p for pair in per_axis[:2] for p in pair):
         ctx.fail(f"{mode} padding is supported on the last two dims of a 4-D tensor, got pads {pads}")
     deep, padded = ctx.temp(out), ctx.temp(out)
     ctx.emit("unsqueeze2", {"X": x}, {"Out": deep}, {"axes": [2]})
@@ -163,13 +166,23 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("Gather")
 def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    x, index = node.input[0], node.input[1]
-    axis = attrs.get("axis", 0) % len(ctx.shape(x))
-    if len(ctx.shape(index)) > 1:
-        ctx.fail(f"Gather with a {len(ctx.shape(index))}-D indices tensor is not supported (0-D or 1-D only)")
+    """``gather`` takes 0-D or 1-D indices; N-D indices are gathered flat and reshaped to
+    ``data.shape[:axis] + indices.shape + data.shape[axis + 1:]``. Constant negative indices
+    are wrapped (``gather`` reads them as they are)."""
+    x, index, out = node.input[0], node.input[1], node.output[0]
+    shape = ctx.shape(x)
+    axis = attrs.get("axis", 0) % len(shape)
     if ctx.is_const(index) and (ctx.consts[index] < 0).any():
         index = ctx.add_const(f"{index}.wrapped", ctx.consts[index] % ctx.static_shape(x, "negative indices")[axis])
-    ctx.emit("gather", {"X": x, "Index": index}, {"Out": node.output[0]}, {"axis": axis})
+    index_shape = ctx.shape(index)
+    if len(index_shape) <= 1:
+        ctx.emit("gather", {"X": x, "Index": index}, {"Out": out}, {"axis": axis})
+        return
+    flat, gathered = ctx.temp(f"{index}.flat"), ctx.temp(out)
+    ctx.emit("reshape2", {"X": index}, {"Out": flat}, {"shape": [-1]})
+    ctx.emit("gather", {"X": x, "Index": flat}, {"Out": gathered}, {"axis": axis})
+    target = [*shape[:axis], *ctx.static_shape(index, "Gather with N-D indices"), *shape[axis + 1:]]
+    ctx.emit("reshape2", {"X": gathered}, {"Out": out}, {"shape": [d if d >= 0 else -1 for d in target]})
 
 
 @converts("Shape")

@@ -1,5 +1,5 @@
 """Schemas of the tensor ops: feed/fetch, concat/split, reshape2 and its kin, fill_constant, assign,
-slice, shape and gather — Paddle's op types, slots, attrs and defaults.
+slice, strided_slice, shape and gather — Paddle's op types, slots, attrs and defaults.
 
 Several ops take a shape, axis or index list either from an attr or from integer tensor inputs
 (``reshape2.ShapeTensor``, ``slice.StartsTensorList``, ...); the tensor wins, as in Paddle. A value
@@ -432,6 +432,36 @@ register_op(OpSchema(
     views={"Out": "Input"},
     doc="Input[starts:ends] along `axes` (numpy clamping, negative = from the end); "
         "`decrease_axis` drops size-1 dims.",
+))
+
+
+def _infer_strided_slice(ctx: InferContext) -> None:
+    x = ctx.input("Input")
+    rank = len(x.shape)
+    axes = [_axis(ctx, a, rank, "attr 'axes' entry") for a in ctx.attr("axes")]
+    starts, ends, strides = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("strides")
+    ctx.check(len(set(axes)) == len(axes), f"attr 'axes' = {list(ctx.attr('axes'))} repeats an axis")
+    ctx.check(len(starts) == len(ends) == len(strides) == len(axes),
+              f"starts {list(starts)}, ends {list(ends)} and strides {list(strides)} need one entry per axis "
+              f"of {list(axes)}")
+    ctx.check(0 not in strides, f"attr 'strides' = {list(strides)} holds a 0")
+    out = list(x.shape)
+    for axis, start, end, step in zip(axes, starts, ends, strides):
+        out[axis] = len(range(*slice(start, end, step).indices(out[axis]))) if out[axis] >= 0 else -1
+    drop = {_axis(ctx, a, rank, "attr 'decrease_axis' entry") for a in ctx.attr("decrease_axis")}
+    for a in sorted(drop):
+        ctx.check(out[a] in (1, -1), f"attr 'decrease_axis' drops axis {a}, whose sliced size is {out[a]}, not 1")
+    ctx.set_output("Out", [d for i, d in enumerate(out) if i not in drop], x.dtype)
+
+
+register_op(OpSchema(
+    "strided_slice", inputs=[Slot("Input")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("axes", AttrType.INTS), AttrSpec("starts", AttrType.INTS), AttrSpec("ends", AttrType.INTS),
+           AttrSpec("strides", AttrType.INTS), AttrSpec("infer_flags", AttrType.INTS, ()),
+           AttrSpec("decrease_axis", AttrType.INTS, ())],
+    infer=_infer_strided_slice, views={"Out": "Input"},
+    doc="Input[starts:ends:strides] along `axes` with Python's slice semantics (negative strides walk "
+        "backwards; bounds are clamped); `decrease_axis` drops size-1 dims.",
 ))
 
 

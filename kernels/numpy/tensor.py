@@ -1,13 +1,13 @@
 """numpy kernels of the tensor ops (``halfway.ir.ops.tensor``): concat, split, reshape2,
-flatten_contiguous_range, transpose2, squeeze2, unsqueeze2, fill_constant, assign, slice, shape and
-gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
+flatten_contiguous_range, transpose2, squeeze2, unsqueeze2, fill_constant, assign, slice, strided_slice,
+shape and gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
 
 These ops only move data, so every kernel is registered for float16 as it is — not through the
 registry's float32 widening, which would convert a float16 tensor twice for nothing — and for
 float32, float64, bool and the integer dtypes: a float16 output is bit-exact to the input.
 
 **Outputs may alias inputs.** reshape2, flatten_contiguous_range, squeeze2 and unsqueeze2 return
-``x.reshape(...)`` (a view unless X is not contiguous), transpose2 and slice return views, and
+``x.reshape(...)`` (a view unless X is not contiguous), transpose2, slice and strided_slice return views, and
 split returns views of X. The kernels never write into an input (nor into anything they did not
 allocate during the call), so a view is safe as long as nobody writes into it. Hence:
 
@@ -324,6 +324,23 @@ def _slice(spec: KernelSpec) -> Kernel:
         index = _slice_index(in_shape, axes, starts_of(()), ends_of(()), decrease)
         return lambda x: x[index]
     return lambda *args: args[0][_slice_index(args[0].shape, axes, starts_of(args), ends_of(args), decrease)]
+
+
+@_register("strided_slice")
+def _strided_slice(spec: KernelSpec) -> Kernel:
+    """A basic index (a view) of Python slices, decreased axes indexed by their one position."""
+    attrs = spec.attrs
+    rank = len(spec.input("Input").shape)
+    index: list[Any] = [slice(None)] * rank
+    for axis, start, end, step in zip(attrs["axes"], attrs["starts"], attrs["ends"], attrs["strides"]):
+        index[axis % rank] = slice(start, end, step)
+    decrease = {a % rank for a in attrs["decrease_axis"]}
+
+    def run(x: np.ndarray) -> np.ndarray:
+        picked = [(range(*index[a].indices(x.shape[a]))[0] if a in decrease else index[a]) for a in range(rank)]
+        return x[(*picked, Ellipsis)]
+
+    return run
 
 
 @_register("gather")

@@ -1,0 +1,62 @@
+"""ONNX's backend node tests, run through halfway (``tests/onnx_backend.py``), for every node
+test whose ops all have converters. Cases halfway does not support are listed in
+``NOT_SUPPORTED`` with the reason; they are strict xfails, so one that starts to pass is
+reported and must move out of the list.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import onnx
+import onnx.backend.test
+import pytest
+
+from halfway.frontends.onnx import supported_ops
+from tests.onnx_backend import HalfwayBackend
+
+NODE_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "node"
+
+NOT_SUPPORTED = {
+    r"FLOAT8|FLOAT4|INT4|INT2|UINT4|UINT2|E8M0|e8m0|BFLOAT16": "an element type halfway has no dtype for",
+    r"_(u?int8|int16|uint16|uint32|uint64|float64)$|_float32_uint(32|64)$|_2d_uint8$|_int8_(inbounds|max|min)$|_bool_inputs$":
+        "no numpy kernel of the op for this dtype",
+    r"pool_3d|convtranspose_3d": "3-D windows (1-D and 2-D are supported)",
+    r"pool_2d_dilations": "pooling with dilations",
+    r"training": "training mode (BatchNormalization statistics, random Dropout)",
+    r"maxpool_with_argmax": "MaxPool's Indices output",
+    r"identity_opt|identity_sequence": "optional and sequence values",
+    r"reduce_(max|min)_empty_set|allowzero_reordered": "empty tensors",
+    r"clip_min_greater_than_max": "run-time Clip bounds with min > max (the clip kernel rejects them)",
+    r"gather_negative_indices": "negative indices computed at run time",
+}
+
+
+def _node_tests() -> list[str]:
+    supported = set(supported_ops()) | {"Constant"}
+    names = []
+    for directory in sorted(NODE_DIR.iterdir()):
+        ops = {(n.domain, n.op_type) for n in onnx.load(directory / "model.onnx", load_external_data=False).graph.node}
+        if all(domain in ("", "ai.onnx") and op in supported for domain, op in ops):
+            names.append(directory.name)
+    return names
+
+
+def _case(name: str):
+    reasons = [reason for pattern, reason in NOT_SUPPORTED.items() if re.search(pattern, name)]
+    marks = [pytest.mark.xfail(reason=reasons[0], strict=True)] if reasons else []
+    return pytest.param(name, marks=marks, id=name)
+
+
+@functools.cache
+def _node_cases() -> type:
+    """ONNX's node test class for the halfway backend (built in a function: a TestCase class at
+    module level would be collected whole)."""
+    return onnx.backend.test.BackendTest(HalfwayBackend, __name__).test_cases["OnnxBackendNodeModelTest"]
+
+
+@pytest.mark.parametrize("name", [_case(name) for name in _node_tests()])
+def test_onnx_node(name: str) -> None:
+    _node_cases()(f"{name}_cpu").debug()
