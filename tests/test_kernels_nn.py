@@ -503,6 +503,18 @@ def test_pad3d(mode, layout, dtype):
         np.testing.assert_array_equal(out, onnx)
 
 
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32, np.int64])
+def test_pad_every_dim_with_a_constant(dtype):
+    x = (RNG.standard_normal((2, 3, 4)) * 10).astype(dtype)
+    out = run("pad", {"X": x}, {"paddings": [1, 0, 0, 2, 3, 1], "pad_value": 2.0})["Out"]
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, np.pad(x, [(1, 0), (0, 2), (3, 1)], constant_values=2))
+    if dtype == np.float32:
+        pads = np.array([1, 0, 3, 0, 2, 1], np.int64)
+        onnx = onnx_run("Pad", {"data": x, "pads": pads, "constant_value": np.array(2.0, np.float32)})[0]
+        np.testing.assert_array_equal(out, onnx)
+
+
 def test_pad3d_reads_the_paddings_tensor():
     x = rand(1, 2, 2, 3, 3)
     out = run("pad3d", {"X": x, "Paddings": np.array([1, 0, 0, 1, 1, 0], np.int32)}, {"mode": "replicate"})["Out"]

@@ -491,6 +491,21 @@ def test_slice_is_a_view(shape: tuple[int, ...], attrs: dict[str, Any], dtype: n
 
 
 @pytest.mark.parametrize("dtype", SOME_DTYPES)
+def test_strided_slice_is_a_view_matching_onnx(dtype: np.dtype) -> None:
+    x = sample((5, 6, 7), dtype)
+    attrs = {"axes": [0, 2], "starts": [-1, 1], "ends": [-2**31, 7], "strides": [-2, 3]}
+    ran = run("strided_slice", {"Input": x}, attrs)
+    check(ran, x[::-2, :, 1:7:3], dtype)
+    assert np.shares_memory(ran.out, ran.inputs["Input"][0])
+    if dtype in ONNX_DTYPES:
+        expected = onnx_run("Slice", [x, index_array([-1, 1]), index_array([-2**31, 7]), index_array([0, 2]),
+                                      index_array([-2, 3])])[0]
+        assert_bits(ran.out, expected)
+    decreased = run("strided_slice", {"Input": x}, {**attrs, "starts": [2, 1], "ends": [1, 7], "decrease_axis": [0]})
+    check(decreased, x[2, :, 1:7:3], dtype)
+
+
+@pytest.mark.parametrize("dtype", SOME_DTYPES)
 @pytest.mark.parametrize("fed", [True, False])
 def test_slice_bound_tensors_override_attrs(dtype: np.dtype, fed: bool) -> None:
     """<Bound>Tensor wins over <Bound>TensorList, which wins over the attr."""

@@ -368,6 +368,15 @@ def test_pad3d_matches_numpy(mode, layout):
     assert out.shape == expected.shape
 
 
+def test_pad_shapes_and_bad_paddings():
+    assert infer("pad", {"X": (2, 3, 4)}, {"paddings": [0, 1, 2, 0, 1, 1]})["Out"].shape == (3, 5, 6)
+    assert infer("pad", {"X": (-1, 3)}, {"paddings": [1, 1, 0, 2]})["Out"].shape == (-1, 5)
+    with pytest.raises(InferError, match="paddings must be 4 values >= 0"):
+        infer("pad", {"X": (2, 3)}, {"paddings": [1, 1]})
+    with pytest.raises(InferError, match="paddings must be 4 values >= 0"):
+        infer("pad", {"X": (2, 3)}, {"paddings": [1, -1, 0, 0]})
+
+
 def test_pad3d_paddings_tensor_and_unknown_dims():
     x = (1, 2, 3, 4, 5)
     tensor = TensorInfo((6,), DType.int32)

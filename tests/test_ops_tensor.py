@@ -316,6 +316,26 @@ def test_slice_matches_numpy(shape: tuple[int, ...], axes: list[int], starts: li
     assert out_shape("slice", {"Input": f32(*shape)}, attrs) == expected
 
 
+@pytest.mark.parametrize("axes,starts,ends,strides", [
+    ([0, 2], [0, -1], [5, -8], [2, -2]), ([1], [10], [-100], [-1]), ([-1], [1], [2**31 - 1], [3])])
+def test_strided_slice_matches_python_slices(axes: list[int], starts: list[int], ends: list[int],
+                                             strides: list[int]) -> None:
+    x = rand((5, 6, 7))
+    index: list[Any] = [slice(None)] * 3
+    for a, s, e, st in zip(axes, starts, ends, strides):
+        index[a] = slice(s, e, st)
+    attrs = {"axes": axes, "starts": starts, "ends": ends, "strides": strides}
+    assert out_shape("strided_slice", {"Input": f32(5, 6, 7)}, attrs) == x[tuple(index)].shape
+    assert out_shape("strided_slice", {"Input": f32(-1, 6, 7)}, attrs)[0] == -1
+
+
+def test_strided_slice_rejects_zero_strides_and_wide_decreases() -> None:
+    attrs = {"axes": [0], "starts": [0], "ends": [4], "strides": [0]}
+    fails("holds a 0", "strided_slice", {"Input": f32(5, 6)}, attrs)
+    fails("sliced size is 2, not 1", "strided_slice", {"Input": f32(5, 6)},
+          {**attrs, "strides": [2], "ends": [3], "decrease_axis": [0]})
+
+
 def test_slice_unknown_dims() -> None:
     x, attrs = f32(-1, 6, 7), {"axes": [0, 1], "starts": [1, 1], "ends": [3, 3]}
     assert out_shape("slice", {"Input": x}, attrs) == (-1, 2, 7)

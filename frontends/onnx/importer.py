@@ -114,7 +114,10 @@ def _load_external_data(proto: ModelProto, base: Path, source: str) -> None:
 
 def _opset(proto: ModelProto, source: str) -> int:
     versions = [op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")]
-    version = versions[0] if versions else 1
+    if not versions:
+        raise SerdeError(f"{source}: the model imports no opset of the default domain (a truncated or "
+                         f"incomplete file?)")
+    version = versions[0]
     if version < MIN_OPSET:
         raise ConversionError(f"{source}: opset {version} is older than the oldest supported ({MIN_OPSET}); "
                               f"upgrade it with onnx.version_converter.convert_version")
