@@ -1,38 +1,83 @@
-"""The ``halfway`` command line."""
+"""The ``halfway`` command line: one parser, plugins loaded, one subcommand run, and every
+error reported as one line (the traceback only with --debug)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
+from halfway.cli_plugins import load_plugins
+from halfway.commands import COMMANDS
+from halfway.commands.base import UsageError
 from halfway.ir.errors import HalfwayError
+from halfway.report.console import Output
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_DIFFERENT = 3
+EXIT_INTERRUPTED = 130
+
+EPILOG = """\
+MODEL is an .onnx file, a .pdmodel file or its path prefix, or a folder holding a Paddle/halfway
+inference model. `halfway COMMAND --help` explains a command.
+
+exit codes: 0 done; 1 an error (a bad model, input or option value: one line on stderr);
+2 a malformed command line; 3 `diff` found outputs differing beyond its tolerance.
+
+plugins: modules registering passes, ops and kernels load from the `halfway.plugins` entry-point
+group of installed packages, and from --plugin MODULE_OR_FILE.py (repeatable).
+"""
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="halfway", description="A graph transpiler for inference programs.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="build a small CNN, verify, save, reload and print it")
-    demo.add_argument("--out", help="folder to keep the saved model in (default: a temporary one)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the parameter values")
+def _common_options() -> argparse.ArgumentParser:
+    """Options accepted both before and after the subcommand name."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
+    common.add_argument("--plugin", action="append", default=argparse.SUPPRESS, metavar="MODULE",
+                        help="load a plugin: a module name or a .py file (repeatable)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    parser = argparse.ArgumentParser(
+        prog="halfway", parents=[common], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="A graph transpiler for inference programs: import a model, fuse ops, transpile it "
+                    "to float16, run it on numpy or OpenCL.")
+    commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        sub = commands.add_parser(command.name, parents=[common], help=command.summary,
+                                  description=command.description,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.configure(sub)
+        sub.set_defaults(run=command.run)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = getattr(args, "debug", False)
+    output = Output(json_mode=getattr(args, "json", False))
     try:
-        if args.command == "demo":
-            from halfway.demo import run_demo
-
-            return run_demo(args.out, args.seed)
-    except HalfwayError as e:
-        if args.debug:
+        load_plugins(getattr(args, "plugin", None) or ())
+        return args.run(args, output)
+    except UsageError as e:
+        output.error(str(e))
+        return EXIT_USAGE
+    except (HalfwayError, OSError) as e:
+        if debug:
             raise
-        print(f"halfway: error: {e}", file=sys.stderr)
-        return 1
-    return 2
+        output.error(str(e))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+"""Feeds from the command line: ``--input name=file.npy`` or ``--input file.npz``, or seeded
+random values shaped like the model's inputs."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Sequence
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import FeedError
+from halfway.ir.program import Program
+from halfway.commands.base import UsageError
+
+__all__ = ["parse_inputs", "random_inputs", "feed_dims"]
+
+DYNAMIC_DIM = 1
+"""What a dim the model leaves open (-1) becomes in a random input."""
+
+
+def parse_inputs(specs: Sequence[str], program: Program, feed_names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Arrays for every feed from ``specs`` (``name=file.npy`` or ``file.npz`` holding arrays by
+    feed name); floating arrays are converted to the feed's floating dtype, ints to its int dtype.
+
+    Raises:
+        UsageError: a spec that is neither form.
+        FeedError: an unreadable file, an unknown or missing feed, an array of another kind.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    for spec in specs:
+        arrays.update(_read_spec(spec))
+    unknown = sorted(set(arrays) - set(feed_names))
+    if unknown:
+        raise FeedError(f"--input names {unknown} are not inputs of the model; its inputs are {list(feed_names)}")
+    missing = [n for n in feed_names if n not in arrays]
+    if missing:
+        raise FeedError(f"no --input for {missing}; give name=file.npy for each input (or use --random)")
+    return {name: _converted(name, arrays[name], program) for name in feed_names}
+
+
+def _read_spec(spec: str) -> dict[str, np.ndarray]:
+    name, sep, path = spec.partition("=")
+    if sep:
+        if not name or not path:
+            raise UsageError(f"--input {spec!r}: expected name=file.npy")
+        return {name: _load(path, spec)}
+    if spec.endswith(".npz"):
+        return _load_npz(spec)
+    raise UsageError(f"--input {spec!r}: expected name=file.npy or a .npz file holding arrays named after the inputs")
+
+
+def _load(path: str, spec: str) -> np.ndarray:
+    if not os.path.isfile(path):
+        raise FeedError(f"--input {spec!r}: {path}: no such file")
+    try:
+        value = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise FeedError(f"--input {spec!r}: {path} is not a readable .npy file ({e})") from None
+    if not isinstance(value, np.ndarray):
+        raise FeedError(f"--input {spec!r}: {path} holds several arrays; use it as --input {path}")
+    return value
+
+
+def _load_npz(path: str) -> dict[str, np.ndarray]:
+    if not os.path.isfile(path):
+        raise FeedError(f"--input {path!r}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise FeedError(f"--input {path!r}: not a readable .npz file ({e})") from None
+
+
+def _converted(name: str, value: np.ndarray, program: Program) -> np.ndarray:
+    dtype = program.global_block().var(name).dtype
+    want = dtype.numpy if isinstance(dtype, DType) else value.dtype
+    if value.dtype == want:
+        return value
+    kinds = {value.dtype.kind, want.kind}
+    if kinds <= {"f"} or kinds <= {"i", "u"}:
+        return value.astype(want)
+    raise FeedError(f"input {name!r}: the array is {value.dtype}, the model expects {want}")
+
+
+def feed_dims(program: Program, name: str) -> tuple[int, ...]:
+    """The shape of feed ``name`` with open dims (-1) set to DYNAMIC_DIM."""
+    shape = program.global_block().var(name).shape or ()
+    return tuple(DYNAMIC_DIM if d < 0 else d for d in shape)
+
+
+def random_inputs(program: Program, feed_names: Sequence[str], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded values for every feed: standard normal floats, ints in [0, 10), fair bools."""
+    rng = np.random.default_rng(seed)
+    block = program.global_block()
+    feeds = {}
+    for name in feed_names:
+        dtype = block.var(name).dtype or DType.float32
+        shape = feed_dims(program, name)
+        if dtype.is_floating:
+            value = rng.standard_normal(shape).astype(dtype.numpy)
+        elif dtype is DType.bool:
+            value = rng.random(shape) < 0.5
+        else:
+            value = rng.integers(0, 10, shape).astype(dtype.numpy)
+        feeds[name] = value
+    return feeds

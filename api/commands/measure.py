@@ -1,0 +1,75 @@
+"""Latency and accuracy figures: median timings of repeated runs, and how far outputs stray
+from a reference."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from attrs import frozen
+
+from halfway.ir.errors import HalfwayError
+
+__all__ = ["Timing", "Comparison", "time_runs", "compare"]
+
+
+@frozen
+class Timing:
+    median: float
+    best: float
+    runs: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"median_s": self.median, "min_s": self.best, "runs": self.runs}
+
+
+@frozen
+class Comparison:
+    """``max_rel`` is the largest absolute error over the largest reference magnitude (so values
+    near zero do not blow it up); ``top1`` is the share of rows whose argmax over the last axis
+    agrees, for outputs shaped [classes] or [batch, classes] (None for others)."""
+
+    max_abs: float
+    max_rel: float
+    top1: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "top1_agreement": self.top1}
+
+
+def time_runs(run: Callable[[], object], repeat: int, warmup: int,
+              tick: Callable[[], None] = lambda: None) -> Timing:
+    """Call ``run`` ``warmup`` times, then time ``repeat`` calls; ``tick`` after each call."""
+    for _ in range(warmup):
+        run()
+        tick()
+    seconds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        seconds.append(time.perf_counter() - start)
+        tick()
+    return Timing(statistics.median(seconds), min(seconds), repeat)
+
+
+def compare(reference: Sequence[np.ndarray], output: Sequence[np.ndarray], what: str = "output") -> Comparison:
+    """Errors of ``output`` against ``reference``: matching lists of arrays of one fetch (one per
+    sample), compared in float64."""
+    ref = np.stack([np.asarray(r, dtype=np.float64) for r in reference])
+    try:
+        out = np.stack([np.asarray(o, dtype=np.float64) for o in output])
+    except ValueError as e:
+        raise HalfwayError(f"{what}: cannot compare outputs of different shapes ({e})") from None
+    if ref.shape != out.shape:
+        raise HalfwayError(f"{what}: shapes differ: {list(ref.shape[1:])} vs {list(out.shape[1:])}")
+    if ref.size == 0:
+        return Comparison(0.0, 0.0, None)
+    max_abs = float(np.max(np.abs(out - ref)))
+    scale = float(np.max(np.abs(ref)))
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+    top1 = None
+    if ref.ndim in (2, 3) and ref.shape[-1] > 1:  # per sample: [classes] or [batch, classes]
+        top1 = float(np.mean(ref.argmax(axis=-1) == out.argmax(axis=-1)))
+    return Comparison(max_abs, max_rel, top1)

@@ -1,0 +1,95 @@
+"""Models as the command line sees them: loaded from any supported file, saved atomically, and
+described (op counts by type and precision, parameter bytes, inputs and outputs)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from attrs import define
+
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import SerdeError
+from halfway.ir.io import load_inference_model, save_inference_model
+from halfway.ir.operator import Operator
+from halfway.ir.program import Program
+from halfway.ir.scope import Scope
+
+__all__ = ["Model", "load_model", "save_model", "param_bytes", "op_precision", "op_counts", "io_specs"]
+
+IO_OPS = ("feed", "fetch")
+
+
+@define
+class Model:
+    """A loaded model: its program, feed and fetch names, parameter values, and where it came from."""
+
+    path: str
+    format: str
+    program: Program
+    feed_names: list[str]
+    fetch_names: list[str]
+    scope: Scope
+
+
+def load_model(path: str) -> Model:
+    """Load an .onnx file or a Paddle/halfway inference model (file, prefix or folder)."""
+    if not (os.path.exists(path) or os.path.exists(path + ".pdmodel")):
+        raise SerdeError(f"{path}: no such file or directory")
+    try:
+        from halfway.frontends.load import load, model_format
+    except ImportError:
+        if path.endswith(".onnx"):
+            raise SerdeError(f"{path}: ONNX import is not available in this build of halfway") from None
+        return Model(path, "paddle", *load_inference_model(path))
+    fmt = model_format(path)
+    program, feeds, fetches, scope = load(path)
+    return Model(path, fmt, program, feeds, fetches, scope)
+
+
+def save_model(out: str, model: Model) -> list[Path]:
+    """Save ``model`` as a halfway (Paddle-format) inference model at ``out`` — a .pdmodel file,
+    a path prefix or an existing folder — all files or none. Returns the files written."""
+    if out.endswith(".onnx"):
+        raise SerdeError(f"{out}: halfway writes Paddle-format models (.pdmodel + .pdiparams); "
+                         f"give a path prefix, a .pdmodel file or a folder")
+    save_inference_model(out, model.feed_names, model.fetch_names, model.program, model.scope)
+    stem = out[:-len(".pdmodel")] if out.endswith(".pdmodel") else out
+    if os.path.isdir(out):
+        stem = os.path.join(out, "model")
+    return [p for p in (Path(stem + ".pdmodel"), Path(stem + ".pdiparams")) if p.exists()]
+
+
+def param_bytes(program: Program, scope: Scope) -> int:
+    """Bytes of the parameter values ``program`` reads from ``scope``."""
+    values = (scope.find(v.name) for v in program.persistable_vars())
+    return sum(v.nbytes for v in values if isinstance(v, np.ndarray))
+
+
+def op_precision(op: Operator) -> str:
+    """The element type an op computes in: that of its first floating output (else its first
+    output), as a name; ``-`` when unknown."""
+    block = op.block
+    dtypes = [block.find_var(n).dtype for n in op.output_names() if block is not None]
+    dtypes = [d for d in dtypes if d is not None]
+    floating = [d for d in dtypes if d.is_floating]
+    chosen = floating or dtypes
+    return chosen[0].name if chosen else "-"
+
+
+def op_counts(program: Program) -> Counter[tuple[str, str]]:
+    """(op type, precision) -> count over all blocks, feed and fetch left out."""
+    return Counter((op.type, op_precision(op)) for op in program.all_ops() if op.type not in IO_OPS)
+
+
+def io_specs(program: Program, names: list[str]) -> list[dict[str, object]]:
+    """Name, dtype and shape (-1 for a dim known only at run time) of each of ``names``."""
+    block = program.global_block()
+    specs = []
+    for name in names:
+        var = block.var(name)
+        dtype = var.dtype.name if isinstance(var.dtype, DType) else "-"
+        specs.append({"name": name, "dtype": dtype, "shape": list(var.shape or ())})
+    return specs

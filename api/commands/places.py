@@ -1,0 +1,48 @@
+"""Places named on the command line: ``cpu``, ``opencl`` (the default OpenCL device) or
+``opencl:N`` (device N as ``halfway devices`` numbers them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from halfway.executor.place import CPUPlace, Place
+from halfway.ir.errors import HalfwayError
+from halfway.commands.base import UsageError
+
+__all__ = ["parse_place", "parse_places", "opencl_available", "place_name"]
+
+OPENCL_MISSING = "OpenCL support is not available in this build of halfway"
+
+
+def parse_places(specs: Sequence[str] | None, default: Sequence[str] = ("cpu",)) -> list[Place]:
+    return [parse_place(spec) for spec in (specs or default)]
+
+
+def parse_place(spec: str) -> Place:
+    kind, _, index = spec.partition(":")
+    if kind == "cpu" and not index:
+        return CPUPlace()
+    if kind == "opencl" and (not index or index.isdigit()):
+        return _opencl_place(int(index) if index else None)
+    raise UsageError(f"--place {spec!r}: expected cpu, opencl or opencl:N")
+
+
+def _opencl_place(index: int | None) -> Place:
+    try:
+        from halfway.executor import OpenCLPlace  # type: ignore[attr-defined]
+    except ImportError:
+        raise HalfwayError(OPENCL_MISSING) from None
+    return OpenCLPlace() if index is None else OpenCLPlace(index)
+
+
+def opencl_available() -> bool:
+    """Whether an OpenCL device can be used (the backend is built in and a device is present)."""
+    try:
+        _opencl_place(None)
+    except HalfwayError:
+        return False
+    return True
+
+
+def place_name(place: Place) -> str:
+    return str(place)

@@ -1,0 +1,81 @@
+"""Where the command line writes: results on stdout, progress and errors on stderr.
+
+Colours and live progress bars appear only on a terminal (rich turns colour off when a stream is
+not a TTY, and so does ``NO_COLOR``). Off a terminal, each finished step is one plain log line
+and tables are laid out ``COLUMNS`` wide (default 160), so piped output stays readable. In JSON
+mode stdout carries exactly one JSON document and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+__all__ = ["Output"]
+
+PIPE_WIDTH = 160
+
+
+def _console(file: IO[str]) -> Console:
+    is_tty = file.isatty()
+    width = None if is_tty else int(os.environ.get("COLUMNS", PIPE_WIDTH))
+    return Console(file=file, width=width, highlight=False, soft_wrap=False)
+
+
+class Output:
+    """The two streams of one command; ``json_mode`` makes stdout a single JSON document."""
+
+    def __init__(self, *, json_mode: bool = False, stdout: IO[str] | None = None,
+                 stderr: IO[str] | None = None) -> None:
+        self.json_mode = json_mode
+        self.out = _console(stdout or sys.stdout)
+        self.err = _console(stderr or sys.stderr)
+
+    def print(self, *items: RenderableType) -> None:
+        """Human output on stdout (silent in JSON mode, where only ``json`` writes)."""
+        if not self.json_mode:
+            self.out.print(*items)
+
+    def json(self, document: Any) -> None:
+        self.out.file.write(json.dumps(document, indent=2, default=_jsonable) + "\n")
+        self.out.file.flush()
+
+    def note(self, text: str) -> None:
+        """A side remark on stderr (never mixed into results)."""
+        self.err.print(f"[dim]{escape(text)}[/]")
+
+    def error(self, text: str) -> None:
+        self.err.print(f"[bold red]halfway: error:[/] {escape(text)}", soft_wrap=True)
+
+    @contextmanager
+    def task(self, description: str, total: int | None = None) -> Iterator[Callable[[], None]]:
+        """A step of long work: a live spinner (or bar, given ``total``) on a terminal, then one
+        ``✓ description (time)`` line. Yields a function to call once per unit of ``total``."""
+        start = time.perf_counter()
+        if self.err.is_terminal:
+            columns = [SpinnerColumn(), TextColumn("{task.description}")]
+            if total is not None:
+                columns += [BarColumn(), MofNCompleteColumn()]
+            with Progress(*columns, TimeElapsedColumn(), console=self.err, transient=True) as progress:
+                task = progress.add_task(escape(description), total=total)
+                yield lambda: progress.advance(task)
+        else:
+            yield lambda: None
+        seconds = time.perf_counter() - start
+        self.err.print(f"[green]✓[/] {escape(description)} [dim]({seconds:.2f} s)[/]")
+
+
+def _jsonable(value: Any) -> Any:
+    """numpy scalars and arrays, paths and other odd values as JSON."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
