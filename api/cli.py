@@ -9,17 +9,11 @@ from collections.abc import Sequence
 
 from halfway.cli_plugins import load_plugins
 from halfway.commands import COMMANDS
-from halfway.commands.base import UsageError
+from halfway.commands.base import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT"]
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_DIFFERENT = 3
-EXIT_INTERRUPTED = 130
+__all__ = ["main", "build_parser"]
 
 EPILOG = """\
 MODEL is an .onnx file, a .pdmodel file or its path prefix, or a folder holding a Paddle/halfway

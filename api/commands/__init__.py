@@ -1,8 +1,11 @@
 """The subcommands of the ``halfway`` command line, in the order ``halfway --help`` lists them."""
 
 from halfway.commands.base import Command
+from halfway.commands.bench import COMMAND as BENCH
+from halfway.commands.diff import COMMAND as DIFF
 from halfway.commands.inspect import COMMAND as INSPECT
+from halfway.commands.run import COMMAND as RUN
 
 __all__ = ["COMMANDS", "Command"]
 
-COMMANDS: tuple[Command, ...] = (INSPECT,)
+COMMANDS: tuple[Command, ...] = (INSPECT, RUN, BENCH, DIFF)

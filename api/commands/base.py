@@ -9,7 +9,13 @@ from attrs import frozen
 
 from halfway.report.console import Output
 
-__all__ = ["Command", "UsageError", "add_model", "add_json", "add_places", "add_repeat"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "Command", "UsageError", "add_model", "add_json", "add_places", "add_inputs", "add_repeat"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_DIFFERENT = 3
+EXIT_INTERRUPTED = 130
 
 Run = Callable[[argparse.Namespace, Output], int]
 
@@ -39,10 +45,25 @@ def add_json(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of tables")
 
 
-def add_places(parser: argparse.ArgumentParser, default: str | None = "cpu") -> None:
-    parser.add_argument("--place", action="append", dest="places", metavar="PLACE",
-                        help=f"where to run: cpu, opencl or opencl:N (device N of `halfway devices`); repeat it "
-                             f"to compare places{f' (default: {default})' if default else ''}")
+def add_places(parser: argparse.ArgumentParser, *, several: bool) -> None:
+    if several:
+        parser.add_argument("--place", action="append", dest="places", metavar="PLACE",
+                            help="where to run: cpu, opencl or opencl:N (device N of `halfway devices`); repeat "
+                                 "it to compare places (default: cpu, and opencl when a device is present)")
+    else:
+        parser.add_argument("--place", default="cpu", metavar="PLACE",
+                            help="where to run: cpu, opencl or opencl:N (device N of `halfway devices`); "
+                                 "default: cpu")
+
+
+def add_inputs(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--input", action="append", dest="inputs", default=[], metavar="NAME=FILE.npy",
+                       help="the value of input NAME from a .npy file, or FILE.npz holding arrays named after "
+                            "the inputs (repeatable)")
+    group.add_argument("--random", action="store_true",
+                       help="feed seeded random values shaped like the inputs (the default without --input)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
 
 
 def add_repeat(parser: argparse.ArgumentParser, default: int) -> None:

@@ -14,7 +14,7 @@ from halfway.ir.errors import FeedError
 from halfway.ir.program import Program
 from halfway.commands.base import UsageError
 
-__all__ = ["parse_inputs", "random_inputs", "feed_dims"]
+__all__ = ["parse_inputs", "random_inputs", "feed_dims", "convert_feed"]
 
 DYNAMIC_DIM = 1
 """What a dim the model leaves open (-1) becomes in a random input."""
@@ -37,7 +37,7 @@ def parse_inputs(specs: Sequence[str], program: Program, feed_names: Sequence[st
     missing = [n for n in feed_names if n not in arrays]
     if missing:
         raise FeedError(f"no --input for {missing}; give name=file.npy for each input (or use --random)")
-    return {name: _converted(name, arrays[name], program) for name in feed_names}
+    return {name: convert_feed(name, arrays[name], program) for name in feed_names}
 
 
 def _read_spec(spec: str) -> dict[str, np.ndarray]:
@@ -73,7 +73,8 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
         raise FeedError(f"--input {path!r}: not a readable .npz file ({e})") from None
 
 
-def _converted(name: str, value: np.ndarray, program: Program) -> np.ndarray:
+def convert_feed(name: str, value: np.ndarray, program: Program) -> np.ndarray:
+    """``value`` in the dtype of ``program``'s feed ``name`` when both are floats or both ints."""
     dtype = program.global_block().var(name).dtype
     want = dtype.numpy if isinstance(dtype, DType) else value.dtype
     if value.dtype == want:

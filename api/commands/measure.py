@@ -34,6 +34,11 @@ class Comparison:
     max_abs: float
     max_rel: float
     top1: float | None
+    scale: float
+
+    def within(self, atol: float, rtol: float) -> bool:
+        """Whether every error is at most ``atol + rtol * max|reference|``."""
+        return self.max_abs <= atol + rtol * self.scale
 
     def as_dict(self) -> dict[str, float | None]:
         return {"max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "top1_agreement": self.top1}
@@ -65,11 +70,11 @@ def compare(reference: Sequence[np.ndarray], output: Sequence[np.ndarray], what:
     if ref.shape != out.shape:
         raise HalfwayError(f"{what}: shapes differ: {list(ref.shape[1:])} vs {list(out.shape[1:])}")
     if ref.size == 0:
-        return Comparison(0.0, 0.0, None)
+        return Comparison(0.0, 0.0, None, 0.0)
     max_abs = float(np.max(np.abs(out - ref)))
     scale = float(np.max(np.abs(ref)))
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
     top1 = None
     if ref.ndim in (2, 3) and ref.shape[-1] > 1:  # per sample: [classes] or [batch, classes]
         top1 = float(np.mean(ref.argmax(axis=-1) == out.argmax(axis=-1)))
-    return Comparison(max_abs, max_rel, top1)
+    return Comparison(max_abs, max_rel, top1, scale)

@@ -9,7 +9,7 @@ from halfway.executor.place import CPUPlace, Place
 from halfway.ir.errors import HalfwayError
 from halfway.commands.base import UsageError
 
-__all__ = ["parse_place", "parse_places", "opencl_available", "place_name"]
+__all__ = ["parse_place", "parse_places", "default_places"]
 
 OPENCL_MISSING = "OpenCL support is not available in this build of halfway"
 
@@ -35,14 +35,9 @@ def _opencl_place(index: int | None) -> Place:
     return OpenCLPlace() if index is None else OpenCLPlace(index)
 
 
-def opencl_available() -> bool:
-    """Whether an OpenCL device can be used (the backend is built in and a device is present)."""
+def default_places() -> list[Place]:
+    """The CPU, and the default OpenCL device when there is one."""
     try:
-        _opencl_place(None)
+        return [CPUPlace(), _opencl_place(None)]
     except HalfwayError:
-        return False
-    return True
-
-
-def place_name(place: Place) -> str:
-    return str(place)
+        return [CPUPlace()]

@@ -1,0 +1,31 @@
+"""Running a model from the command line: its feeds, and a program prepared for a place."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from halfway.commands.feeds import parse_inputs, random_inputs
+from halfway.commands.modelfile import Model
+from halfway.executor import Executor, PreparedProgram
+from halfway.executor.place import Place
+from halfway.ir.program import Program
+from halfway.ir.scope import Scope
+
+__all__ = ["feeds_for", "prepare"]
+
+
+def feeds_for(args: argparse.Namespace, model: Model) -> dict[str, np.ndarray]:
+    """The feeds ``--input``/``--random``/``--seed`` ask for (random when no --input is given)."""
+    if args.inputs:
+        return parse_inputs(args.inputs, model.program, model.feed_names)
+    return random_inputs(model.program, model.feed_names, args.seed)
+
+
+def prepare(program: Program, scope: Scope, feed_names: Sequence[str], fetch_names: Sequence[str],
+            feeds: Mapping[str, np.ndarray], place: Place) -> PreparedProgram:
+    """``program`` prepared on ``place`` for the shapes of ``feeds``."""
+    shapes = {name: feeds[name].shape for name in feed_names}
+    return Executor(place).prepare(program, list(feed_names), list(fetch_names), scope, feed_shapes=shapes)
