@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = getattr(args, "debug", False)
     output = Output(json_mode=getattr(args, "json", False))
     try:
-        load_plugins(getattr(args, "plugin", None) or ())
+        args.loaded_plugins = load_plugins(getattr(args, "plugin", None) or ())
         return args.run(args, output)
     except UsageError as e:
         output.error(str(e))

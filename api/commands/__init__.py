@@ -4,8 +4,9 @@ from halfway.commands.base import Command
 from halfway.commands.bench import COMMAND as BENCH
 from halfway.commands.diff import COMMAND as DIFF
 from halfway.commands.inspect import COMMAND as INSPECT
+from halfway.commands.registry import OPS, PASSES
 from halfway.commands.run import COMMAND as RUN
 
 __all__ = ["COMMANDS", "Command"]
 
-COMMANDS: tuple[Command, ...] = (INSPECT, RUN, BENCH, DIFF)
+COMMANDS: tuple[Command, ...] = (INSPECT, RUN, BENCH, DIFF, PASSES, OPS)

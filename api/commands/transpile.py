@@ -1,0 +1,118 @@
+"""``halfway transpile MODEL -o OUT``: run passes (and the float16 transpile), save the result."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+from rich.console import RenderableType
+
+from halfway.commands.base import Command, add_json, add_model
+from halfway.commands.feeds import parse_inputs
+from halfway.commands.modelfile import Model, load_model, save_model
+from halfway.passes import PassManager, PipelineResult
+from halfway.passes.pipeline import DEFAULT_PIPELINE
+from halfway.report.console import Output
+from halfway.report.tables import table
+
+__all__ = ["COMMAND", "run_passes", "run_float16", "pass_rows", "pass_table", "ops_fused"]
+
+NO_PASSES = "none"
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    add_model(parser)
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="where to save: a path prefix (OUT.pdmodel + OUT.pdiparams), a .pdmodel file, "
+                             "or an existing folder")
+    parser.add_argument("--passes", default=None, metavar="LIST",
+                        help=f"comma-separated pass names (`halfway passes` lists them), or '{NO_PASSES}'; "
+                             f"default: {DEFAULT_PIPELINE}")
+    parser.add_argument("--fp16", action="store_true", help="transpile to float16 after the passes")
+    parser.add_argument("--keep-io-types", action=argparse.BooleanOptionalAction, default=True,
+                        help="with --fp16: keep float32 inputs and outputs, casting at the edges (default: keep)")
+    parser.add_argument("--black-list", default="", metavar="OPS",
+                        help="with --fp16: comma-separated op types kept float32, besides the default list")
+    parser.add_argument("--calibrate", metavar="INPUTS.npz",
+                        help="with --fp16: inputs (arrays named after the model's inputs) to run the float32 "
+                             "program on; ops whose values would overflow float16 stay float32")
+    parser.add_argument("--dump-dir", metavar="DIR", help="write the program text before and after every pass")
+    add_json(parser)
+
+
+def run_passes(model: Model, passes: str | None, dump_dir: str | None = None) -> tuple[Model, PipelineResult]:
+    """``model`` after the pipeline ``passes`` (None: the default; 'none': no pass)."""
+    pipeline = [] if passes == NO_PASSES else passes
+    result = PassManager(pipeline, timing=True, count_ops=True, dump_dir=dump_dir).run(model.program, model.scope)
+    scope = result.scope if result.scope is not None else model.scope
+    return Model(model.path, model.format, result.program, model.feed_names, model.fetch_names, scope), result
+
+
+def run_float16(model: Model, *, keep_io_types: bool = True, black_list: tuple[str, ...] = (),
+                calibration: dict[str, np.ndarray] | None = None) -> tuple[Model, Any]:
+    """``model`` transpiled to float16, and the transpiler's report."""
+    from halfway import float16_transpile
+    from halfway.passes.float16_lists import DEFAULT_BLACK_LIST
+
+    program, report = float16_transpile(model.program, model.scope, keep_io_types=keep_io_types,
+                                        black_list=tuple(DEFAULT_BLACK_LIST) + black_list,
+                                        calibration_feeds=calibration)
+    feeds, fetches = program.feed_names() or model.feed_names, program.fetch_names() or model.fetch_names
+    return Model(model.path, model.format, program, feeds, fetches, model.scope), report
+
+
+def ops_fused(result: PipelineResult) -> int:
+    """How many ops fewer the pipeline left (ops folded into others, or found dead)."""
+    return sum(sum(r.ops_before.values()) - sum(r.ops_after.values()) for r in result.records
+               if r.ops_before is not None and r.ops_after is not None)
+
+
+def pass_rows(result: PipelineResult) -> list[dict[str, Any]]:
+    return [{"pass": r.name, "modified": r.modified, "stats": dict(r.stats), "op_delta": r.op_delta,
+             "seconds": r.seconds} for r in result.records]
+
+
+def pass_table(result: PipelineResult) -> RenderableType:
+    rows = [(r["pass"], "yes" if r["modified"] else "-", ", ".join(f"{k} {v}" for k, v in r["stats"].items()) or "-",
+             ", ".join(f"{k} {v:+d}" for k, v in r["op_delta"].items()) or "-",
+             f"{r['seconds'] * 1e3:.1f} ms" if r["seconds"] is not None else "-") for r in pass_rows(result)]
+    return table("passes", ["pass", "changed", "stats", "ops", "time"], rows, numeric=["time"])
+
+
+def _run(args: argparse.Namespace, output: Output) -> int:
+    model = load_model(args.model)
+    calibration = None
+    if args.calibrate:
+        calibration = parse_inputs([args.calibrate], model.program, model.feed_names)
+    with output.task("running passes"):
+        model, result = run_passes(model, args.passes, args.dump_dir)
+    report = None
+    if args.fp16:
+        black = tuple(op for op in args.black_list.split(",") if op)
+        with output.task("transpiling to float16"):
+            model, report = run_float16(model, keep_io_types=args.keep_io_types, black_list=black,
+                                        calibration=calibration)
+    files = save_model(args.output, model)
+    if args.json:
+        output.json({"model": args.model, "output": [str(f) for f in files], "passes": pass_rows(result),
+                     "ops_fused": ops_fused(result),
+                     "float16": dict(report.summary()) if report is not None else None})
+        return 0
+    output.print(pass_table(result))
+    if report is not None:
+        output.print(report)
+    output.print(f"wrote {', '.join(str(f) for f in files)}")
+    return 0
+
+
+COMMAND = Command(
+    "transpile", "run passes (and the float16 transpile) and save the result",
+    "Load MODEL, run a pipeline of passes (default: the fusion pipeline), optionally transpile\n"
+    "to float16, and save a halfway (Paddle-format) inference model at OUT — all files or none.\n"
+    "Prints what each pass changed and the float16 report.\n\n"
+    "examples:\n"
+    "  halfway transpile model.onnx -o out/model\n"
+    "  halfway transpile model.onnx -o out/model_fp16 --fp16 --black-list softmax\n"
+    "  halfway transpile model.onnx -o out/model --plugin my_passes.py --passes my_pass,fuse_conv_bn",
+    _configure, _run)
