@@ -1,83 +1,150 @@
-"""The demo: build a small CNN, verify it, save it as a Paddle-style inference model, load it
-back and show that nothing was lost."""
+"""The demo: import a CNN, fuse it, transpile it to float16, and run the float32 and float16
+programs on every place, in one table.
+
+The default model ships with halfway (``halfway/data/demo_resnet18.onnx``, written by
+``scripts/make_demo_model.py``): a ResNet-18 at quarter width with seeded weights. Every row is
+measured against the model as imported, run in float32 on numpy, over the same seeded random
+images: max absolute error, max error relative to the largest reference magnitude, and how often
+the top-1 class agrees.
+"""
 
 from __future__ import annotations
 
-import tempfile
+import importlib.resources
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from attrs import frozen
 
-from halfway.executor import Executor
-from halfway.ir import Program, Scope, init_scope, layers, program_guard
-from halfway.ir.io import load_inference_model, save_inference_model
-from halfway.ir.verifier import verify
+from halfway.commands.execution import prepare
+from halfway.commands.feeds import random_inputs
+from halfway.commands.measure import Comparison, compare, time_runs
+from halfway.commands.modelfile import Model, load_model, param_bytes, save_model
+from halfway.commands.transpile import ops_fused, run_float16, run_passes
+from halfway.executor import PreparedProgram
+from halfway.executor.place import CPUPlace, Place
+from halfway.ir.errors import HalfwayError
+from halfway.report.console import Output
+from halfway.report.tables import error_text, human_bytes, milliseconds, percent, table
 
-__all__ = ["build_small_cnn", "run_demo"]
+__all__ = ["DEMO_MODEL", "demo_model_path", "run_demo", "DemoRow"]
 
-
-def build_small_cnn() -> tuple[Program, list[str], list[str]]:
-    """conv-bn-relu, a residual block, a depthwise conv, pooling and a classifier."""
-    prog = Program()
-    with program_guard(prog):
-        x = layers.data("image", [1, 3, 32, 32])
-        y = layers.conv2d(x, num_filters=8, filter_size=3, padding=1)
-        y = layers.batch_norm(y, act="relu")
-        skip = y
-        y = layers.conv2d(y, num_filters=8, filter_size=3, padding=1, act="relu")
-        y = layers.conv2d(y, num_filters=8, filter_size=3, padding=1)
-        y = layers.relu(layers.elementwise_add(y, skip))
-        y = layers.conv2d(y, num_filters=8, filter_size=3, padding=1, groups=8, stride=2, act="relu6")
-        y = layers.pool2d(y, pool_size=2, pool_type="max", pool_stride=2)
-        y = layers.pool2d(y, pool_type="avg", global_pooling=True)
-        y = layers.flatten(y, start_axis=1)
-        y = layers.fc(y, size=10)
-        y = layers.softmax(y)
-    return prog, ["image"], [y.name]
+DEMO_MODEL = "demo_resnet18.onnx"
 
 
-def run_demo(out_dir: str | None = None, seed: int = 0) -> int:
-    prog, feeds, fetches = build_small_cnn()
-    scope = init_scope(prog, seed=seed)
-    verify(prog)
-    with tempfile.TemporaryDirectory() as tmp:
-        prefix = Path(out_dir or tmp) / "small_cnn"
-        save_inference_model(str(prefix), feeds, fetches, prog, scope)
-        loaded, loaded_feeds, loaded_fetches, loaded_scope = load_inference_model(str(prefix))
-        verify(loaded)
-        model_bytes = prefix.with_suffix(".pdmodel").read_bytes()
-        params_bytes = prefix.with_suffix(".pdiparams").stat().st_size
-        print(loaded)
-        print(_summary(loaded, loaded_feeds, loaded_fetches, scope, loaded_scope, len(model_bytes), params_bytes))
-        identical = loaded.to_bytes() == model_bytes
-        same_outputs = _run_both(prog, scope, loaded, loaded_scope, feeds[0], fetches, seed)
-    print(f"reload re-serializes byte-identically: {'yes' if identical else 'NO'}")
-    return 0 if identical and same_outputs else 1
+def demo_model_path() -> Path:
+    """The model shipped as package data."""
+    return Path(str(importlib.resources.files("halfway").joinpath("data", DEMO_MODEL)))
 
 
-def _run_both(prog: Program, scope: Scope, loaded: Program, loaded_scope: Scope, feed: str,
-              fetches: list[str], seed: int) -> bool:
-    """Run the built and the reloaded program on the numpy backend on one random input."""
-    shape = prog.global_block().var(feed).shape
-    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    before = Executor().run(prog, {feed: x}, fetches, scope)[0]
-    after = Executor().run(loaded, {feed: x}, fetches, loaded_scope)[0]
-    same = np.array_equal(before, after)
-    print(f"numpy run: top-1 class {int(before.argmax())} (p={before.max():.3f}), "
-          f"reloaded program gives identical outputs: {'yes' if same else 'NO'}")
-    return same
+@frozen
+class DemoRow:
+    place: str
+    precision: str
+    latency_s: float
+    parameter_bytes: int
+    activation_peak_bytes: int
+    errors: Comparison
+    ops_fused: int
+    casts_inserted: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"place": self.place, "precision": self.precision, "latency_median_s": self.latency_s,
+                "parameter_bytes": self.parameter_bytes, "activation_peak_bytes": self.activation_peak_bytes,
+                **self.errors.as_dict(), "ops_fused": self.ops_fused, "casts_inserted": self.casts_inserted}
 
 
-def _summary(prog: Program, feeds: list[str], fetches: list[str], saved: Scope, loaded: Scope,
-             model_bytes: int, params_bytes: int) -> str:
-    ops = [op.type for op in prog.global_block().ops]
-    counts = {t: ops.count(t) for t in sorted(set(ops))}
-    same = all(np.array_equal(saved[n], loaded[n]) for n in saved)
-    lines = [
-        f"ops: {len(ops)} ({', '.join(f'{t} x{n}' for t, n in counts.items())})",
-        f"parameters: {len(loaded)} ({sum(loaded[n].nbytes for n in loaded)} bytes), "
-        f"identical after reload: {'yes' if same else 'NO'}",
-        f"feeds: {feeds}  fetches: {fetches}",
-        f"files: .pdmodel {model_bytes} bytes, .pdiparams {params_bytes} bytes",
-    ]
-    return "\n".join(lines)
+@frozen
+class _Variant:
+    precision: str
+    model: Model
+    casts: int
+
+
+def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None = None, repeat: int = 10,
+             warmup: int = 2, samples: int = 8, seed: int = 0, out_dir: str | None = None) -> int:
+    """Run the demo on ``places``; returns the exit code (1 if some place failed)."""
+    path = model_path or str(demo_model_path())
+    with output.task(f"importing {Path(path).name}"):
+        model = load_model(path)
+    with output.task("fusing (default pass pipeline)"):
+        fused, pipeline = run_passes(model, None)
+    with output.task("transpiling to float16"):
+        half, report = run_float16(fused)
+    feeds = [random_inputs(model.program, model.feed_names, seed + i) for i in range(samples)]
+    with output.task(f"float32 reference: the imported model on numpy, {samples} inputs", total=samples) as tick:
+        reference = _run_all(_prepare(model, CPUPlace(), feeds[0]), feeds, tick)
+    if out_dir is not None:
+        for variant, name in ((fused, "model_fp32"), (half, "model_fp16")):
+            save_model(str(Path(out_dir) / name), variant)
+    variants = [_Variant("float32", fused, 0), _Variant("float16", half, len(report.casts))]
+    rows, failures = [], []
+    fused_count = ops_fused(pipeline)
+    for place in places:
+        for variant in variants:
+            try:
+                rows.append(_measure(output, place, variant, feeds, reference, fused_count, repeat, warmup))
+            except HalfwayError as e:
+                failures.append(f"{place} {variant.precision}: {e}")
+    _print(output, model, fused, half, rows, failures, samples, repeat)
+    return 1 if failures else 0
+
+
+def _run_all(prepared: PreparedProgram, feeds: list[dict[str, np.ndarray]],
+             tick: Callable[[], None]) -> list[list[np.ndarray]]:
+    results = []
+    for feed in feeds:
+        results.append(prepared.run(feed))
+        tick()
+    return results
+
+
+def _prepare(model: Model, place: Place, feed: dict[str, np.ndarray]) -> PreparedProgram:
+    return prepare(model.program, model.scope, model.feed_names, model.fetch_names, feed, place)
+
+
+def _measure(output: Output, place: Place, variant: _Variant, feeds: list[dict[str, np.ndarray]],
+             reference: list[list[np.ndarray]], fused: int, repeat: int, warmup: int) -> DemoRow:
+    model = variant.model
+    with output.task(f"{place} {variant.precision}: {len(feeds)} inputs, then {repeat} timed runs",
+                     total=len(feeds) + warmup + repeat) as tick:
+        prepared = _prepare(model, place, feeds[0])
+        results = _run_all(prepared, feeds, tick)
+        timing = time_runs(lambda: prepared.run(feeds[0]), repeat, warmup, tick)
+    errors = _worst([compare([r[i] for r in reference], [o[i] for o in results], name)
+                     for i, name in enumerate(model.fetch_names)])
+    return DemoRow(str(place), variant.precision, timing.median, param_bytes(model.program, model.scope),
+                   prepared.report.peak_activation_bytes, errors, fused, variant.casts)
+
+
+def _worst(comparisons: list[Comparison]) -> Comparison:
+    """The largest errors over all outputs, and the top-1 agreement of the first classifier output."""
+    top1 = next((c.top1 for c in comparisons if c.top1 is not None), None)
+    return Comparison(max(c.max_abs for c in comparisons), max(c.max_rel for c in comparisons), top1,
+                      max(c.scale for c in comparisons))
+
+
+def _print(output: Output, model: Model, fused: Model, half: Model, rows: list[DemoRow], failures: list[str],
+           samples: int, repeat: int) -> None:
+    if output.json_mode:
+        output.json({"model": model.path, "samples": samples, "repeat": repeat, "rows": [r.as_dict() for r in rows],
+                     "failures": failures})
+        return
+    counts = [sum(1 for op in m.program.all_ops() if op.type not in ("feed", "fetch")) for m in (model, fused, half)]
+    output.print(f"[bold]{Path(model.path).name}[/] ({model.format}): {counts[0]} ops imported, {counts[1]} after "
+                 f"fusion, {counts[2]} in the float16 program")
+    output.print(table(
+        None,
+        ["place", "precision", f"latency (median of {repeat})", "parameters", "activation peak", "max abs err",
+         "max rel err", "top-1 agree", "ops fused", "casts inserted"],
+        [(r.place, r.precision, milliseconds(r.latency_s), human_bytes(r.parameter_bytes),
+          human_bytes(r.activation_peak_bytes), error_text(r.errors.max_abs), error_text(r.errors.max_rel),
+          percent(r.errors.top1), r.ops_fused, r.casts_inserted) for r in rows],
+        caption=f"errors and top-1 agreement: against the imported float32 model on numpy, over {samples} seeded "
+                f"random inputs; rel err = max abs err / max |reference|",
+        numeric=[f"latency (median of {repeat})", "parameters", "activation peak", "max abs err", "max rel err",
+                 "top-1 agree", "ops fused", "casts inserted"]))
+    for failure in failures:
+        output.error(failure)
