@@ -32,7 +32,9 @@ def _opencl_place(index: int | None) -> Place:
         from halfway.executor import OpenCLPlace  # type: ignore[attr-defined]
     except ImportError:
         raise HalfwayError(OPENCL_MISSING) from None
-    return OpenCLPlace() if index is None else OpenCLPlace(index)
+    place = OpenCLPlace() if index is None else OpenCLPlace(index)
+    place.runtime  # noqa: B018  (opens the device now: a missing one is reported here, by name)
+    return place
 
 
 def default_places() -> list[Place]:
