@@ -3,6 +3,7 @@
 from halfway.commands.base import Command
 from halfway.commands.bench import COMMAND as BENCH
 from halfway.commands.demo import COMMAND as DEMO
+from halfway.commands.devices import COMMAND as DEVICES
 from halfway.commands.diff import COMMAND as DIFF
 from halfway.commands.graph import COMMAND as GRAPH
 from halfway.commands.inspect import COMMAND as INSPECT
@@ -12,4 +13,4 @@ from halfway.commands.transpile import COMMAND as TRANSPILE
 
 __all__ = ["COMMANDS", "Command"]
 
-COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BENCH, DIFF, GRAPH, PASSES, OPS)
+COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BENCH, DIFF, GRAPH, DEVICES, PASSES, OPS)
