@@ -46,7 +46,7 @@ def summary(model: Model) -> dict[str, Any]:
 def _run(args: argparse.Namespace, output: Output) -> int:
     model = load_model(args.model)
     if args.text and not args.json:
-        output.out.print(model.program.to_text(), markup=False)
+        output.raw(model.program.to_text())
         return 0
     facts = summary(model)
     if args.json:

@@ -45,9 +45,13 @@ class Output:
         if not self.json_mode:
             self.out.print(*items)
 
-    def json(self, document: Any) -> None:
-        self.out.file.write(json.dumps(document, indent=2, default=_jsonable) + "\n")
+    def raw(self, text: str) -> None:
+        """``text`` on stdout exactly as given: no markup, wrapping or cropping."""
+        self.out.file.write(text if text.endswith("\n") else text + "\n")
         self.out.file.flush()
+
+    def json(self, document: Any) -> None:
+        self.raw(json.dumps(document, indent=2, default=_jsonable))
 
     def note(self, text: str) -> None:
         """A side remark on stderr (never mixed into results)."""
