@@ -13,7 +13,7 @@ from halfway.commands.base import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Usag
 from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "one_line"]
 
 EPILOG = """\
 MODEL is an .onnx file, a .pdmodel file or its path prefix, or a folder holding a Paddle/halfway
@@ -35,6 +35,16 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument("--plugin", action="append", default=argparse.SUPPRESS, metavar="MODULE",
                         help="load a plugin: a module name or a .py file (repeatable)")
     return common
+
+
+def one_line(message: str, keep: int = 2) -> str:
+    """An error message as one line: its first ``keep`` unindented lines (indented lines are
+    context, such as the ops around a verifier finding), and how many more there were."""
+    lines = [line.strip() for line in message.splitlines() if line.strip() and not line[0].isspace()]
+    text = "; ".join(lines[:keep])
+    if len(lines) > keep:
+        text += f"; and {len(lines) - keep} more (--debug shows everything)"
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (HalfwayError, OSError) as e:
         if debug:
             raise
-        output.error(str(e))
+        output.error(one_line(str(e)))
         return EXIT_ERROR
     except KeyboardInterrupt:
         output.error("interrupted")

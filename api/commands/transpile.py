@@ -11,6 +11,7 @@ from rich.console import RenderableType
 from halfway.commands.base import Command, add_json, add_model
 from halfway.commands.feeds import parse_inputs
 from halfway.commands.modelfile import Model, load_model, save_model
+from halfway.ir.errors import HalfwayError
 from halfway.passes import PassManager, PipelineResult
 from halfway.passes.pipeline import DEFAULT_PIPELINE
 from halfway.report.console import Output
@@ -52,8 +53,11 @@ def run_passes(model: Model, passes: str | None, dump_dir: str | None = None) ->
 def run_float16(model: Model, *, keep_io_types: bool = True, black_list: tuple[str, ...] = (),
                 calibration: dict[str, np.ndarray] | None = None) -> tuple[Model, Any]:
     """``model`` transpiled to float16, and the transpiler's report."""
-    from halfway import float16_transpile
-    from halfway.passes.float16_lists import DEFAULT_BLACK_LIST
+    try:
+        from halfway import float16_transpile
+        from halfway.passes.float16_lists import DEFAULT_BLACK_LIST
+    except ImportError:
+        raise HalfwayError("the float16 transpiler is not available in this build of halfway") from None
 
     program, report = float16_transpile(model.program, model.scope, keep_io_types=keep_io_types,
                                         black_list=tuple(DEFAULT_BLACK_LIST) + black_list,
@@ -74,7 +78,7 @@ def pass_rows(result: PipelineResult) -> list[dict[str, Any]]:
 
 
 def pass_table(result: PipelineResult) -> RenderableType:
-    rows = [(r["pass"], "yes" if r["modified"] else "-", ", ".join(f"{k} {v}" for k, v in r["stats"].items()) or "-",
+    rows = [(r["pass"], "yes" if r["modified"] else "-", ", ".join(f"{k} {v}" for k, v in r["stats"].items() if v) or "-",
              ", ".join(f"{k} {v:+d}" for k, v in r["op_delta"].items()) or "-",
              f"{r['seconds'] * 1e3:.1f} ms" if r["seconds"] is not None else "-") for r in pass_rows(result)]
     return table("passes", ["pass", "changed", "stats", "ops", "time"], rows, numeric=["time"])
