@@ -78,3 +78,12 @@ def test_bad_places_and_outputs(tmp_path):
     one_line_error(halfway("run", RESNET_TINY, "-o", tmp_path / "out.txt"), ".npz")
     one_line_error(halfway("run", RESNET_TINY, "-o", tmp_path / "no" / "dir" / "out.npz"), "does not exist")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_opencl_runs_match_paddle(tmp_path):
+    np.save(tmp_path / "image.npy", IO["image"])
+    out = tmp_path / "out.npz"
+    done = halfway("run", RESNET_TINY, "--place", "opencl:0", "--input", f"image={tmp_path / 'image.npy'}", "-o", out)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_allclose(np.load(out)[FETCH], IO[FETCH], rtol=1e-4, atol=1e-6)
+    one_line_error(halfway("run", RESNET_TINY, "--place", "opencl:99"), "out of range")

@@ -11,7 +11,7 @@ from halfway.commands.base import Command, add_inputs, add_json, add_model, add_
 from halfway.commands.execution import feeds_for, prepare
 from halfway.commands.measure import Timing, time_runs
 from halfway.commands.modelfile import Model, load_model, param_bytes
-from halfway.commands.places import default_places, parse_places
+from halfway.commands.places import parse_places
 from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 from halfway.report.tables import human_bytes, milliseconds, table
@@ -47,7 +47,7 @@ def onnxruntime_runner(model: Model, feeds: Mapping[str, np.ndarray]) -> Callabl
 
 def _run(args: argparse.Namespace, output: Output) -> int:
     model = load_model(args.model)
-    places = parse_places(args.places) if args.places else default_places()
+    places = parse_places(args.places)
     feeds = feeds_for(args, model)
     runners: list[tuple[str, Callable[[], object], int | None]] = []
     for place in places:

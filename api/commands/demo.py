@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from halfway.commands.base import Command, add_json, add_places, add_repeat
-from halfway.commands.places import default_places, parse_places
+from halfway.commands.places import parse_places
 from halfway.demo import DEMO_MODEL, run_demo
 from halfway.report.console import Output
 
@@ -24,7 +24,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
-    places = parse_places(args.places) if args.places else default_places()
+    places = parse_places(args.places)
     return run_demo(output, places, model_path=args.model, repeat=args.repeat, warmup=args.warmup,
                     samples=args.samples, seed=args.seed, out_dir=args.out)
 

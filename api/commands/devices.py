@@ -6,8 +6,6 @@ import argparse
 from typing import Any
 
 from halfway.commands.base import Command, add_json
-from halfway.commands.places import OPENCL_MISSING
-from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 from halfway.report.tables import human_bytes, table
 
@@ -15,13 +13,10 @@ __all__ = ["COMMAND", "opencl_devices"]
 
 
 def opencl_devices() -> list[dict[str, Any]]:
-    """Every OpenCL device of every platform, numbered as ``--place opencl:N`` numbers them."""
-    try:
-        import pyopencl as cl
+    """Every OpenCL device of every platform, numbered as ``--place opencl:N`` numbers them.
+    A HalfwayError says how to install OpenCL support when pyopencl is missing."""
+    from halfway.kernels.opencl.runtime import PRECISIONS, DeviceCaps, cl, float16_mode
 
-        from halfway.kernels.opencl.runtime import PRECISIONS, DeviceCaps, float16_mode
-    except ImportError:
-        raise HalfwayError(OPENCL_MISSING) from None
     try:
         platforms = cl.get_platforms()
     except cl.Error:

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from halfway.executor.place import CPUPlace, Place
+from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.ir.errors import HalfwayError
 from halfway.commands.base import UsageError
 
 __all__ = ["parse_place", "parse_places", "default_places"]
 
-OPENCL_MISSING = "OpenCL support is not available in this build of halfway"
 
-
-def parse_places(specs: Sequence[str] | None, default: Sequence[str] = ("cpu",)) -> list[Place]:
-    return [parse_place(spec) for spec in (specs or default)]
+def parse_places(specs: Sequence[str] | None) -> list[Place]:
+    """The places of repeated --place options; none given: ``default_places()``."""
+    return [parse_place(spec) for spec in specs] if specs else default_places()
 
 
 def parse_place(spec: str) -> Place:
@@ -28,10 +27,6 @@ def parse_place(spec: str) -> Place:
 
 
 def _opencl_place(index: int | None) -> Place:
-    try:
-        from halfway.executor import OpenCLPlace  # type: ignore[attr-defined]
-    except ImportError:
-        raise HalfwayError(OPENCL_MISSING) from None
     place = OpenCLPlace() if index is None else OpenCLPlace(index)
     place.runtime  # noqa: B018  (opens the device now: a missing one is reported here, by name)
     return place

@@ -11,8 +11,9 @@ from rich.console import RenderableType
 from halfway.commands.base import Command, add_json, add_model
 from halfway.commands.feeds import parse_inputs
 from halfway.commands.modelfile import Model, load_model, save_model
-from halfway.ir.errors import HalfwayError
+from halfway.float16 import float16_transpile
 from halfway.passes import PassManager, PipelineResult
+from halfway.passes.float16_lists import DEFAULT_BLACK_LIST
 from halfway.passes.pipeline import DEFAULT_PIPELINE
 from halfway.report.console import Output
 from halfway.report.tables import table

@@ -1,0 +1,22 @@
+"""``halfway devices``: the listing against pyopencl's own view of the machine."""
+
+from __future__ import annotations
+
+import pyopencl as cl
+
+from tests.clirun import halfway, halfway_json
+
+
+def test_devices_are_listed_in_place_order_with_their_float16_mode():
+    devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    rows = halfway_json("devices")
+    assert [r["device"] for r in rows] == [d.name.strip() for d in devices]
+    assert [r["place"] for r in rows] == [f"opencl:{i}" for i in range(len(devices))]
+    for row, device in zip(rows, devices):
+        fp16 = "cl_khr_fp16" in device.extensions.split()
+        assert row["cl_khr_fp16"] == fp16
+        assert row["float16_mode"]["normal"] == "storage" and row["float16_mode"]["high"] == "high"
+        assert row["float16_mode"]["low"] == ("native" if fp16 else "storage")
+        assert row["global_memory_bytes"] == device.global_mem_size
+    done = halfway("devices")
+    assert done.returncode == 0 and all(d.name.strip()[:12] in done.stdout for d in devices)
