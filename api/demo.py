@@ -10,6 +10,7 @@ the top-1 class agrees.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from attrs import frozen
 
 from halfway.commands.execution import prepare
 from halfway.commands.feeds import random_inputs
-from halfway.commands.measure import Comparison, compare, time_runs
+from halfway.commands.measure import Comparison, Timing, compare, time_runs
 from halfway.commands.modelfile import Model, load_model, param_bytes, save_model
 from halfway.commands.transpile import ops_fused, run_float16, run_passes
 from halfway.executor import PreparedProgram
@@ -43,7 +44,7 @@ def demo_model_path() -> Path:
 class DemoRow:
     place: str
     precision: str
-    latency_s: float
+    latency: Timing
     parameter_bytes: int
     activation_peak_bytes: int
     errors: Comparison
@@ -51,7 +52,7 @@ class DemoRow:
     casts_inserted: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"place": self.place, "precision": self.precision, "latency_median_s": self.latency_s,
+        return {"place": self.place, "precision": self.precision, "latency_median_s": self.latency.median, "timed_runs": self.latency.runs,
                 "parameter_bytes": self.parameter_bytes, "activation_peak_bytes": self.activation_peak_bytes,
                 **self.errors.as_dict(), "ops_fused": self.ops_fused, "casts_inserted": self.casts_inserted}
 
@@ -64,8 +65,10 @@ class _Variant:
 
 
 def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None = None, repeat: int = 10,
-             warmup: int = 2, samples: int = 8, seed: int = 0, out_dir: str | None = None) -> int:
-    """Run the demo on ``places``; returns the exit code (1 if some place failed)."""
+             warmup: int = 2, budget_s: float | None = 3.0, samples: int = 8, seed: int = 0,
+             out_dir: str | None = None) -> int:
+    """Run the demo on ``places``; returns the exit code (1 if some place failed). Each latency is
+    the median of ``repeat`` runs, or of fewer (at least 3) once they took ``budget_s`` seconds."""
     path = model_path or str(demo_model_path())
     with output.task(f"importing {Path(path).name}"):
         model = load_model(path)
@@ -80,12 +83,13 @@ def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None 
         for variant, name in ((fused, "model_fp32"), (half, "model_fp16")):
             save_model(str(Path(out_dir) / name), variant)
     variants = [_Variant("float32", fused, 0), _Variant("float16", half, len(report.casts))]
+    timer = functools.partial(time_runs, repeat=repeat, warmup=warmup, budget_s=budget_s)
     rows, failures = [], []
     fused_count = ops_fused(pipeline)
     for place in places:
         for variant in variants:
             try:
-                rows.append(_measure(output, place, variant, feeds, reference, fused_count, repeat, warmup))
+                rows.append(_measure(output, place, variant, feeds, reference, fused_count, timer))
             except HalfwayError as e:
                 failures.append(f"{place} {variant.precision}: {e}")
     _print(output, model, fused, half, rows, failures, samples, repeat)
@@ -106,16 +110,16 @@ def _prepare(model: Model, place: Place, feed: dict[str, np.ndarray]) -> Prepare
 
 
 def _measure(output: Output, place: Place, variant: _Variant, feeds: list[dict[str, np.ndarray]],
-             reference: list[list[np.ndarray]], fused: int, repeat: int, warmup: int) -> DemoRow:
+             reference: list[list[np.ndarray]], fused: int,
+             timer: Callable[..., Timing]) -> DemoRow:
     model = variant.model
-    with output.task(f"{place} {variant.precision}: {len(feeds)} inputs, then {repeat} timed runs",
-                     total=len(feeds) + warmup + repeat) as tick:
+    with output.task(f"{place} {variant.precision}: prepare, {len(feeds)} inputs, timed runs") as tick:
         prepared = _prepare(model, place, feeds[0])
         results = _run_all(prepared, feeds, tick)
-        timing = time_runs(lambda: prepared.run(feeds[0]), repeat, warmup, tick)
+        timing = timer(lambda: prepared.run(feeds[0]), tick=tick)
     errors = _worst([compare([r[i] for r in reference], [o[i] for o in results], name)
                      for i, name in enumerate(model.fetch_names)])
-    return DemoRow(str(place), variant.precision, timing.median, param_bytes(model.program, model.scope),
+    return DemoRow(str(place), variant.precision, timing, param_bytes(model.program, model.scope),
                    prepared.report.peak_activation_bytes, errors, fused, variant.casts)
 
 
@@ -124,6 +128,10 @@ def _worst(comparisons: list[Comparison]) -> Comparison:
     top1 = next((c.top1 for c in comparisons if c.top1 is not None), None)
     return Comparison(max(c.max_abs for c in comparisons), max(c.max_rel for c in comparisons), top1,
                       max(c.scale for c in comparisons))
+
+
+def _latency(timing: Timing, repeat: int) -> str:
+    return milliseconds(timing.median) + (f" ({timing.runs} runs)" if timing.runs < repeat else "")
 
 
 def _print(output: Output, model: Model, fused: Model, half: Model, rows: list[DemoRow], failures: list[str],
@@ -136,15 +144,15 @@ def _print(output: Output, model: Model, fused: Model, half: Model, rows: list[D
     output.print(f"[bold]{Path(model.path).name}[/] ({model.format}): {counts[0]} ops imported, {counts[1]} after "
                  f"fusion, {counts[2]} in the float16 program")
     output.print(table(
-        None,
-        ["place", "precision", f"latency (median of {repeat})", "parameters", "activation peak", "max abs err",
-         "max rel err", "top-1 agree", "ops fused", "casts inserted"],
-        [(r.place, r.precision, milliseconds(r.latency_s), human_bytes(r.parameter_bytes),
+        None, ["place", "precision", "latency", "params", "act. peak", "max abs err", "max rel err", "top-1",
+               "fused", "casts"],
+        [(r.place, r.precision, _latency(r.latency, repeat), human_bytes(r.parameter_bytes),
           human_bytes(r.activation_peak_bytes), error_text(r.errors.max_abs), error_text(r.errors.max_rel),
           percent(r.errors.top1), r.ops_fused, r.casts_inserted) for r in rows],
-        caption=f"errors and top-1 agreement: against the imported float32 model on numpy, over {samples} seeded "
-                f"random inputs; rel err = max abs err / max |reference|",
-        numeric=[f"latency (median of {repeat})", "parameters", "activation peak", "max abs err", "max rel err",
-                 "top-1 agree", "ops fused", "casts inserted"]))
+        caption=f"latency: median of {repeat} runs (fewer where marked); params: parameter bytes; act. peak: "
+                f"planned activation peak; errors and top-1 agreement: against the imported float32 model on "
+                f"numpy over {samples} seeded random inputs (rel err = max abs err / max |reference|); fused: "
+                f"ops removed by fusion; casts: casts inserted by the float16 transpile",
+        numeric=["latency", "params", "act. peak", "max abs err", "max rel err", "top-1", "fused", "casts"]))
     for failure in failures:
         output.error(failure)

@@ -17,7 +17,7 @@ from typing import Any
 
 from halfway.proto import framework_pb2
 
-__all__ = ["halfway", "halfway_json", "one_line_error", "proto_of", "proto_op_types", "RESNET_TINY", "FIXTURES",
+__all__ = ["halfway", "halfway_json", "one_line_error", "proto_of", "proto_op_types", "ROOT", "RESNET_TINY", "FIXTURES",
            "PLUGIN", "DEMO_ONNX"]
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,11 +30,3 @@ def test_memory_plan_reuses_buffers_on_a_real_cnn():
     assert memory.planned_bytes < memory.no_reuse_bytes
     # every kernel chosen is float32 for this float32 model
     assert {key.dtype.name for _, _, key in prepared.report.kernels} == {"float32"}
-
-
-def test_demo_runs(capsys):
-    from halfway.cli import main
-
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "re-serializes byte-identically: yes" in out and "identical outputs: yes" in out

@@ -16,6 +16,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="PATH", help=f"run on this model instead of the shipped {DEMO_MODEL}")
     add_places(parser, several=True)
     add_repeat(parser, default=10)
+    parser.add_argument("--time-budget", type=float, default=3.0, metavar="SECONDS",
+                        help="stop timing a row after this long (at least 3 runs); default: 3")
     parser.add_argument("--samples", type=int, default=8, metavar="K",
                         help="seeded random inputs the errors and top-1 agreement are measured on (default: 8)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first input (default: 0)")
@@ -26,6 +28,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace, output: Output) -> int:
     places = parse_places(args.places)
     return run_demo(output, places, model_path=args.model, repeat=args.repeat, warmup=args.warmup,
+                    budget_s=args.time_budget,
                     samples=args.samples, seed=args.seed, out_dir=args.out)
 
 

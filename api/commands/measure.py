@@ -44,19 +44,25 @@ class Comparison:
         return {"max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "top1_agreement": self.top1}
 
 
-def time_runs(run: Callable[[], object], repeat: int, warmup: int,
-              tick: Callable[[], None] = lambda: None) -> Timing:
-    """Call ``run`` ``warmup`` times, then time ``repeat`` calls; ``tick`` after each call."""
+MIN_RUNS = 3
+
+
+def time_runs(run: Callable[[], object], repeat: int, warmup: int, tick: Callable[[], None] = lambda: None,
+              budget_s: float | None = None) -> Timing:
+    """Call ``run`` ``warmup`` times, then time ``repeat`` calls; ``tick`` after each call. With
+    ``budget_s``, timing stops early once the timed calls took that long (after MIN_RUNS)."""
     for _ in range(warmup):
         run()
         tick()
-    seconds = []
+    seconds: list[float] = []
     for _ in range(repeat):
         start = time.perf_counter()
         run()
         seconds.append(time.perf_counter() - start)
         tick()
-    return Timing(statistics.median(seconds), min(seconds), repeat)
+        if budget_s is not None and len(seconds) >= MIN_RUNS and sum(seconds) > budget_s:
+            break
+    return Timing(statistics.median(seconds), min(seconds), len(seconds))
 
 
 def compare(reference: Sequence[np.ndarray], output: Sequence[np.ndarray], what: str = "output") -> Comparison:
