@@ -8,12 +8,23 @@ import sys
 from collections.abc import Sequence
 
 from halfway.cli_plugins import load_plugins
-from halfway.commands import COMMANDS
-from halfway.commands.base import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, UsageError
+from halfway.commands.base import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command, UsageError
+from halfway.commands.bench import COMMAND as BENCH
+from halfway.commands.demo import COMMAND as DEMO
+from halfway.commands.devices import COMMAND as DEVICES
+from halfway.commands.diff import COMMAND as DIFF
+from halfway.commands.graph import COMMAND as GRAPH
+from halfway.commands.inspect import COMMAND as INSPECT
+from halfway.commands.registry import OPS, PASSES
+from halfway.commands.run import COMMAND as RUN
+from halfway.commands.transpile import COMMAND as TRANSPILE
 from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 
-__all__ = ["main", "build_parser", "one_line"]
+__all__ = ["main", "build_parser", "one_line", "COMMANDS"]
+
+COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BENCH, DIFF, GRAPH, DEVICES, PASSES, OPS)
+"""The subcommands, in the order ``halfway --help`` lists them."""
 
 EPILOG = """\
 MODEL is an .onnx file, a .pdmodel file or its path prefix, or a folder holding a Paddle/halfway

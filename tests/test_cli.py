@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from tests.clirun import PLUGIN, RESNET_TINY, halfway, halfway_json, one_line_error
-from halfway.commands import COMMANDS
+from halfway.cli import COMMANDS
 from halfway.passes import registered_passes
 
 NAMES = [c.name for c in COMMANDS]
