@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
 from tests.clirun import PLUGIN, RESNET_TINY, halfway, halfway_json, one_line_error
 from halfway.cli import COMMANDS
-from halfway.passes import registered_passes
+from halfway.passes import DEFAULT_PIPELINE
 
 NAMES = [c.name for c in COMMANDS]
 
@@ -66,7 +69,10 @@ def test_debug_shows_the_traceback(tmp_path):
 
 def test_passes_and_ops_list_the_registries():
     listed = halfway_json("passes")
-    assert [p["name"] for p in listed] == [p.name for p in registered_passes()]
+    fresh = subprocess.run([sys.executable, "-c", "import halfway.passes as p; print([i.name for i in "
+                            "p.registered_passes()])"], capture_output=True, text=True, check=True).stdout
+    assert [p["name"] for p in listed] == ast.literal_eval(fresh)
+    assert set(DEFAULT_PIPELINE.split(",")) <= {p["name"] for p in listed}
     assert all(p["from"] == "built-in" for p in listed)
     ops = {o["op"]: o for o in halfway_json("ops")}
     assert ops["conv2d"]["schema"] and "float16" in ops["conv2d"]["kernels"]["numpy"]
