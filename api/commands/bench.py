@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -67,7 +68,7 @@ def _run(args: argparse.Namespace, output: Output) -> int:
         output.json({"model": model.path, "parameter_bytes": params, "results": rows})
         return 0
     output.print(table(
-        f"{model.path}: latency, {args.repeat} runs after {args.warmup} warm-up",
+        f"{Path(model.path).name}: latency, {args.repeat} runs after {args.warmup} warm-up",
         ["runtime", "median", "min", f"x {timings[0][0]}", "activation peak"],
         [(r["runtime"], milliseconds(r["median_s"]), milliseconds(r["min_s"]), f"{r['vs_first']:.2f}",
           human_bytes(r["activation_peak_bytes"])) for r in rows],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from halfway.commands.base import EXIT_DIFFERENT, Command, add_inputs, add_json, add_model, add_places
 from halfway.commands.execution import feeds_for, prepare
@@ -58,7 +59,7 @@ def _run(args: argparse.Namespace, output: Output) -> int:
                      "rtol": args.rtol, "outputs": rows, "same": same})
     else:
         output.print(table(
-            f"{a.path} vs {b.path} on {place}",
+            f"{Path(a.path).name} vs {Path(b.path).name} on {place}",
             ["output A", "output B", "shape", "dtypes", "max abs err", "max rel err", "top-1 agree", "verdict"],
             [(r["output_a"], r["output_b"], r["shape"], f"{r['dtype_a']}/{r['dtype_b']}",
               error_text(r["max_abs_error"]), error_text(r["max_rel_error"]), percent(r["top1_agreement"]),

@@ -29,7 +29,8 @@ class Timing:
 class Comparison:
     """``max_rel`` is the largest absolute error over the largest reference magnitude (so values
     near zero do not blow it up); ``top1`` is the share of rows whose argmax over the last axis
-    agrees, for outputs shaped [classes] or [batch, classes] (None for others)."""
+    agrees, for outputs shaped [classes] or [batch, classes], perhaps followed by dims of 1
+    ([1, 1000, 1, 1]); None for others."""
 
     max_abs: float
     max_rel: float
@@ -81,6 +82,16 @@ def compare(reference: Sequence[np.ndarray], output: Sequence[np.ndarray], what:
     scale = float(np.max(np.abs(ref)))
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
     top1 = None
-    if ref.ndim in (2, 3) and ref.shape[-1] > 1:  # per sample: [classes] or [batch, classes]
+    classes = _without_trailing_ones(ref.shape)
+    if len(classes) in (2, 3) and classes[-1] > 1:  # per sample: [classes] or [batch, classes]
+        ref, out = ref.reshape(classes), out.reshape(classes)
         top1 = float(np.mean(ref.argmax(axis=-1) == out.argmax(axis=-1)))
     return Comparison(max_abs, max_rel, top1, scale)
+
+
+def _without_trailing_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with its trailing dims of size 1 dropped (keeping the sample axis and one more)."""
+    dims = list(shape)
+    while len(dims) > 2 and dims[-1] == 1:
+        dims.pop()
+    return tuple(dims)

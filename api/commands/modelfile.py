@@ -12,7 +12,8 @@ from attrs import define
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import SerdeError
-from halfway.ir.io import load_inference_model, save_inference_model
+from halfway.frontends.load import load, model_format
+from halfway.ir.io import save_inference_model
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
@@ -36,14 +37,6 @@ class Model:
 
 def load_model(path: str) -> Model:
     """Load an .onnx file or a Paddle/halfway inference model (file, prefix or folder)."""
-    if not (os.path.exists(path) or os.path.exists(path + ".pdmodel")):
-        raise SerdeError(f"{path}: no such file or directory")
-    try:
-        from halfway.frontends.load import load, model_format
-    except ImportError:
-        if path.endswith(".onnx"):
-            raise SerdeError(f"{path}: ONNX import is not available in this build of halfway") from None
-        return Model(path, "paddle", *load_inference_model(path))
     fmt = model_format(path)
     program, feeds, fetches, scope = load(path)
     return Model(path, fmt, program, feeds, fetches, scope)
