@@ -2,17 +2,18 @@
 programs on every place, in one table.
 
 The default model ships with halfway (``halfway/data/demo_resnet18.onnx``, written by
-``scripts/make_demo_model.py``): a ResNet-18 at quarter width with seeded weights. Every row is
-measured against the model as imported, run in float32 on numpy, over the same seeded random
-images: max absolute error, max error relative to the largest reference magnitude, and how often
-the top-1 class agrees.
+``scripts/make_demo_model.py``): a ResNet-18 at quarter width with seeded weights. Each program
+runs once to warm up, then once on each of K seeded random images: the latency is the median of
+those K timed runs, and the outputs are compared with the model as imported, run in float32 on
+numpy on the same images: max absolute error, max error relative to the largest reference
+magnitude, and how often the top-1 class agrees.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.resources
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,8 @@ from halfway.commands.feeds import random_inputs
 from halfway.commands.measure import Comparison, Timing, compare, time_runs
 from halfway.commands.modelfile import Model, load_model, param_bytes, save_model
 from halfway.commands.transpile import ops_fused, run_float16, run_passes
-from halfway.executor import PreparedProgram
-from halfway.executor.place import CPUPlace, Place
+from halfway.commands.places import place_label
+from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 from halfway.report.tables import error_text, human_bytes, milliseconds, percent, table
@@ -52,9 +53,10 @@ class DemoRow:
     casts_inserted: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"place": self.place, "precision": self.precision, "latency_median_s": self.latency.median, "timed_runs": self.latency.runs,
-                "parameter_bytes": self.parameter_bytes, "activation_peak_bytes": self.activation_peak_bytes,
-                **self.errors.as_dict(), "ops_fused": self.ops_fused, "casts_inserted": self.casts_inserted}
+        return {"place": self.place, "precision": self.precision, "latency_median_s": self.latency.median,
+                "timed_runs": self.latency.runs, "parameter_bytes": self.parameter_bytes,
+                "activation_peak_bytes": self.activation_peak_bytes, **self.errors.as_dict(),
+                "ops_fused": self.ops_fused, "casts_inserted": self.casts_inserted}
 
 
 @frozen
@@ -64,11 +66,12 @@ class _Variant:
     casts: int
 
 
-def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None = None, repeat: int = 10,
-             warmup: int = 2, budget_s: float | None = 3.0, samples: int = 8, seed: int = 0,
-             out_dir: str | None = None) -> int:
-    """Run the demo on ``places``; returns the exit code (1 if some place failed). Each latency is
-    the median of ``repeat`` runs, or of fewer (at least 3) once they took ``budget_s`` seconds."""
+Feeds = list[dict[str, np.ndarray]]
+
+
+def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None = None, samples: int = 8,
+             warmup: int = 1, seed: int = 0, out_dir: str | None = None) -> int:
+    """Run the demo on ``places``; returns the exit code (1 if some place failed)."""
     path = model_path or str(demo_model_path())
     with output.task(f"importing {Path(path).name}"):
         model = load_model(path)
@@ -76,50 +79,44 @@ def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None 
         fused, pipeline = run_passes(model, None)
     with output.task("transpiling to float16"):
         half, report = run_float16(fused)
-    feeds = [random_inputs(model.program, model.feed_names, seed + i) for i in range(samples)]
-    with output.task(f"float32 reference: the imported model on numpy, {samples} inputs", total=samples) as tick:
-        reference = _run_all(_prepare(model, CPUPlace(), feeds[0]), feeds, tick)
     if out_dir is not None:
         for variant, name in ((fused, "model_fp32"), (half, "model_fp16")):
             save_model(str(Path(out_dir) / name), variant)
+    feeds = [random_inputs(model.program, model.feed_names, seed + i) for i in range(samples)]
+    imported = _Variant("float32", model, 0)
+    _, reference = _timed_runs(output, "float32 reference (as imported)", imported, CPUPlace(), feeds, warmup)
     variants = [_Variant("float32", fused, 0), _Variant("float16", half, len(report.casts))]
-    timer = functools.partial(time_runs, repeat=repeat, warmup=warmup, budget_s=budget_s)
     rows, failures = [], []
-    fused_count = ops_fused(pipeline)
     for place in places:
         for variant in variants:
             try:
-                rows.append(_measure(output, place, variant, feeds, reference, fused_count, timer))
+                rows.append(_row(output, place, variant, feeds, reference, ops_fused(pipeline), warmup))
             except HalfwayError as e:
-                failures.append(f"{place} {variant.precision}: {e}")
-    _print(output, model, fused, half, rows, failures, samples, repeat)
+                failures.append(f"{place_label(place)} {variant.precision}: {e}")
+    _print(output, model, fused, half, places, rows, failures, samples)
     return 1 if failures else 0
 
 
-def _run_all(prepared: PreparedProgram, feeds: list[dict[str, np.ndarray]],
-             tick: Callable[[], None]) -> list[list[np.ndarray]]:
-    results = []
-    for feed in feeds:
-        results.append(prepared.run(feed))
-        tick()
-    return results
-
-
-def _prepare(model: Model, place: Place, feed: dict[str, np.ndarray]) -> PreparedProgram:
-    return prepare(model.program, model.scope, model.feed_names, model.fetch_names, feed, place)
-
-
-def _measure(output: Output, place: Place, variant: _Variant, feeds: list[dict[str, np.ndarray]],
-             reference: list[list[np.ndarray]], fused: int,
-             timer: Callable[..., Timing]) -> DemoRow:
+def _timed_runs(output: Output, what: str, variant: _Variant, place: Place, feeds: Feeds,
+                warmup: int) -> tuple[Any, list[list[np.ndarray]]]:
+    """Prepare ``variant`` on ``place``, run it ``warmup`` times, then once per feed, timed."""
     model = variant.model
-    with output.task(f"{place} {variant.precision}: prepare, {len(feeds)} inputs, timed runs") as tick:
-        prepared = _prepare(model, place, feeds[0])
-        results = _run_all(prepared, feeds, tick)
-        timing = timer(lambda: prepared.run(feeds[0]), tick=tick)
+    with output.task(f"{place_label(place)} {what}: prepare, {len(feeds)} timed runs",
+                     total=warmup + len(feeds)) as tick:
+        prepared = prepare(model.program, model.scope, model.feed_names, model.fetch_names, feeds[0], place)
+        inputs = itertools.chain(itertools.repeat(feeds[0], warmup), feeds)
+        results: list[list[np.ndarray]] = []
+        timing = time_runs(lambda: results.append(prepared.run(next(inputs))), len(feeds), warmup, tick)
+    return (prepared, timing), results[warmup:]
+
+
+def _row(output: Output, place: Place, variant: _Variant, feeds: Feeds, reference: list[list[np.ndarray]],
+         fused: int, warmup: int) -> DemoRow:
+    (prepared, timing), results = _timed_runs(output, variant.precision, variant, place, feeds, warmup)
+    model = variant.model
     errors = _worst([compare([r[i] for r in reference], [o[i] for o in results], name)
                      for i, name in enumerate(model.fetch_names)])
-    return DemoRow(str(place), variant.precision, timing, param_bytes(model.program, model.scope),
+    return DemoRow(place_label(place), variant.precision, timing, param_bytes(model.program, model.scope),
                    prepared.report.peak_activation_bytes, errors, fused, variant.casts)
 
 
@@ -130,29 +127,30 @@ def _worst(comparisons: list[Comparison]) -> Comparison:
                       max(c.scale for c in comparisons))
 
 
-def _latency(timing: Timing, repeat: int) -> str:
-    return milliseconds(timing.median) + (f" ({timing.runs} runs)" if timing.runs < repeat else "")
-
-
-def _print(output: Output, model: Model, fused: Model, half: Model, rows: list[DemoRow], failures: list[str],
-           samples: int, repeat: int) -> None:
+def _print(output: Output, model: Model, fused: Model, half: Model, places: Sequence[Place], rows: list[DemoRow],
+           failures: list[str], samples: int) -> None:
     if output.json_mode:
-        output.json({"model": model.path, "samples": samples, "repeat": repeat, "rows": [r.as_dict() for r in rows],
+        output.json({"model": model.path, "samples": samples, "rows": [r.as_dict() for r in rows],
                      "failures": failures})
         return
     counts = [sum(1 for op in m.program.all_ops() if op.type not in ("feed", "fetch")) for m in (model, fused, half)]
     output.print(f"[bold]{Path(model.path).name}[/] ({model.format}): {counts[0]} ops imported, {counts[1]} after "
                  f"fusion, {counts[2]} in the float16 program")
+    for place in places:
+        if isinstance(place, OpenCLPlace):
+            runtime = place.runtime
+            output.print(f"{place_label(place)}: {runtime.caps.name} ({runtime.caps.vendor}), float16 mode "
+                         f"{runtime.mode.value}")
     output.print(table(
         None, ["place", "precision", "latency", "params", "act. peak", "max abs err", "max rel err", "top-1",
                "fused", "casts"],
-        [(r.place, r.precision, _latency(r.latency, repeat), human_bytes(r.parameter_bytes),
+        [(r.place, r.precision, milliseconds(r.latency.median), human_bytes(r.parameter_bytes),
           human_bytes(r.activation_peak_bytes), error_text(r.errors.max_abs), error_text(r.errors.max_rel),
           percent(r.errors.top1), r.ops_fused, r.casts_inserted) for r in rows],
-        caption=f"latency: median of {repeat} runs (fewer where marked); params: parameter bytes; act. peak: "
-                f"planned activation peak; errors and top-1 agreement: against the imported float32 model on "
-                f"numpy over {samples} seeded random inputs (rel err = max abs err / max |reference|); fused: "
-                f"ops removed by fusion; casts: casts inserted by the float16 transpile",
+        caption=f"over {samples} seeded random inputs — latency: median of {samples} timed runs; params: parameter "
+                f"bytes; act. peak: planned activation peak; errors and top-1 agreement: against the imported "
+                f"float32 model on numpy (rel err = max abs err / max |reference|); fused: ops removed by "
+                f"fusion; casts: casts inserted by the float16 transpile",
         numeric=["latency", "params", "act. peak", "max abs err", "max rel err", "top-1", "fused", "casts"]))
     for failure in failures:
         output.error(failure)

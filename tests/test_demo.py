@@ -39,7 +39,7 @@ def test_the_imported_model_computes_what_onnxruntime_does(tmp_path):
 
 
 def test_the_demo_table_on_every_place():
-    report = halfway_json("demo", "--repeat", "3", "--warmup", "1", "--samples", "4")
+    report = halfway_json("demo", "--samples", "4")
     assert report["failures"] == []
     opencl = bool([d for p in cl.get_platforms() for d in p.get_devices()])
     rows = {(r["place"].split(":")[0], r["precision"]): r for r in report["rows"]}
@@ -47,7 +47,7 @@ def test_the_demo_table_on_every_place():
     assert sorted(rows) == sorted((p, q) for p in places for q in ("float32", "float16"))
     batch_norms = sum(n.op_type == "BatchNormalization" for n in onnx.load(DEMO_ONNX).graph.node)
     for (place, precision), row in rows.items():
-        assert row["timed_runs"] == 3 and row["latency_median_s"] > 0
+        assert row["timed_runs"] == 4 and row["latency_median_s"] > 0
         assert row["ops_fused"] >= batch_norms  # every batch norm folds into its conv
         assert row["activation_peak_bytes"] > 0
         if precision == "float32":
@@ -61,7 +61,7 @@ def test_the_demo_table_on_every_place():
 
 
 def test_the_readme_command_prints_one_table():
-    done = subprocess.run([ROOT / "scripts" / "dev.sh", "demo", "--place", "cpu", "--repeat", "3", "--samples", "2"],
+    done = subprocess.run([ROOT / "scripts" / "dev.sh", "demo", "--place", "cpu", "--samples", "2"],
                           capture_output=True, text=True, check=False, timeout=600,
                           env=os.environ | {"COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
@@ -73,7 +73,7 @@ def test_the_readme_command_prints_one_table():
 
 
 def test_any_model_and_saved_results(tmp_path):
-    report = halfway_json("demo", "--model", RESNET_TINY, "--place", "cpu", "--repeat", "3", "--samples", "2",
+    report = halfway_json("demo", "--model", RESNET_TINY, "--place", "cpu", "--samples", "2",
                           "--out", tmp_path)
     assert [r["precision"] for r in report["rows"]] == ["float32", "float16"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model_fp16.pdiparams", "model_fp16.pdmodel",

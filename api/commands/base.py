@@ -9,7 +9,8 @@ from attrs import frozen
 
 from halfway.report.console import Output
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "Command", "UsageError", "add_model", "add_json", "add_places", "add_inputs", "add_repeat"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "Command", "UsageError",
+           "add_model", "add_json", "add_places", "add_inputs", "add_repeat", "positive", "non_negative"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -67,20 +68,20 @@ def add_inputs(parser: argparse.ArgumentParser) -> None:
 
 
 def add_repeat(parser: argparse.ArgumentParser, default: int) -> None:
-    parser.add_argument("--repeat", type=_positive, default=default, metavar="N",
+    parser.add_argument("--repeat", type=positive, default=default, metavar="N",
                         help=f"timed runs per measurement; the median is reported (default: {default})")
-    parser.add_argument("--warmup", type=_non_negative, default=2, metavar="N",
+    parser.add_argument("--warmup", type=non_negative, default=2, metavar="N",
                         help="untimed runs before timing (default: 2)")
 
 
-def _positive(text: str) -> int:
+def positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive count, got {text}")
     return value
 
 
-def _non_negative(text: str) -> int:
+def non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a count >= 0, got {text}")

@@ -12,7 +12,7 @@ from halfway.commands.base import Command, add_inputs, add_json, add_model, add_
 from halfway.commands.execution import feeds_for, prepare
 from halfway.commands.measure import Timing, time_runs
 from halfway.commands.modelfile import Model, load_model, param_bytes
-from halfway.commands.places import parse_places
+from halfway.commands.places import parse_places, place_label
 from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 from halfway.report.tables import human_bytes, milliseconds, table
@@ -53,7 +53,8 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     runners: list[tuple[str, Callable[[], object], int | None]] = []
     for place in places:
         prepared = prepare(model.program, model.scope, model.feed_names, model.fetch_names, feeds, place)
-        runners.append((f"halfway {place}", lambda p=prepared: p.run(feeds), prepared.report.peak_activation_bytes))
+        peak = prepared.report.peak_activation_bytes
+        runners.append((f"halfway {place_label(place)}", lambda p=prepared: p.run(feeds), peak))
     if "onnxruntime" in args.compare:
         runners.append(("onnxruntime cpu", onnxruntime_runner(model, feeds), None))
     timings: list[tuple[str, Timing, int | None]] = []

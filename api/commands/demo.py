@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from halfway.commands.base import Command, add_json, add_places, add_repeat
+from halfway.commands.base import Command, add_json, add_places, non_negative, positive
 from halfway.commands.places import parse_places
 from halfway.demo import DEMO_MODEL, run_demo
 from halfway.report.console import Output
@@ -15,11 +15,10 @@ __all__ = ["COMMAND"]
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="PATH", help=f"run on this model instead of the shipped {DEMO_MODEL}")
     add_places(parser, several=True)
-    add_repeat(parser, default=10)
-    parser.add_argument("--time-budget", type=float, default=3.0, metavar="SECONDS",
-                        help="stop timing a row after this long (at least 3 runs); default: 3")
-    parser.add_argument("--samples", type=int, default=8, metavar="K",
-                        help="seeded random inputs the errors and top-1 agreement are measured on (default: 8)")
+    parser.add_argument("--samples", type=positive, default=8, metavar="K",
+                        help="seeded random inputs: each program runs once on each, timed (default: 8)")
+    parser.add_argument("--warmup", type=non_negative, default=1, metavar="N",
+                        help="untimed runs before them (default: 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first input (default: 0)")
     parser.add_argument("--out", metavar="DIR", help="also save the fused float32 and the float16 models in DIR")
     add_json(parser)
@@ -27,17 +26,17 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace, output: Output) -> int:
     places = parse_places(args.places)
-    return run_demo(output, places, model_path=args.model, repeat=args.repeat, warmup=args.warmup,
-                    budget_s=args.time_budget,
-                    samples=args.samples, seed=args.seed, out_dir=args.out)
+    return run_demo(output, places, model_path=args.model, samples=args.samples, warmup=args.warmup,
+                    seed=args.seed, out_dir=args.out)
 
 
 COMMAND = Command(
     "demo", "the main job: import, fuse, transpile to float16, run and compare, in one table",
     f"Import a CNN (the shipped {DEMO_MODEL}: ResNet-18 at quarter width with seeded weights,\n"
     "or --model PATH), run the default fusion pipeline and the float16 transpile, then run the\n"
-    "float32 and float16 programs on numpy and on an OpenCL device when one is present. One\n"
-    "table shows, per place and precision: latency (median of --repeat runs), parameter bytes,\n"
+    "float32 and float16 programs on numpy and on an OpenCL device when one is present, each\n"
+    "once per seeded random input (--samples). One table shows, per place and precision:\n"
+    "latency (median of the timed runs), parameter bytes,\n"
     "the planned activation peak, max abs/relative error and top-1 agreement against the\n"
     "imported float32 model, ops fused and casts inserted.",
     _configure, _run)

@@ -10,7 +10,7 @@ from halfway.commands.execution import feeds_for, prepare
 from halfway.commands.feeds import convert_feed
 from halfway.commands.measure import compare
 from halfway.commands.modelfile import Model, load_model
-from halfway.commands.places import parse_place
+from halfway.commands.places import parse_place, place_label
 from halfway.ir.errors import FeedError
 from halfway.report.console import Output
 from halfway.report.tables import error_text, percent, table
@@ -55,11 +55,11 @@ def _run(args: argparse.Namespace, output: Output) -> int:
         rows.append({"output_a": name_a, "output_b": name_b, "shape": list(ref.shape),
                      "dtype_a": str(ref.dtype), "dtype_b": str(out.dtype), **c.as_dict(), "within_tolerance": ok})
     if args.json:
-        output.json({"model_a": a.path, "model_b": b.path, "place": str(place), "atol": args.atol,
+        output.json({"model_a": a.path, "model_b": b.path, "place": place_label(place), "atol": args.atol,
                      "rtol": args.rtol, "outputs": rows, "same": same})
     else:
         output.print(table(
-            f"{Path(a.path).name} vs {Path(b.path).name} on {place}",
+            f"{Path(a.path).name} vs {Path(b.path).name} on {place_label(place)}",
             ["output A", "output B", "shape", "dtypes", "max abs err", "max rel err", "top-1 agree", "verdict"],
             [(r["output_a"], r["output_b"], r["shape"], f"{r['dtype_a']}/{r['dtype_b']}",
               error_text(r["max_abs_error"]), error_text(r["max_rel_error"]), percent(r["top1_agreement"]),

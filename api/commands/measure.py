@@ -45,13 +45,9 @@ class Comparison:
         return {"max_abs_error": self.max_abs, "max_rel_error": self.max_rel, "top1_agreement": self.top1}
 
 
-MIN_RUNS = 3
-
-
-def time_runs(run: Callable[[], object], repeat: int, warmup: int, tick: Callable[[], None] = lambda: None,
-              budget_s: float | None = None) -> Timing:
-    """Call ``run`` ``warmup`` times, then time ``repeat`` calls; ``tick`` after each call. With
-    ``budget_s``, timing stops early once the timed calls took that long (after MIN_RUNS)."""
+def time_runs(run: Callable[[], object], repeat: int, warmup: int,
+              tick: Callable[[], None] = lambda: None) -> Timing:
+    """Call ``run`` ``warmup`` times, then time ``repeat`` calls; ``tick`` after each call."""
     for _ in range(warmup):
         run()
         tick()
@@ -61,9 +57,7 @@ def time_runs(run: Callable[[], object], repeat: int, warmup: int, tick: Callabl
         run()
         seconds.append(time.perf_counter() - start)
         tick()
-        if budget_s is not None and len(seconds) >= MIN_RUNS and sum(seconds) > budget_s:
-            break
-    return Timing(statistics.median(seconds), min(seconds), len(seconds))
+    return Timing(statistics.median(seconds), min(seconds), repeat)
 
 
 def compare(reference: Sequence[np.ndarray], output: Sequence[np.ndarray], what: str = "output") -> Comparison:

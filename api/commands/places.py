@@ -9,7 +9,7 @@ from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.ir.errors import HalfwayError
 from halfway.commands.base import UsageError
 
-__all__ = ["parse_place", "parse_places", "default_places"]
+__all__ = ["parse_place", "parse_places", "default_places", "place_label"]
 
 
 def parse_places(specs: Sequence[str] | None) -> list[Place]:
@@ -26,10 +26,22 @@ def parse_place(spec: str) -> Place:
     raise UsageError(f"--place {spec!r}: expected cpu, opencl or opencl:N")
 
 
-def _opencl_place(index: int | None) -> Place:
-    place = OpenCLPlace() if index is None else OpenCLPlace(index)
-    place.runtime  # noqa: B018  (opens the device now: a missing one is reported here, by name)
+def _opencl_place(index: int | None) -> OpenCLPlace:
+    """Device ``index``, or the default device under its index; opened now, so a missing device
+    or driver is reported here, by name."""
+    if index is None:
+        from halfway.kernels.opencl.runtime import cl, find_device
+
+        device = find_device(None)
+        index = [d for p in cl.get_platforms() for d in p.get_devices()].index(device)
+    place = OpenCLPlace(index)
+    place.runtime  # noqa: B018
     return place
+
+
+def place_label(place: Place) -> str:
+    """``cpu`` or ``opencl:N``, short for tables (``str(place)`` names the device)."""
+    return f"opencl:{place.device}" if isinstance(place, OpenCLPlace) else str(place)
 
 
 def default_places() -> list[Place]:

@@ -11,7 +11,7 @@ from halfway.commands.base import Command, add_inputs, add_json, add_model, add_
 from halfway.commands.execution import feeds_for, prepare
 from halfway.commands.files import write_npz
 from halfway.commands.modelfile import load_model
-from halfway.commands.places import parse_place
+from halfway.commands.places import parse_place, place_label
 from halfway.report.console import Output
 from halfway.report.tables import table
 
@@ -45,7 +45,7 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     results = dict(zip(model.fetch_names, prepared.run(feeds)))
     if args.output:
         write_npz(args.output, results)
-    facts = {"model": model.path, "place": str(place),
+    facts = {"model": model.path, "place": place_label(place),
              "inputs": {name: array_stats(value) for name, value in feeds.items()},
              "outputs": {name: array_stats(value) for name, value in results.items()},
              "saved": args.output}
@@ -54,8 +54,8 @@ def _run(args: argparse.Namespace, output: Output) -> int:
         return 0
     rows = [(name, s["dtype"], s["shape"], *(f"{s[k]:.4g}" if k in s else "-" for k in ("min", "max", "mean")),
              s.get("argmax", "-")) for name, s in facts["outputs"].items()]
-    output.print(table(f"outputs on {place}", ["output", "dtype", "shape", "min", "max", "mean", "argmax"], rows,
-                       numeric=["min", "max", "mean"]))
+    output.print(table(f"outputs on {place_label(place)}", ["output", "dtype", "shape", "min", "max", "mean", "argmax"],
+                       rows, numeric=["min", "max", "mean"]))
     if args.output:
         output.print(f"saved {len(results)} output(s) to {args.output}")
     return 0

@@ -46,7 +46,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 def run_passes(model: Model, passes: str | None, dump_dir: str | None = None) -> tuple[Model, PipelineResult]:
     """``model`` after the pipeline ``passes`` (None: the default; 'none': no pass)."""
     pipeline = [] if passes == NO_PASSES else passes
-    result = PassManager(pipeline, timing=True, count_ops=True, dump_dir=dump_dir).run(model.program, model.scope)
+    manager = PassManager(pipeline, timing=True, count_ops=True, dump_dir=dump_dir)
+    result = manager.run(model.program, model.scope, fetch=model.fetch_names)
     scope = result.scope if result.scope is not None else model.scope
     return Model(model.path, model.format, result.program, model.feed_names, model.fetch_names, scope), result
 
@@ -79,7 +80,8 @@ def pass_rows(result: PipelineResult) -> list[dict[str, Any]]:
 
 
 def pass_table(result: PipelineResult) -> RenderableType:
-    rows = [(r["pass"], "yes" if r["modified"] else "-", ", ".join(f"{k} {v}" for k, v in r["stats"].items() if v) or "-",
+    rows = [(r["pass"], "yes" if r["modified"] else "-",
+             ", ".join(f"{k} {v}" for k, v in r["stats"].items() if v) or "-",
              ", ".join(f"{k} {v:+d}" for k, v in r["op_delta"].items()) or "-",
              f"{r['seconds'] * 1e3:.1f} ms" if r["seconds"] is not None else "-") for r in pass_rows(result)]
     return table("passes", ["pass", "changed", "stats", "ops", "time"], rows, numeric=["time"])
