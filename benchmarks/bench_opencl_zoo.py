@@ -136,7 +136,18 @@ def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, n
     return seconds, call().float().cpu().numpy()
 
 
-def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace) -> None:
+def print_profile(prepared, feed: dict[str, np.ndarray], top: int = 6) -> None:
+    """Seconds per op type (each op waited for), the slowest first."""
+    totals: dict[str, float] = {}
+    for where, seconds in prepared.profile(feed):
+        kind = where.split("[")[-1].rstrip("]")
+        totals[kind] = totals.get(kind, 0.0) + seconds
+    ranked = sorted(totals.items(), key=lambda item: -item[1])[:top]
+    print("    profile: " + ", ".join(f"{kind} {s * 1e3:.2f} ms" for kind, s in ranked), flush=True)
+
+
+def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace,
+          profile: bool = False) -> None:
     import torch
     import torchvision
 
@@ -159,6 +170,8 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
         row.append(f"{label}: ours {ours * 1e3:7.2f} ms  torch {theirs * 1e3:7.2f} ms  ({theirs / ours:4.2f}x) "
                    f"max rel err {error:.1e}{f'  {falls} fallbacks' if falls else ''}")
         model.float()
+        if profile:
+            print_profile(prepared, {"x": x})
     print(f"{name:9} batch {batch:3}  " + "  |  ".join(row), flush=True)
 
 
@@ -205,6 +218,7 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--float32-only", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="also print the slowest op types (--torch)")
     parser.add_argument("--device", default=None)
     args = parser.parse_args()
     place = OpenCLPlace(args.device)
@@ -216,7 +230,7 @@ def main() -> None:
     builders = {"resnet50": resnet50, "vgg19": vgg19}
     for name in (args.models.split(",") if args.models else builders):
         for batch in (int(b) for b in args.batches.split(",")):
-            bench(name, builders[name], batch, args.runs, place)
+            bench(name, builders[name], batch, args.runs, place, args.profile)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ in the report, and ``strict`` makes it an error. Then:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -102,6 +103,19 @@ class OpenCLProgram:
             raise HalfwayError(f"while executing {bound.where if bound else 'the program'}: "
                                f"{type(e).__name__}: {e}") from e
         return [_download(queue, array).astype(dtype.numpy, copy=False) for dtype, array in self._fetches]
+
+
+    def profile(self, feed: Mapping[str, Any]) -> list[tuple[str, float]]:
+        """Run once waiting after every op: (op, seconds) per op, for finding the slow ones."""
+        self.run(feed)
+        times = []
+        for bound in self._steps:
+            start = time.perf_counter()
+            for enqueue in bound.launches:
+                enqueue()
+            self.runtime.finish()
+            times.append((bound.where, time.perf_counter() - start))
+        return times
 
 
 def _download(queue: Any, array: DeviceArray) -> np.ndarray:

@@ -169,6 +169,14 @@ def test_feed_checks_and_repeated_runs(place):
     assert not np.array_equal(first, second)
 
 
+def test_profile_times_every_op(place):
+    prog, scope, fetch = small_cnn()
+    prepared = Executor(place).prepare(prog, ["x"], [fetch], scope)
+    times = prepared.profile({"x": RNG.standard_normal((2, 3, 15, 13)).astype(np.float32)})
+    assert len(times) == len(prepared.report.kernels) and all(t >= 0 for _, t in times)
+    assert times[0][0].startswith("op #0 conv2d")
+
+
 def test_each_kernel_variant_compiles_once(place):
     prog, scope, fetch = small_cnn()
     Executor(place).prepare(prog, ["x"], [fetch], scope)
