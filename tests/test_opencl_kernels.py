@@ -231,14 +231,28 @@ def test_operands_aligned_to_eight(place, dtype):
           {"paddings": [1, 1]}, params=("Filter",))
 
 
-@pytest.fixture
-def split_k_place(monkeypatch) -> OpenCLPlace:
-    """A place whose device claims many compute units, so small GEMMs split K."""
+def faked_place(monkeypatch, **caps) -> OpenCLPlace:
+    """A place on the test device whose capabilities claim ``caps``."""
     shared = runtime.get_runtime()
     rt = runtime.Runtime(shared.device, shared.precision)
-    rt.caps = attrs.evolve(rt.caps, compute_units=4096)
+    rt.caps = attrs.evolve(rt.caps, **caps)
     monkeypatch.setattr(runtime, "get_runtime", lambda device=None, precision="normal": rt)
     return OpenCLPlace()
+
+
+@pytest.fixture(params=[False, True], ids=["cpu-kernels", "gpu-kernels"])
+def split_k_place(monkeypatch, request) -> OpenCLPlace:
+    """Many compute units, so small GEMMs split K; with the CPU kernels or the GPU's tiled ones."""
+    return faked_place(monkeypatch, compute_units=4096, is_gpu=request.param)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_tiled_gemm_kernels(monkeypatch, dtype):
+    """The local-memory tiled GEMM and conv a GPU gets, run here by a device claiming to be one."""
+    place = faked_place(monkeypatch, is_gpu=True)
+    check(place, "matmul_v2", {"X": rand(2, 37, 45, dtype=dtype), "Y": rand(45, 70, dtype=dtype)})
+    check(place, "conv2d", {"Input": rand(2, 6, 9, 11, dtype=dtype), "Filter": rand(8, 3, 3, 2, dtype=dtype)},
+          {"strides": [2, 1], "paddings": [1, 0, 2, 1], "dilations": [1, 2], "groups": 2}, params=("Filter",))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

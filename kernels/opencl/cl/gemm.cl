@@ -11,6 +11,9 @@ void gemm(GEMM_ARGS) {
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * RTSN + tx;
     const int n0 = get_group_id(0) * TSN, m0 = get_group_id(1) * TSM;
     SPLIT_RANGE;
+#ifdef CONV
+    CONV_COLUMN(n0 + lid % TSN);
+#endif
     __local float As[TSK][TSM];
     __local float Bs[TSK][TSN];
     float acc[WPTM][WPTN];
@@ -23,7 +26,11 @@ void gemm(GEMM_ARGS) {
         }
         for (int t = lid; t < TSK * TSN; t += NT) {
             int kk = t / TSN, nn = t % TSN, n = n0 + nn, k = k0 + kk;
+#ifdef CONV
+            int at = CONV_AT(k);
+#else
             int at = (n < N && k < kend) ? B_INDEX(b, k, n) : -1;
+#endif
             Bs[kk][nn] = at >= 0 ? (float)LOAD(B, at) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);

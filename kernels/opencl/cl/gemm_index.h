@@ -18,6 +18,19 @@ inline int conv_b_index(int g, int k, int n) {
     return ((img * C + g * CG + c) * H + y) * W + z;
 }
 #define B_INDEX(b, k, n) conv_b_index((b), (k), (n))
+
+/* A work-item whose column n of every B slice is fixed (the work-group size a multiple of the
+ * tile width) locates its output pixel once; then only the tap (c, i, j) of k is decoded. */
+#define CONV_COLUMN(n_) const int col_n = (n_), col_p = col_n % OHW; \
+    const int col_y = (col_p / OW) * SH - PT, col_x = (col_p % OW) * SW - PL; \
+    const int col_base = ((col_n / OHW) * C + b * CG) * H * W; \
+    const bool col_valid = col_n < N
+#define CONV_AT(k) conv_column_index((k), col_y, col_x, col_base, col_valid && (k) < kend)
+inline int conv_column_index(int k, int col_y, int col_x, int col_base, bool valid) {
+    int tj = k % KW, ti = (k / KW) % KH, c = k / (KW * KH);
+    int y = col_y + ti * DH, z = col_x + tj * DW;
+    return (valid && y >= 0 && y < H && z >= 0 && z < W) ? col_base + (c * H + y) * W + z : -1;
+}
 #define OUT_INDEX(b, m, n) ((((n) / OHW) * O + (b) * OG + (m)) * OHW + (n) % OHW)
 #define BIAS_INDEX(b, m, n) ((b) * OG + (m))
 #else

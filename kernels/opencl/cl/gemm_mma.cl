@@ -95,24 +95,15 @@ void gemm_mma(GEMM_ARGS) {
 #define B_FETCH(r, b, k, n) r = (n < N && k < kend) ? *(__global const uint4*)(Bb + B_INDEX(b, k, n)) : (uint4)0
 #define B_PUT(p, v) (*(__local uint4*)(p) = (v))
 #elif defined(CONV)
-/* a thread's column of every B slice is fixed (THREADS is a multiple of BN): its output pixel was
- * located once, only the tap (c, i, j) of k is decoded per element */
-#define B_FETCH(r, b, k, n) { \
-    const int tj_ = (k) % KW, ti_ = ((k) / KW) % KH, c_ = (k) / (KW * KH); \
-    const int y_ = col_y + ti_ * DH, z_ = col_x + tj_ * DW; \
-    r = (col_valid && (k) < kend && y_ >= 0 && y_ < H && z_ >= 0 && z_ < W) ? Bb[col_base + (c_ * H + y_) * W + z_] \
-                                                                          : (ushort)0; }
+#define B_FETCH(r, b, k, n) { const int at_ = CONV_AT(k); r = at_ >= 0 ? Bb[at_] : (ushort)0; }
 #define B_PUT(p, v) (*(p) = (v))
 #else
 #define B_FETCH(r, b, k, n) { int at_ = (n < N && k < kend) ? B_INDEX(b, k, n) : -1; r = at_ >= 0 ? Bb[at_] : (ushort)0; }
 #define B_PUT(p, v) (*(p) = (v))
 #endif
 
-#if defined(CONV) && !defined(VEC_B)
-    const int col_n = n0 + lid % BN, col_p = col_n % OHW;
-    const int col_y = (col_p / OW) * SH - PT, col_x = (col_p % OW) * SW - PL;
-    const int col_base = ((col_n / OHW) * C + b * CG) * H * W;
-    const bool col_valid = col_n < N;
+#ifdef CONV
+    CONV_COLUMN(n0 + lid % BN);
 #endif
     LOAD_SLICE(kbeg)
     STORE_SLICE
