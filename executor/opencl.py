@@ -28,6 +28,7 @@ from attrs import define, field
 from halfway.ir.block import Block
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import FeedError, HalfwayError, KernelNotFoundError
+from halfway.ir.schema import TensorInfo
 from halfway.ir.scope import Scope
 from halfway.kernels import opencl as _opencl_kernels  # noqa: F401  (registers the OpenCL kernels)
 from halfway.kernels.opencl.base import ALIAS, INPLACE_OPS, DeviceArray, Launch, Unsupported
@@ -68,7 +69,7 @@ class _Bound:
 class OpenCLProgram:
     """A program prepared on an OpenCL device for fixed feeds, fetches and feed shapes."""
 
-    def __init__(self, rt: Runtime, steps: list[_Bound], feeds: list[tuple[str, DType, DeviceArray, tuple]],
+    def __init__(self, rt: Runtime, steps: list[_Bound], feeds: list[tuple[str, DeviceArray, TensorInfo]],
                  fetches: list[tuple[DType, DeviceArray]], fetch_names: list[str], report: OpenCLReport) -> None:
         self.runtime = rt
         self._steps = steps
@@ -79,7 +80,7 @@ class OpenCLProgram:
 
     @property
     def feed_names(self) -> list[str]:
-        return [name for name, _, _, _ in self._feeds]
+        return [name for name, _, _ in self._feeds]
 
     def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
         """Upload ``feed``, enqueue every op, and return the fetched arrays in fetch order."""
@@ -87,23 +88,27 @@ class OpenCLProgram:
         if unknown:
             raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
         queue = self.runtime.queue
-        staged = []  # host arrays the non-blocking uploads read from
-        for name, dtype, target, info in self._feeds:
-            value = check_feed(name, feed, info)
-            staged.append(np.ascontiguousarray(value, dtype=target.dtype))
-            cl.enqueue_copy(queue, target.buffer, staged[-1], is_blocking=False)
+        # every feed checked first; the host arrays the non-blocking uploads read stay alive until
+        # the queue is done
+        staged = [np.ascontiguousarray(check_feed(name, feed, info), dtype=target.dtype)
+                  for name, target, info in self._feeds]
+        for (_, target, _), value in zip(self._feeds, staged):
+            cl.enqueue_copy(queue, target.buffer, value, is_blocking=False)
         bound = None
         try:
             for bound in self._steps:
                 for enqueue in bound.launches:
                     enqueue()
         except HalfwayError as e:
+            queue.finish()
             raise type(e)(f"while executing {bound.where}: {e}") from e
         except Exception as e:  # a driver's failure: name the op it ran
+            queue.finish()
             raise HalfwayError(f"while executing {bound.where if bound else 'the program'}: "
                                f"{type(e).__name__}: {e}") from e
-        return [_download(queue, array).astype(dtype.numpy, copy=False) for dtype, array in self._fetches]
-
+        results = [_download(queue, array).astype(dtype.numpy, copy=False) for dtype, array in self._fetches]
+        queue.finish()
+        return results
 
     def profile(self, feed: Mapping[str, Any]) -> list[tuple[str, float]]:
         """Run once waiting after every op: (op, seconds) per op, for finding the slow ones."""
@@ -156,7 +161,7 @@ class _OpenCLPreparer(_Preparer):
         self._allocate(report, [name for name, _, _ in feeds])
         steps = [self._bind(p, kernel, report) for p, kernel in zip(pending, kernels)]
         report.launches = sum(len(s.launches) for s in steps)
-        device_feeds = [(name, info.dtype, self.arrays[name], info) for name, _, info in feeds]
+        device_feeds = [(name, self.arrays[name], info) for name, _, info in feeds]
         fetches = [(self.infos[n].dtype, self._array(n)) for n in fetch_names]
         return OpenCLProgram(self.rt, steps, device_feeds, fetches, fetch_names, report)
 
