@@ -26,8 +26,10 @@ from typing import Any
 import attrs
 import numpy as np
 
+from halfway.ir.block import Block
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError, PassError
+from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.schema import get_schema, has_schema
 from halfway.ir.scope import Scope
@@ -35,7 +37,7 @@ from halfway.ir.verifier import verify
 from halfway.passes.base import Pass, PassResult, register_pass
 from halfway.passes.float16_casts import Edges, plan_vars, rewrite
 from halfway.passes.float16_lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
-from halfway.passes.float16_policy import IO_OPS, Plan, Rules, State, decide, float_var
+from halfway.passes.float16_policy import IO_OPS, Plan, Policy, State, decide, float_var
 from halfway.passes.float16_range import calibrate, calibration_pins, parameter_pins
 from halfway.passes.float16_report import Float16Report, OpEntry
 
@@ -101,8 +103,8 @@ class Float16Pass(Pass):
         missing = [n for n in params if n not in scope]
         if missing:
             raise PassError(f"pass 'float16': the scope holds no value for parameter(s) {missing}")
-        rules, out_of_range = _rules(program, scope, params, options)
-        plan = decide(block, rules, _sources(block, params, edges, rules))
+        policy, out_of_range = _policy(program, scope, params, options)
+        plan = decide(block, policy, _sources(block, params, edges, policy))
         report = Float16Report(ops=_op_entries(program, plan), out_of_range=out_of_range,
                                param_bytes_before=_param_bytes(program, scope))
         var_plans = plan_vars(block, plan, edges)
@@ -147,8 +149,8 @@ def _leaves(program: Program) -> list[str]:
             for names in list(op.outputs.values())[:1] if names and not block.uses(names[0])]
 
 
-def _rules(program: Program, scope: Scope, params: Sequence[str],
-           options: Float16Options) -> tuple[Rules, dict[str, int]]:
+def _policy(program: Program, scope: Scope, params: Sequence[str],
+           options: Float16Options) -> tuple[Policy, dict[str, int]]:
     block = program.global_block()
     float32_params = [n for n in params if block.var(n).dtype is DType.float32]
     pinned, out_of_range = parameter_pins(scope, float32_params)
@@ -157,19 +159,19 @@ def _rules(program: Program, scope: Scope, params: Sequence[str],
         ranges = calibrate(program, scope, options.calibration_feeds)
         measured, pinned_ops = calibration_pins(block, scope, ranges, options.max_abs_value)
         pinned = measured | pinned
-    rules = Rules(options.white_list, options.black_list, options.backend, options.max_float16_reduction,
-                  pinned, pinned_ops)
-    return rules, out_of_range
+    policy = Policy(options.white_list, options.black_list, options.backend, options.max_float16_reduction,
+                    pinned, pinned_ops)
+    return policy, out_of_range
 
 
-def _sources(block: Any, params: Sequence[str], edges: Edges, rules: Rules) -> dict[str, State]:
+def _sources(block: Block, params: Sequence[str], edges: Edges, policy: Policy) -> dict[str, State]:
     sources = {}
     for name in edges.feeds:
         if float_var(block, name) is not None:
-            sources[name] = State.FLOAT32 if name in rules.pinned_vars else State.FLOAT16
+            sources[name] = State.FLOAT32 if name in policy.pinned_vars else State.FLOAT16
     for name in params:
         dtype = block.var(name).dtype
-        sources[name] = State.FLOAT32 if name in rules.pinned_vars else (
+        sources[name] = State.FLOAT32 if name in policy.pinned_vars else (
             State.FLOAT16 if dtype is DType.float16 else State.FREE)
     return sources
 
@@ -186,7 +188,7 @@ def _op_entries(program: Program, plan: Plan) -> list[OpEntry]:
     return entries
 
 
-def _first_output(op: Any) -> str:
+def _first_output(op: Operator) -> str:
     """What the op writes in its first schema output slot (Y for batch_norm, not MeanOut)."""
     slots = [s.name for s in get_schema(op.type).outputs] if has_schema(op.type) else list(op.outputs)
     return next((op.output(s)[0] for s in slots if op.output(s)), "")

@@ -37,8 +37,9 @@ from halfway.ir.operator import Operator
 from halfway.ir.schema import InferContext, OpSchema, TensorInfo, get_schema, has_schema
 from halfway.ir.variable import Variable
 from halfway.kernels.registry import has_kernel
+from halfway.passes.float16_lists import LARGE_REDUCTIONS
 
-__all__ = ["State", "Rules", "Decision", "Plan", "decide", "float_var", "IO_OPS"]
+__all__ = ["State", "Policy", "Decision", "Plan", "decide", "float_var", "IO_OPS"]
 
 IO_OPS = ("feed", "fetch")
 _HALF = (DType.float16, DType.float32)
@@ -59,7 +60,7 @@ class State(enum.Enum):
 
 
 @frozen
-class Rules:
+class Policy:
     """What the decisions depend on besides the program."""
 
     white_list: frozenset[str]
@@ -106,21 +107,21 @@ def compute_inputs(op: Operator, schema: OpSchema) -> list[tuple[str, str]]:
     return [(s.name, n) for s in schema.inputs if s.name not in kept for n in op.input(s.name)]
 
 
-def decide(block: Block, rules: Rules, sources: Mapping[str, State]) -> Plan:
+def decide(block: Block, policy: Policy, sources: Mapping[str, State]) -> Plan:
     """Decide every op of ``block`` (see the module docstring). ``sources`` gives the state of
     the floating vars no op of the block writes (feed targets, parameters)."""
     plan = Plan(states=dict(sources))
     for op in block.ops:
         if op.type in IO_OPS:
             continue
-        decision = _decide_op(block, op, rules, plan)
+        decision = _decide_op(block, op, policy, plan)
         plan.decisions[id(op)] = decision
         _set_outputs(block, op, decision, plan)
     _settle_free(block, plan)
     return plan
 
 
-def _decide_op(block: Block, op: Operator, rules: Rules, plan: Plan) -> Decision:
+def _decide_op(block: Block, op: Operator, policy: Policy, plan: Plan) -> Decision:
     if not has_schema(op.type):
         return Decision(None, "no schema: left as it is")
     schema = get_schema(op.type)
@@ -134,24 +135,24 @@ def _decide_op(block: Block, op: Operator, rules: Rules, plan: Plan) -> Decision
     outputs = [n for n in op.output_names() if float_var(block, n) is not None]
     if not outputs:
         return Decision(None, "no floating output: reads its input as it is", flexible=True)
-    return _classify(op, schema, floats, outputs, rules, plan)
+    return _classify(op, schema, floats, outputs, policy, plan)
 
 
-def _classify(op: Operator, schema: OpSchema, floats: list[str], outputs: list[str], rules: Rules,
+def _classify(op: Operator, schema: OpSchema, floats: list[str], outputs: list[str], policy: Policy,
               plan: Plan) -> Decision:
-    pinned = next((n for n in floats + outputs if n in rules.pinned_vars), None)
+    pinned = next((n for n in floats + outputs if n in policy.pinned_vars), None)
     if pinned is not None:
-        return Decision(State.FLOAT32, rules.pinned_vars[pinned])
-    if op.index in rules.pinned_ops:
-        return Decision(State.FLOAT32, rules.pinned_ops[op.index])
-    if not has_kernel(op.type, rules.backend, DType.float16):
-        return Decision(State.FLOAT32, f"no float16 kernel for {op.type} on the {rules.backend} backend")
-    if op.type in rules.black_list:
+        return Decision(State.FLOAT32, policy.pinned_vars[pinned])
+    if op.index in policy.pinned_ops:
+        return Decision(State.FLOAT32, policy.pinned_ops[op.index])
+    if not has_kernel(op.type, policy.backend, DType.float16):
+        return Decision(State.FLOAT32, f"no float16 kernel for {op.type} on the {policy.backend} backend")
+    if op.type in policy.black_list:
         return Decision(State.FLOAT32, "black list")
     count = reduced_elements(op, schema)
-    if count is not None and count > rules.max_float16_reduction:
-        return Decision(State.FLOAT32, f"reduces {count} elements (more than {rules.max_float16_reduction})")
-    if op.type in rules.white_list:
+    if count is not None and count > policy.max_float16_reduction:
+        return Decision(State.FLOAT32, f"reduces {count} elements (more than {policy.max_float16_reduction})")
+    if op.type in policy.white_list:
         return Decision(State.FLOAT16, "white list")
     states = [(n, plan.states.get(n, State.FLOAT32)) for n in floats]
     wide = next((n for n, s in states if s is State.FLOAT32), None)
@@ -164,8 +165,6 @@ def _classify(op: Operator, schema: OpSchema, floats: list[str], outputs: list[s
 
 def reduced_elements(op: Operator, schema: OpSchema) -> int | None:
     """How many elements one output element of a reduction sums; None for other ops or unknown dims."""
-    from halfway.passes.float16_lists import LARGE_REDUCTIONS
-
     if op.type not in LARGE_REDUCTIONS or op.block is None:
         return None
     if op.type == "sum":

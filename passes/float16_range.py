@@ -22,7 +22,7 @@ import numpy as np
 from attrs import frozen
 
 from halfway.ir.block import Block
-from halfway.ir.errors import PassError
+from halfway.ir.errors import HalfwayError, PassError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
@@ -114,7 +114,7 @@ def calibrate(program: Program, scope: Scope, feeds: Sequence[Mapping[str, np.nd
     for i, feed in enumerate(feeds):
         try:
             values = Executor().run(program, feed, names, scope)
-        except Exception as e:
+        except HalfwayError as e:
             raise PassError(f"pass 'float16': running the float32 program on calibration feed #{i} failed: "
                             f"{e}") from e
         for name, value in list(zip(names, values)) + [(n, np.asarray(v)) for n, v in feed.items()]:
