@@ -24,8 +24,10 @@ def float16_transpile(program: Program, scope: Scope, *, keep_io_types: bool = T
 
     The program is cloned unless ``in_place``. The scope gains the float16 parameters
     (``<name>.fp16``) and keeps every existing entry, so the float32 and the float16 program
-    run side by side on it. ``options`` are further ``Float16Options`` (``backend``,
-    ``max_abs_value``, ``fetch_names``, ...).
+    run side by side on it. ``black_list`` / ``white_list`` replace the defaults (extend them
+    from ``halfway.passes.float16_lists``); ``calibration_feeds`` is one feed dict or several.
+    ``options`` are further ``Float16Options`` (``backend``, ``max_abs_value``, ``fetch_names``,
+    ``drop_unused_params``, ...).
 
     Returns:
         The float16 program and the report of what changed.
