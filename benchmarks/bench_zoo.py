@@ -8,11 +8,16 @@ per op type of its prepared run.
 Weights are seeded random values in place of the models' constant fills (the same model goes to
 both runtimes). Runs alternate between the two runtimes so machine noise hits both alike; the
 figure is the median. Outputs are checked to agree before timing.
+
+numpy's BLAS runs single-threaded unless OPENBLAS_NUM_THREADS says otherwise: on a machine
+shared with other work, OpenBLAS's threads wait on each other and small GEMMs slow down
+tenfold, while one thread keeps them near full speed (ONNX Runtime keeps its 2 threads).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -20,7 +25,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -88,6 +95,8 @@ def main() -> None:
     parser.add_argument("--no-passes", action="store_true", help="skip the default pass pipeline")
     args = parser.parse_args()
     ratios, slow = [], {}
+    print(f"numpy BLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}, ONNX Runtime threads: {THREADS}, "
+          f"passes: {'none' if args.no_passes else 'default pipeline'}")
     print(f"{'model':14} {'halfway ms':>11} {'onnxruntime ms':>15} {'ratio':>7}")
     for name in args.models.split(","):
         model = with_random_weights(light_model(name), seed=1)
