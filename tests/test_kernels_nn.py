@@ -212,6 +212,16 @@ def test_conv_in_several_chunks(monkeypatch, layout, path, attrs, x_shape, w_sha
     assert taken.__qualname__.startswith(path if layout == "NCHW" else "_im2col")
 
 
+def test_depthwise_in_several_channel_blocks(monkeypatch):
+    """A tiny chunk budget makes every channel its own im2col block + batched GEMM."""
+    monkeypatch.setattr(conv_kernels, "CHUNK_BYTES", 1)
+    attrs = {"groups": 3, "strides": [2, 1], "dilations": [1, 2], "paddings": [1, 0, 2, 1]}
+    x, w = rand(2, 3, 9, 8), rand(6, 1, 3, 3)
+    out = run("depthwise_conv2d", {"Input": x, "Filter": w}, attrs)["Output"]
+    check(out, ref_conv(x, w, {**attrs, "data_format": "NCHW"}), 9)
+    check(out, onnx_conv(x, w, attrs), 9)
+
+
 def ref_activation(y: np.ndarray, act: str, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
     sigmoid = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
     return {

@@ -18,8 +18,9 @@ writes a new array in the output's layout, NCHW or NHWC):
    2a. **shifted** (stride 1, one group, NCHW): the same GEMM, with columns gathered as one
    contiguous run per tap and channel from the flattened padded input (``_shifted``), computed at
    the padded width and cropped; taken where the padding widens rows by at most an eighth.
-3. **depthwise** (one input channel per group, any channel multiplier): ``kh * kw`` vectorised
-   multiply-adds of shifted views of the padded input, no im2col.
+3. **depthwise** (one input channel per group, any channel multiplier): NCHW, im2col per block of
+   channels and one batched GEMM ``W[c, mult, kh*kw] @ cols[c, kh*kw, OH*OW]``; NHWC, ``kh * kw``
+   vectorised multiply-adds of shifted views of the padded input.
 4. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
    ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
 
@@ -319,8 +320,13 @@ def _shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 
 
 def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """One input channel per group (output channel ``c * mult + m`` reads input channel ``c``):
-    accumulate ``kh * kw`` weighted shifted views of the input, padded in its own layout."""
+    """One input channel per group (output channel ``c * mult + m`` reads input channel ``c``),
+    on the input padded in its own layout. NCHW: per block of channels (``CHUNK_BYTES`` of
+    columns), the taps' windows are copied into ``cols[c, kh * kw, OH * OW]`` and one batched
+    GEMM ``W[c, mult, kh * kw] @ cols[c]`` writes the block's outputs. NHWC: ``kh * kw``
+    weighted shifted views accumulated."""
+    if not g.channel_last:
+        return _depthwise_gemm(g)
     kh, kw = g.kernel
     (sh, sw), (dh, dw) = g.strides, g.dilations
     oh, ow = g.out
@@ -329,22 +335,44 @@ def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray
     rows = [slice(i * dh, i * dh + (oh - 1) * sh + 1, sh) for i in range(kh)]
     cols = [slice(j * dw, j * dw + (ow - 1) * sw + 1, sw) for j in range(kw)]
     keep = slice(None)
-    if g.channel_last:  # [N, OH, OW, C, 1] views times [C, mult] weights
-        views = [(keep, rows[i], cols[j], keep, None) for i, j in g.taps]
-        weight_shape: tuple[int, ...] = (kh * kw, g.c, mult)
-    else:  # [N, C, 1, OH, OW] views times [C, mult, 1, 1] weights
-        views = [(keep, keep, None, rows[i], cols[j]) for i, j in g.taps]
-        weight_shape = (kh * kw, g.c, mult, 1, 1)
+    views = [(keep, rows[i], cols[j], keep, None) for i, j in g.taps]  # [N, OH, OW, C, 1] views
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         xp = pad(x)
-        taps = np.ascontiguousarray(w.reshape(g.c, mult, kh * kw).transpose(2, 0, 1)).reshape(weight_shape)
+        taps = np.ascontiguousarray(w.reshape(g.c, mult, kh * kw).transpose(2, 0, 1))  # [C, mult] weights
         acc = np.multiply(xp[views[0]], taps[0])
         tmp = np.empty_like(acc)
         for view, weight in zip(views[1:], taps[1:]):
             np.multiply(xp[view], weight, out=tmp)
             acc += tmp
         return acc.reshape(g.out_shape())
+
+    return run
+
+
+def _depthwise_gemm(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    kh, kw = g.kernel
+    (sh, sw), (dh, dw) = g.strides, g.dilations
+    oh, ow = g.out
+    mult, taps = g.o // g.c, kh * kw
+    block = max(1, min(g.c, CHUNK_BYTES // (taps * oh * ow * 4)))
+    pad = Padding.plan(g)
+
+    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        xp = pad(x)
+        sn, sc, sy, sx = xp.strides
+        view = as_strided(xp, (g.n, g.c, kh, kw, oh, ow), (sn, sc, sy * dh, sx * dw, sy * sh, sx * sw),
+                          writeable=False)
+        wk = w.reshape(g.c, mult, taps)
+        out = np.empty((g.n, g.c, mult, oh * ow), x.dtype)
+        buf = np.empty((block, kh, kw, oh, ow), x.dtype)
+        for n in range(g.n):
+            for c0 in range(0, g.c, block):
+                c1 = min(g.c, c0 + block)
+                cols = buf[:c1 - c0]
+                np.copyto(cols, view[n, c0:c1])
+                np.matmul(wk[c0:c1], cols.reshape(c1 - c0, taps, oh * ow), out=out[n, c0:c1])
+        return out.reshape(g.out_shape())
 
     return run
 
