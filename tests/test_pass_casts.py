@@ -9,7 +9,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
 from halfway.passes import get_pass
 from halfway.passes.casts import exact_round_trip
-from tests.passcheck import fetch_options, insert_after, add_fetch_ops, check_pass, load_fixture, random_program, run
+from tests.passcheck import add_fetch_ops, check_pass, fetch_options, insert_after, load_fixture, random_program, run
 
 VALUES = np.array([[-300.7, -1.3333, 0.1, 1e-6], [3.0, 6000.0, 2.5, 1234.567]])
 

@@ -6,7 +6,7 @@ from halfway import layers
 from halfway.ir.builder import append_op, create_parameter
 from halfway.ir.schema import OpSchema, Slot, register_op, same_as
 from halfway.passes import get_pass
-from tests.passcheck import fetch_options, add_fetch_ops, check_pass, load_fixture, random_program
+from tests.passcheck import add_fetch_ops, check_pass, fetch_options, load_fixture, random_program
 
 
 def _program(body, fetch_ops=True):

@@ -8,7 +8,7 @@ from halfway.ir.builder import create_parameter
 from halfway.ir.operator import Operator
 from halfway.ir.schema import OpSchema, Slot, register_op
 from halfway.passes import get_pass
-from tests.passcheck import fetch_options, add_fetch_ops, check_pass, load_fixture, random_program
+from tests.passcheck import add_fetch_ops, check_pass, fetch_options, load_fixture, random_program
 
 register_op(OpSchema("tdce_loop", inputs=[Slot("X", duplicable=True, dispensable=True)],
                      outputs=[Slot("Out", duplicable=True, dispensable=True)]), override=True)

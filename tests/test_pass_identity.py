@@ -2,11 +2,13 @@ import numpy as np
 import pytest
 
 import halfway
+import halfway.frontends.onnx
 from halfway import layers
 from halfway.ir.builder import append_op, create_parameter
 from halfway.ir.operator import Operator
 from halfway.passes import get_pass
-from tests.passcheck import fetch_options, insert_after, add_fetch_ops, check_pass, load_fixture, random_program, run
+from tests.onnx_zoo import dummy_inputs, light_model, with_random_weights
+from tests.passcheck import add_fetch_ops, check_pass, fetch_options, insert_after, load_fixture, random_program, run
 
 FEED = {"x": np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)}
 
@@ -225,3 +227,11 @@ def test_reshape_to_an_unknown_or_different_shape_stays():
         x = layers.data("x", [-1, 3, 4])
         out = layers.relu(layers.reshape(x, [0, 3, 4]))
     assert not get_pass("remove_identity", fetch_names=[out.name])(program).modified
+
+
+def test_onnx_squeezenet_loses_its_dropout():
+    model = with_random_weights(light_model("squeezenet"), seed=1)
+    program, feed_names, fetch_names, scope = halfway.frontends.onnx.load(model)
+    feeds = dummy_inputs(model, seed=2)
+    result = check_pass("remove_identity", program, scope, {n: feeds[n] for n in feed_names}, fetch_names)
+    assert result.stats["dropouts_removed"] == 1 and "dropout" not in _types(program)
