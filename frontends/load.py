@@ -57,10 +57,15 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
     ``input_shapes`` (ONNX only) fixes input dims; ``paddle_options`` (``model_filename``,
     ``params_filename``) go to ``load_inference_model``.
     """
-    is_proto = type(model).__name__ == "ModelProto"
-    if is_proto or model_format(model) == "onnx":
+    is_path = isinstance(model, (str, os.PathLike))
+    if not is_path:
+        from onnx import ModelProto
+
+        if not isinstance(model, ModelProto):
+            raise SerdeError(f"load takes a model's path or an onnx.ModelProto, got {type(model).__name__}")
+    if not is_path or model_format(model) == "onnx":
         if paddle_options:
-            raise SerdeError(f"{model if not is_proto else '<ModelProto>'}: {sorted(paddle_options)} apply to "
+            raise SerdeError(f"{model if is_path else '<ModelProto>'}: {sorted(paddle_options)} apply to "
                              f"Paddle models only")
         from halfway.frontends.onnx import load as load_onnx
 

@@ -57,6 +57,8 @@ def test_a_model_proto_loads_directly():
 def test_a_path_naming_no_model_is_an_error(tmp_path):
     with pytest.raises(halfway.SerdeError, match="no such model"):
         halfway.load(tmp_path / "nothing")
+    with pytest.raises(halfway.SerdeError, match="takes a model's path or an onnx.ModelProto, got Program"):
+        halfway.load(halfway.Program())
 
 
 def test_options_of_the_other_format_are_refused(tmp_path):
