@@ -72,11 +72,17 @@ def _require_initialized(desc: Any, source: str) -> None:
         raise SerdeError(f"{source}: required fields missing or invalid: {shown}")
 
 
+def _is_repeated(field: FieldDescriptor) -> bool:
+    """protobuf 6.31+ has ``is_repeated`` and protobuf 7 dropped ``label``; older ones have only ``label``."""
+    repeated = getattr(field, "is_repeated", None)
+    return repeated if repeated is not None else field.label == FieldDescriptor.LABEL_REPEATED
+
+
 def _require_utf8(desc: Any, source: str) -> None:
     """upb hands back a proto2 string field that is not valid UTF-8 as ``bytes``; the IR holds
     ``str`` and protobuf refuses to write such bytes again, so reject them on load."""
     for field, value in desc.ListFields():
-        values = value if field.label == FieldDescriptor.LABEL_REPEATED else (value,)
+        values = value if _is_repeated(field) else (value,)
         if field.type == FieldDescriptor.TYPE_STRING and any(isinstance(v, bytes) for v in values):
             raise SerdeError(f"{source}: a {field.full_name} string is not valid UTF-8")
         if field.type == FieldDescriptor.TYPE_MESSAGE:
