@@ -164,3 +164,18 @@ def test_loaded_onnx_programs_save_and_reload_as_paddle_models(tmp_path):
     second = Executor().run(again[0], {"x": x}, again[2], again[3])
     np.testing.assert_array_equal(first[0], second[0])
     assert again[0].to_bytes() == halfway.load_inference_model(tmp_path / "m")[0].to_bytes()
+
+
+def test_a_symbolic_batch_dim_stays_unknown_and_runs_at_any_batch():
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1),
+             helper.make_node("Softmax", ["y"], ["z"], axis=1)]
+    inits = [("w", RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+             ("b", RNG.standard_normal(4).astype(np.float32)),
+             ("fw", RNG.standard_normal((5, 4)).astype(np.float32)), ("fb", RNG.standard_normal(5).astype(np.float32))]
+    model = _model(nodes, [("x", F, ["N", 3, 8, 8])], [("z", F, ["N", 5])], inits)
+    program, feeds, fetches, scope = load(model)
+    assert program.global_block().var("z").shape == (-1, 5)
+    for batch in (1, 3):
+        _check_against_ort(model, {"x": RNG.standard_normal((batch, 3, 8, 8)).astype(np.float32)})
