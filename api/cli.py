@@ -4,12 +4,14 @@ error reported as one line (the traceback only with --debug)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Sequence
 
 from halfway.cli_plugins import load_plugins
-from halfway.commands.base import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command, UsageError
+from halfway.commands.base import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command,
+                                   UsageError)
 from halfway.commands.bench import COMMAND as BENCH
 from halfway.commands.demo import COMMAND as DEMO
 from halfway.commands.devices import COMMAND as DEVICES
@@ -32,7 +34,8 @@ MODEL is an .onnx file, a .pdmodel file or its path prefix, or a folder holding 
 inference model. `halfway COMMAND --help` explains a command.
 
 exit codes: 0 done; 1 an error (a bad model, input or option value: one line on stderr);
-2 a malformed command line; 3 `diff` found outputs differing beyond its tolerance.
+2 a malformed command line; 3 `diff` found outputs differing beyond its tolerance;
+141 the reader of the output went away.
 
 plugins: modules registering passes, ops and kernels load from the `halfway.plugins` entry-point
 group of installed packages, and from --plugin MODULE_OR_FILE.py (repeatable).
@@ -85,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.loaded_plugins = load_plugins(getattr(args, "plugin", None) or ())
         return args.run(args, output)
+    except BrokenPipeError:  # the reader went away (`halfway inspect --text | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except UsageError as e:
         output.error(str(e))
         return EXIT_USAGE

@@ -18,7 +18,7 @@ from typing import Any
 from halfway.proto import framework_pb2
 
 __all__ = ["halfway", "halfway_json", "one_line_error", "proto_of", "proto_op_types", "ROOT", "RESNET_TINY", "FIXTURES",
-           "PLUGIN", "DEMO_ONNX"]
+           "PLUGIN", "DEMO_ONNX", "BIN"]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "paddle"

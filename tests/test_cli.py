@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from tests.clirun import PLUGIN, RESNET_TINY, halfway, halfway_json, one_line_error
+from tests.clirun import BIN, PLUGIN, RESNET_TINY, halfway, halfway_json, one_line_error
 from halfway.cli import COMMANDS
 from halfway.passes import DEFAULT_PIPELINE
 
@@ -131,3 +131,12 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path):
             pass
     """))
     one_line_error(halfway("passes", "--plugin", twice), "twice.py", "fuse_conv_bn", "already registered")
+
+
+def test_a_reader_that_goes_away_stops_it_quietly():
+    """``halfway inspect --text | head``: the pipe closes before the text is written."""
+    command = [str(BIN), "inspect", RESNET_TINY, "--text"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()
+    assert process.wait(timeout=300) == 141
+    assert process.stderr.read() == b""

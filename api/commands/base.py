@@ -9,7 +9,7 @@ from attrs import frozen
 
 from halfway.report.console import Output
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "Command", "UsageError",
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "Command", "UsageError",
            "add_model", "add_json", "add_places", "add_inputs", "add_repeat", "positive", "non_negative"]
 
 EXIT_OK = 0
@@ -17,6 +17,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_DIFFERENT = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 Run = Callable[[argparse.Namespace, Output], int]
 
