@@ -26,6 +26,7 @@ from halfway.commands.measure import Comparison, Timing, compare, time_runs
 from halfway.commands.modelfile import Model, load_model, param_bytes, save_model
 from halfway.commands.transpile import ops_fused, run_float16, run_passes
 from halfway.commands.places import place_label
+from halfway.executor import PreparedProgram
 from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
@@ -84,7 +85,7 @@ def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None 
             save_model(str(Path(out_dir) / name), variant)
     feeds = [random_inputs(model.program, model.feed_names, seed + i) for i in range(samples)]
     imported = _Variant("float32", model, 0)
-    _, reference = _timed_runs(output, "float32 reference (as imported)", imported, CPUPlace(), feeds, warmup)
+    *_, reference = _timed_runs(output, "float32 reference (as imported)", imported, CPUPlace(), feeds, warmup)
     variants = [_Variant("float32", fused, 0), _Variant("float16", half, len(report.casts))]
     rows, failures = [], []
     for place in places:
@@ -98,7 +99,7 @@ def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None 
 
 
 def _timed_runs(output: Output, what: str, variant: _Variant, place: Place, feeds: Feeds,
-                warmup: int) -> tuple[Any, list[list[np.ndarray]]]:
+                warmup: int) -> tuple[PreparedProgram, Timing, list[list[np.ndarray]]]:
     """Prepare ``variant`` on ``place``, run it ``warmup`` times, then once per feed, timed."""
     model = variant.model
     with output.task(f"{place_label(place)} {what}: prepare, {len(feeds)} timed runs",
@@ -107,12 +108,12 @@ def _timed_runs(output: Output, what: str, variant: _Variant, place: Place, feed
         inputs = itertools.chain(itertools.repeat(feeds[0], warmup), feeds)
         results: list[list[np.ndarray]] = []
         timing = time_runs(lambda: results.append(prepared.run(next(inputs))), len(feeds), warmup, tick)
-    return (prepared, timing), results[warmup:]
+    return prepared, timing, results[warmup:]
 
 
 def _row(output: Output, place: Place, variant: _Variant, feeds: Feeds, reference: list[list[np.ndarray]],
          fused: int, warmup: int) -> DemoRow:
-    (prepared, timing), results = _timed_runs(output, variant.precision, variant, place, feeds, warmup)
+    prepared, timing, results = _timed_runs(output, variant.precision, variant, place, feeds, warmup)
     model = variant.model
     errors = _worst([compare([r[i] for r in reference], [o[i] for o in results], name)
                      for i, name in enumerate(model.fetch_names)])

@@ -64,11 +64,9 @@ def param_bytes(program: Program, scope: Scope) -> int:
 def op_precision(op: Operator) -> str:
     """The element type an op computes in: that of its first floating output (else its first
     output), as a name; ``-`` when unknown."""
-    block = op.block
-    dtypes = [block.find_var(n).dtype for n in op.output_names() if block is not None]
-    dtypes = [d for d in dtypes if d is not None]
-    floating = [d for d in dtypes if d.is_floating]
-    chosen = floating or dtypes
+    dtypes = [op.block.find_var(n).dtype for n in op.output_names()]
+    known = [d for d in dtypes if d is not None]
+    chosen = [d for d in known if d.is_floating] or known
     return chosen[0].name if chosen else "-"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from halfway.commands.modelfile import op_precision
 from halfway.ir.block import Block
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
@@ -56,11 +57,8 @@ def _tensor(block: Block, name: str) -> str:
 def _kind(op: Operator) -> str:
     if op.type == "cast":
         return "cast"
-    dtypes = [op.block.find_var(n).dtype for n in op.output_names()]
-    floating = [d for d in dtypes if d is not None and d.is_floating]
-    if not floating:
-        return "other"
-    return floating[0].name if floating[0].name in ("float16", "float32") else "other"
+    precision = op_precision(op)
+    return precision if precision in ("float16", "float32") else "other"
 
 
 def _op_node(index: int, op: Operator) -> Node:
