@@ -150,8 +150,9 @@ def _print(output: Output, model: Model, fused: Model, half: Model, places: Sequ
           percent(r.errors.top1), r.ops_fused, r.casts_inserted) for r in rows],
         caption=f"over {samples} seeded random inputs — latency: median of {samples} timed runs; params: parameter "
                 f"bytes; act. peak: planned activation peak; errors and top-1 agreement: against the imported "
-                f"float32 model on numpy (rel err = max abs err / max |reference|); fused: ops removed by "
-                f"fusion; casts: casts inserted by the float16 transpile",
+                f"float32 model on numpy (rel err = max abs err / max |reference|); fused: ops the pass "
+                f"pipeline removed (fused into others, folded or dead); casts: casts inserted by the float16 "
+                f"transpile",
         numeric=["latency", "params", "act. peak", "max abs err", "max rel err", "top-1", "fused", "casts"]))
     for failure in failures:
         output.error(failure)
