@@ -123,6 +123,15 @@ def rewrite(block: Block, scope: Scope, var_plans: Sequence[VarPlan], params: Se
         if not block.uses(name) and not block.producers(name):
             block.remove_var(name)
             report.params_removed.append(name)
+    _retype_user_casts(block, {vp.name for vp in var_plans})
+
+
+def _retype_user_casts(block: Block, retyped: set[str]) -> None:
+    """The program's own casts keep their output dtype and read their input as it now is: where
+    that input changed dtype, ``in_dtype`` follows it."""
+    for op in block.ops:
+        if op.type == "cast" and op.input("X")[0] in retyped:
+            op.set_attr("in_dtype", int(block.find_var(op.input("X")[0]).dtype))
 
 
 def _alternate_name(block: Block, scope: Scope, name: str, dtype: DType) -> str:

@@ -169,6 +169,33 @@ def test_integer_and_shape_paths_get_no_casts():
     check_accuracy(ref, got)
 
 
+def test_the_programs_own_casts_read_their_input_in_its_new_dtype():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 3, 4, 4])
+        y = layers.conv2d(x, 6, 1, bias_attr=False)
+        same = layers.relu(layers.cast(y, "float32"))
+        wide = layers.cast(y, "float64")
+        whole = layers.cast(y, "int32")
+    scope = halfway.init_scope(prog)
+    fetches = [same.name, wide.name, whole.name]
+    half, report = halfway.float16_transpile(prog, scope, fetch_names=fetches)
+    halfway.verify(half)
+    block = half.global_block()
+    user_casts = [op for op in block.ops if op.type == "cast" and op.input("X")[0] == y.name]
+    assert block.var(y.name).dtype is DType.float16 and len(user_casts) == 3
+    assert all(op.attr("in_dtype") == int(DType.float16) for op in user_casts)
+    assert [DType(op.attr("out_dtype")) for op in user_casts] == [DType.float32, DType.float64, DType.int32]
+    feed = {"x": np.random.default_rng(0).standard_normal((2, 3, 4, 4)).astype(np.float32)}
+    refs, _ = run(prog, scope, feed, fetches)
+    gots, _ = run(half, scope, feed, fetches)
+    assert [got.dtype for got in gots] == [ref.dtype for ref in refs]
+    for ref, got in zip(refs[:2], gots[:2]):
+        np.testing.assert_allclose(got, ref, rtol=4 * EPS16, atol=4 * EPS16 * float(np.abs(ref).max()))
+    np.testing.assert_allclose(gots[2], refs[2], atol=1)  # truncation may fall on either side of an integer
+    assert get_pass("float16")(half, scope).modified is False
+
+
 def test_keep_io_types_false_feeds_and_fetches_float16():
     program, feeds, fetches, scope = load("mlp_tiny")
     io = np.load(FIXTURES / "mlp_tiny_io.npz")
