@@ -14,7 +14,8 @@ errors are then realistic and the top-1 class of an image is a meaningful thing 
 
 Run from the repository root (needs onnx and onnxruntime):
     .venv/bin/python scripts/make_demo_model.py [--out api/data/demo_resnet18.onnx]
-The output is byte-identical from run to run.
+The output is byte-identical from run to run on one machine (ONNX Runtime's kernels, which measure
+the statistics, differ by version and CPU in the last bits).
 """
 
 from __future__ import annotations

@@ -47,21 +47,34 @@ def test_bench_side_by_side_with_onnxruntime():
     assert peer["vs_first"] == peer["median_s"] / ours["median_s"]
 
 
+def _logits_model(tmp_path) -> str:
+    """SqueezeNet without its final Softmax: with the zoo's constant weights the logits reach
+    1e10 and tie, so the softmax of any float16 run differs; the logits themselves compare."""
+    model = onnx.load(SQUEEZENET)
+    softmax = model.graph.node[-1]
+    assert softmax.op_type == "Softmax"
+    model.graph.node.remove(softmax)
+    model.graph.output[0].name = softmax.input[0]
+    onnx.save(model, tmp_path / "logits.onnx")
+    return str(tmp_path / "logits.onnx")
+
+
 def test_float16_needs_calibration_on_this_model(tmp_path):
     """The light zoo's constant weights push activations past float16's range: transpiled
     blindly the outputs break (diff exits 3); calibrated, the overflowing ops stay float32."""
     spec, value = _input_file(tmp_path)
-    assert halfway("transpile", SQUEEZENET, "-o", tmp_path / "blind", "--fp16").returncode == 0
-    blind = halfway("diff", SQUEEZENET, tmp_path / "blind.pdmodel", "--input", spec)
+    model = _logits_model(tmp_path)
+    assert halfway("transpile", model, "-o", tmp_path / "blind", "--fp16").returncode == 0
+    blind = halfway("diff", model, tmp_path / "blind.pdmodel", "--input", spec)
     assert blind.returncode == 3 and "DIFFERENT" in blind.stdout
     assert "Warning" not in blind.stderr  # numpy's overflow warnings are not shown
     np.savez(tmp_path / "calibration.npz", **dummy_inputs(onnx.load(SQUEEZENET), seed=1))
-    report = halfway_json("transpile", SQUEEZENET, "-o", tmp_path / "half", "--fp16", "--calibrate",
+    report = halfway_json("transpile", model, "-o", tmp_path / "half", "--fp16", "--calibrate",
                           tmp_path / "calibration.npz")
     half, kept = (int(n) for n in report["float16"]["ops float16 / float32"].split(" / "))
     assert half > 0 and kept > 0
-    diff = halfway_json("diff", SQUEEZENET, tmp_path / "half.pdmodel", "--input", spec, "--rtol", "1e-2")
+    diff = halfway_json("diff", model, tmp_path / "half.pdmodel", "--input", spec, "--rtol", "1e-2")
     (row,) = diff["outputs"]
-    assert diff["same"] and row["top1_agreement"] == 1.0
+    assert diff["same"], row
     assert halfway("graph", tmp_path / "half.pdmodel", "-o", tmp_path / "half.html").returncode == 0
     assert "float16 op" in (tmp_path / "half.html").read_text()
