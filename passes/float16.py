@@ -6,12 +6,13 @@
 Steps (nothing is changed until the last one):
 
 1. Check: block 0 only (ops with sub-blocks are refused), the program verifies, calibration runs.
-2. Range pins (``float16_range``): parameters beyond float16's range, and with calibration feeds,
-   vars and accumulations that exceed ``max_abs_value``, must stay float32.
+2. Float16 copies of the float32 parameters (``float16_values``), and range pins
+   (``float16_range``): parameters beyond float16's range, and with calibration feeds, vars and
+   accumulations that exceed ``max_abs_value``, must stay float32.
 3. Decisions (``float16_policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
    ``float16_lists``, the kernels registered for ``backend``, and the pins.
-4. Rewrite (``float16_casts``): one cast per var crossing a float32/float16 boundary, float16
-   copies of parameters in the program and the scope (``<name>.fp16``), unused parameters
+4. Rewrite (``float16_casts``): one cast per var crossing a float32/float16 boundary, the float16
+   copies that float16 ops read in the program and the scope (``<name>.fp16``), unused parameters
    removed from the program (and from the scope with ``drop_unused_params``).
 
 The pass fills ``report`` (a ``Float16Report``) on its instance. Running it on its own output
@@ -40,6 +41,7 @@ from halfway.passes.float16_lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST,
 from halfway.passes.float16_policy import IO_OPS, Plan, Policy, State, decide, float_var
 from halfway.passes.float16_range import calibrate, calibration_pins, parameter_pins
 from halfway.passes.float16_report import Float16Report, OpEntry
+from halfway.passes.float16_values import Losses, to_float16
 
 __all__ = ["Float16Options", "Float16Pass"]
 
@@ -103,12 +105,14 @@ class Float16Pass(Pass):
         missing = [n for n in params if n not in scope]
         if missing:
             raise PassError(f"pass 'float16': the scope holds no value for parameter(s) {missing}")
-        policy, out_of_range = _policy(program, scope, params, options)
+        float32_params = [n for n in params if block.var(n).dtype is DType.float32]
+        float16_copies = dict(zip(float32_params, to_float16([scope.get(n) for n in float32_params])))
+        policy, out_of_range = _policy(program, scope, float16_copies, options)
         plan = decide(block, policy, _sources(block, params, edges, policy))
         report = Float16Report(ops=_op_entries(program, plan), out_of_range=out_of_range,
                                param_bytes_before=_param_bytes(program, scope))
         var_plans = plan_vars(block, plan, edges)
-        rewrite(block, scope, var_plans, params, report)
+        rewrite(block, scope, var_plans, params, float16_copies, report)
         if options.drop_unused_params:
             for name in report.params_removed:
                 scope.remove(name)
@@ -149,11 +153,10 @@ def _leaves(program: Program) -> list[str]:
             for names in list(op.outputs.values())[:1] if names and not block.uses(names[0])]
 
 
-def _policy(program: Program, scope: Scope, params: Sequence[str],
-           options: Float16Options) -> tuple[Policy, dict[str, int]]:
+def _policy(program: Program, scope: Scope, float16_copies: Mapping[str, tuple[np.ndarray, Losses]],
+            options: Float16Options) -> tuple[Policy, dict[str, int]]:
     block = program.global_block()
-    float32_params = [n for n in params if block.var(n).dtype is DType.float32]
-    pinned, out_of_range = parameter_pins(scope, float32_params)
+    pinned, out_of_range = parameter_pins(scope, float16_copies)
     pinned_ops: dict[int, str] = {}
     if options.calibration_feeds:
         ranges = calibrate(program, scope, options.calibration_feeds)

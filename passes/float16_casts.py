@@ -19,7 +19,7 @@ shape and index tensors), flexible readers (``shape``) and ``fetch`` ops read th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from attrs import frozen
@@ -31,8 +31,8 @@ from halfway.ir.schema import get_schema
 from halfway.ir.scope import Scope
 from halfway.ir.variable import Variable
 from halfway.passes.float16_policy import IO_OPS, Plan, State
-from halfway.passes.float16_range import flush_counts
 from halfway.passes.float16_report import CastEntry, Float16Report, ParamEntry
+from halfway.passes.float16_values import Losses
 
 __all__ = ["Edges", "VarPlan", "plan_vars", "rewrite"]
 
@@ -104,8 +104,9 @@ def _wants(plan: Plan, use: tuple[Operator, str, int]) -> DType | None:
 
 
 def rewrite(block: Block, scope: Scope, var_plans: Sequence[VarPlan], params: Sequence[str],
-            report: Float16Report) -> None:
-    """Apply ``var_plans`` to ``block`` (and new parameters to ``scope``), recording them in ``report``."""
+            float16_copies: Mapping[str, tuple[np.ndarray, Losses]], report: Float16Report) -> None:
+    """Apply ``var_plans`` to ``block`` (and new parameters to ``scope``), recording them in
+    ``report``. ``float16_copies`` holds the float32 parameters' values converted to float16."""
     converted = []
     for vp in var_plans:
         var = block.var(vp.name)
@@ -113,7 +114,9 @@ def rewrite(block: Block, scope: Scope, var_plans: Sequence[VarPlan], params: Se
         if alternate is None:
             var.dtype = vp.home
         elif vp.name in params:
-            _convert_parameter(block, scope, var, alternate, vp, report)
+            copy = float16_copies[vp.name] if alternate is DType.float16 else (
+                scope.get(vp.name).astype(np.float32), Losses())
+            _convert_parameter(block, scope, var, alternate, vp, copy, report)
             converted.append(vp.name)
         elif vp.home is not vp.produced:
             _split_output(block, var, vp, report)
@@ -162,18 +165,15 @@ def _insert_after_writer(block: Block, name: str, op: Operator) -> None:
 
 
 def _convert_parameter(block: Block, scope: Scope, var: Variable, dtype: DType, vp: VarPlan,
-                       report: Float16Report) -> None:
-    value = scope.get(vp.name)
-    converted = value.astype(dtype.numpy)
+                       copy: tuple[np.ndarray, Losses], report: Float16Report) -> None:
+    converted, losses = copy
     name = f"{vp.name}.{_SUFFIX[dtype]}"
     if block.has_var(name) or not _holds(scope, name, converted):
         name = _alternate_name(block, scope, vp.name, dtype)
         scope.set(name, converted)
     _declare_like(block, var, name, dtype, persistable=True, is_parameter=var.is_parameter)
     _point_readers(vp.readers, vp.name, name)
-    flush = flush_counts(value, converted) if dtype is DType.float16 else None
-    report.params.append(ParamEntry(vp.name, name, int(value.size), flush.to_zero if flush else 0,
-                                    flush.to_subnormal if flush else 0))
+    report.params.append(ParamEntry(vp.name, name, int(converted.size), losses.to_zero, losses.to_subnormal))
 
 
 def _holds(scope: Scope, name: str, value: np.ndarray) -> bool:

@@ -3,12 +3,15 @@
 float16 holds magnitudes up to 65504; below 2**-14 it keeps fewer bits (subnormals) and below
 2**-25 it rounds to zero. Three checks keep the float16 program finite where the float32 one is:
 
-* a float32 parameter with a value beyond 65504 is *pinned*: every op reading it stays float32;
+* a float32 parameter with a value float16 cannot hold (it would round to infinity: 65520 and
+  up) is *pinned*: every op reading it stays float32;
 * with calibration feeds, the float32 program runs once and every var whose max |value| exceeds
   ``limit`` is pinned (its writer and its readers stay float32), and so is every op whose
   float32-accumulated sum may exceed ``limit``: for convolutions and matrix products with a
   parameter weight, max |input| times the largest sum of |weight| one output adds up;
 * parameters that are converted count their values that become subnormal or zero.
+
+The first and the last are counted while the parameters are converted (``float16_values``).
 
 Running the program needs the executor, a layer beside the passes: it is imported when a
 calibration runs, not when this module loads.
@@ -19,17 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from attrs import frozen
 
 from halfway.ir.block import Block
 from halfway.ir.errors import HalfwayError, PassError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
-from halfway.passes.float16_lists import FLOAT16_MAX
 from halfway.passes.float16_policy import IO_OPS, float_var
+from halfway.passes.float16_values import Losses
 
-__all__ = ["Flush", "flush_counts", "parameter_pins", "calibrate", "calibration_pins", "ACCUMULATING"]
+__all__ = ["parameter_pins", "calibrate", "calibration_pins", "ACCUMULATING"]
 
 ACCUMULATING: Mapping[str, tuple[str, str]] = {
     "conv2d": ("Input", "Filter"),
@@ -43,63 +45,22 @@ ACCUMULATING: Mapping[str, tuple[str, str]] = {
 """Op type -> (data slot, weight slot) of the ops whose accumulation is bounded by weight sums."""
 
 
-@frozen
-class Flush:
-    """What converting one array to float16 loses at the small end."""
-
-    to_zero: int
-    to_subnormal: int
-
-
-_CHUNK = 1 << 16
-"""Elements per step of ``flush_counts``: its temporaries stay in cache."""
-
-
-def flush_counts(value: np.ndarray, half: np.ndarray) -> Flush:
-    """How many nonzero values of ``value`` its float16 copy ``half`` holds as zero or subnormal
-    (read from the float16 bits: exponent field 0)."""
-    bits, flat = half.reshape(-1).view(np.uint16), value.reshape(-1)
-    step = min(_CHUNK, bits.size)
-    magnitude, mask = np.empty(step, np.uint16), np.empty(step, np.bool_)
-    small = zero = exact_zero = 0
-    for start in range(0, bits.size, step):
-        n = min(step, bits.size - start)
-        np.bitwise_and(bits[start:start + n], 0x7FFF, out=magnitude[:n])
-        small += int(np.count_nonzero(np.less(magnitude[:n], 0x0400, out=mask[:n])))
-        zeros = int(np.count_nonzero(np.equal(magnitude[:n], 0, out=mask[:n])))
-        if zeros:
-            zero += zeros
-            exact_zero += int(np.count_nonzero(flat[start:start + n] == 0))
-    return Flush(zero - exact_zero, small - zero)
-
-
 def _max_abs(value: np.ndarray) -> float:
     finite = np.abs(value[np.isfinite(value)]) if value.size else value
     return float(finite.max()) if finite.size else 0.0
 
 
-def parameter_pins(scope: Scope, names: Sequence[str]) -> tuple[dict[str, str], dict[str, int]]:
-    """Pins for the float32 parameters ``names`` holding values beyond float16's range, and how
-    many such values each holds."""
+def parameter_pins(scope: Scope, float16_copies: Mapping[str, tuple[np.ndarray, Losses]]
+                   ) -> tuple[dict[str, str], dict[str, int]]:
+    """Pins for the float32 parameters whose float16 copies turned finite values infinite, and
+    how many such values each holds."""
     pins, counts = {}, {}
-    for name in names:
-        value = scope.get(name)
-        if _within_range(value):
-            continue
-        over = int(np.count_nonzero(np.abs(value[np.isfinite(value)]) > FLOAT16_MAX))
-        if over:
-            pins[name] = (f"parameter {name!r} holds {over} values beyond float16's range "
-                          f"(max |x| = {_max_abs(value):.4g})")
-            counts[name] = over
+    for name, (_, losses) in float16_copies.items():
+        if losses.to_infinity:
+            pins[name] = (f"parameter {name!r} holds {losses.to_infinity} values beyond float16's range "
+                          f"(max |x| = {_max_abs(scope.get(name)):.4g})")
+            counts[name] = losses.to_infinity
     return pins, counts
-
-
-def _within_range(value: np.ndarray) -> bool:
-    """The quick test (two reductions, no temporaries): all values finite and within float16's range."""
-    if not value.size:
-        return True
-    low, high = float(value.min()), float(value.max())
-    return -FLOAT16_MAX <= low and high <= FLOAT16_MAX
 
 
 def calibrate(program: Program, scope: Scope, feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
