@@ -41,6 +41,16 @@ class Block:
         self._uses: dict[str, list[Use]] = {}
         self._defs: dict[str, list[Use]] = {}
 
+    def copy(self, program: Program | None) -> Block:
+        """A copy of this block, its vars and its ops, for ``program``."""
+        twin = Block(program, self.idx, self.parent_idx)
+        twin.forward_block_idx, twin.explicit = self.forward_block_idx, self.explicit
+        for var in self._vars.values():
+            twin.add_var(var.copy())
+        for op in self._ops:
+            twin.insert_op(len(twin._ops), op.copy())
+        return twin
+
     # -- vars ----------------------------------------------------------------------------------
     @property
     def vars(self) -> Mapping[str, Variable]:

@@ -41,6 +41,15 @@ class Operator:
         for name, value in (attrs or {}).items():
             self.set_attr(name, value)
 
+    def copy(self) -> Operator:
+        """A detached copy: the same type, slots, attrs and flags (slots and attrs hold immutable values)."""
+        twin = Operator.__new__(Operator)
+        twin.block = None
+        twin.type = self.type
+        twin._inputs, twin._outputs, twin._attrs = dict(self._inputs), dict(self._outputs), dict(self._attrs)
+        twin.is_target, twin.explicit = self.is_target, self.explicit
+        return twin
+
     # -- slots ---------------------------------------------------------------------------------
     @property
     def inputs(self) -> Mapping[str, tuple[str, ...]]:

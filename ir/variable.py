@@ -54,6 +54,15 @@ class Variable:
     def name(self) -> str:
         return self._name
 
+    def copy(self) -> Variable:
+        """A detached copy: the same name, type, flags and attrs."""
+        twin = Variable.__new__(Variable)
+        for slot in Variable.__slots__:
+            setattr(twin, slot, getattr(self, slot))
+        twin.block = None
+        twin.attrs = list(self.attrs)
+        return twin
+
     def set_shape(self, shape: Any) -> None:
         self.shape = _shape(self._name, shape)
 

@@ -14,14 +14,15 @@ chunks with numpy's vectorised integer and float operations:
 * the sign bit moves from bit 31 to bit 15.
 
 That is twice as fast on one core, and numpy releases the GIL in each operation, so chunks dealt
-round-robin to one thread per core (at most ``_MAX_THREADS``) add up. While a chunk is in cache,
-its float16 bits are counted: values that became infinite, zero or subnormal (``Losses``).
+round-robin to one thread per core (at most ``_MAX_THREADS``) add up; small arrays are packed
+into chunks together. While a chunk is in cache, its float16 bits are counted: values that
+became infinite, zero or subnormal (``Losses``), per array.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -64,13 +65,15 @@ class _Scratch:
     def __init__(self) -> None:
         self.magnitude, self.half, self.temp = (np.empty(CHUNK, _U32) for _ in range(3))
         self.mask = np.empty(CHUNK, np.bool_)
+        self.packed, self.packed_half = np.empty(CHUNK, np.float32), np.empty(CHUNK, np.float16)
 
     def take(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return self.magnitude[:n], self.half[:n], self.temp[:n], self.mask[:n]
 
 
-def _convert_chunk(x: np.ndarray, out: np.ndarray, scratch: _Scratch) -> Losses:
-    """float32 ``x`` into the float16 ``out`` (both 1-D, contiguous; see the module docstring)."""
+def _convert_chunk(x: np.ndarray, out: np.ndarray, scratch: _Scratch, starts: Sequence[int]) -> list[Losses]:
+    """float32 ``x`` into the float16 ``out`` (both 1-D, contiguous; see the module docstring);
+    the losses of each segment of ``x`` beginning at ``starts`` (the first at 0)."""
     bits = x.view(_U32)
     magnitude, half, temp, mask = scratch.take(x.size)
     np.bitwise_and(bits, _U32(0x7FFFFFFF), out=magnitude)
@@ -87,7 +90,7 @@ def _convert_chunk(x: np.ndarray, out: np.ndarray, scratch: _Scratch) -> Losses:
     top = magnitude.max()
     if top > _INF:
         np.copyto(half, _F16_NAN, where=np.greater(magnitude, _INF, out=mask))
-    losses = _losses(magnitude, half, mask, top)
+    losses = _losses(magnitude, half, mask, top, starts)
     np.right_shift(bits, _U32(16), out=temp)
     np.bitwise_and(temp, _U32(0x8000), out=temp)
     np.bitwise_or(half, temp, out=half)
@@ -95,18 +98,25 @@ def _convert_chunk(x: np.ndarray, out: np.ndarray, scratch: _Scratch) -> Losses:
     return losses
 
 
-def _losses(magnitude: np.ndarray, half: np.ndarray, mask: np.ndarray, top: np.uint32) -> Losses:
-    """Counted from the magnitudes of the float32 values and of their float16 copies."""
-    to_infinity = 0
+def _losses(magnitude: np.ndarray, half: np.ndarray, mask: np.ndarray, top: np.uint32,
+            starts: Sequence[int]) -> list[Losses]:
+    """Counted per segment from the magnitudes of the float32 values and of their float16 copies."""
+    none = np.zeros(len(starts), np.int64)
+    to_infinity = none
     if top >= _ROUNDS_TO_INF:
-        beyond = int(np.count_nonzero(np.greater_equal(magnitude, _ROUNDS_TO_INF, out=mask)))
-        to_infinity = beyond - int(np.count_nonzero(np.greater_equal(magnitude, _INF, out=mask)))
-    small = int(np.count_nonzero(np.less(half, _F16_SMALLEST_NORMAL, out=mask)))
-    if not small:
-        return Losses(to_infinity)
-    zero = int(np.count_nonzero(np.equal(half, 0, out=mask)))
-    exact_zero = int(np.count_nonzero(np.equal(magnitude, 0, out=mask))) if zero else 0
-    return Losses(to_infinity, zero - exact_zero, small - zero)
+        beyond = _count(np.greater_equal(magnitude, _ROUNDS_TO_INF, out=mask), starts)
+        to_infinity = beyond - _count(np.greater_equal(magnitude, _INF, out=mask), starts)
+    small = _count(np.less(half, _F16_SMALLEST_NORMAL, out=mask), starts)
+    zero = _count(np.equal(half, 0, out=mask), starts) if small.any() else none
+    exact_zero = _count(np.equal(magnitude, 0, out=mask), starts) if zero.any() else none
+    return [Losses(*map(int, counts)) for counts in zip(to_infinity, zero - exact_zero, small - zero)]
+
+
+def _count(mask: np.ndarray, starts: Sequence[int]) -> np.ndarray:
+    """How many elements of each segment of ``mask`` are set."""
+    if len(starts) == 1:
+        return np.array([np.count_nonzero(mask)])
+    return np.diff(np.searchsorted(np.flatnonzero(mask), [*starts, mask.size]))
 
 
 def _threads() -> int:
@@ -114,23 +124,63 @@ def _threads() -> int:
     return max(1, min(cores, _MAX_THREADS))
 
 
+def _packs(sizes: Sequence[int]) -> list[list[int]]:
+    """The arrays of at most ``CHUNK`` elements, in groups of at most ``CHUNK`` elements."""
+    packs: list[list[int]] = []
+    filled = CHUNK
+    for i, size in enumerate(sizes):
+        if 0 < size <= CHUNK:
+            if filled + size > CHUNK:
+                packs.append([])
+                filled = 0
+            packs[-1].append(i)
+            filled += size
+    return packs
+
+
 def to_float16(values: Sequence[np.ndarray]) -> list[tuple[np.ndarray, Losses]]:
-    """Each of the float32 ``values`` as a new float16 array, with what it lost."""
+    """Each of the float32 ``values`` as a new float16 array, with what it lost.
+
+    Arrays larger than a chunk are converted chunk by chunk in place; smaller ones are packed
+    together into chunks, so that every numpy call does a chunk's worth of work.
+    """
     sources = [np.ascontiguousarray(v, np.float32).reshape(-1) for v in values]
     outs = [np.empty(v.shape, np.float16) for v in values]
-    tasks = [(i, slice(lo, lo + CHUNK)) for i, src in enumerate(sources) for lo in range(0, src.size, CHUNK)]
+    flat_outs = [out.reshape(-1) for out in outs]
+    Task = Callable[[_Scratch], list[tuple[int, Losses]]]
+
+    def part(i: int, chunk: slice) -> Task:
+        return lambda scratch: [(i, _convert_chunk(sources[i][chunk], flat_outs[i][chunk], scratch, [0])[0])]
+
+    def pack(members: list[int]) -> Task:
+        ends = np.cumsum([sources[i].size for i in members]).tolist()
+        starts = [0] + ends[:-1]
+
+        def convert(scratch: _Scratch) -> list[tuple[int, Losses]]:
+            packed, half = scratch.packed[:ends[-1]], scratch.packed_half[:ends[-1]]
+            np.concatenate([sources[i] for i in members], out=packed)
+            losses = _convert_chunk(packed, half, scratch, starts)
+            for i, start, end in zip(members, starts, ends):
+                flat_outs[i][:] = half[start:end]
+            return list(zip(members, losses))
+
+        return convert
+
+    tasks = [pack(members) for members in _packs([s.size for s in sources])]
+    tasks += [part(i, slice(lo, lo + CHUNK)) for i, src in enumerate(sources) if src.size > CHUNK
+              for lo in range(0, src.size, CHUNK)]
     threads = max(1, min(_threads(), len(tasks)))
 
-    def share(k: int) -> list[tuple[int, Losses]]:
+    def run(share: list[Task]) -> list[tuple[int, Losses]]:
         scratch = _Scratch()
         with np.errstate(invalid="ignore"):  # signalling NaNs in |x| + 0.5
-            return [(i, _convert_chunk(sources[i][s], outs[i].reshape(-1)[s], scratch)) for i, s in tasks[k::threads]]
+            return [pair for task in share for pair in task(scratch)]
 
     if threads == 1:
-        done = share(0)
+        done = run(tasks)
     else:
         with ThreadPoolExecutor(threads) as pool:
-            done = [pair for part in pool.map(share, range(threads)) for pair in part]
+            done = [pair for part in pool.map(run, [tasks[k::threads] for k in range(threads)]) for pair in part]
     losses = [Losses() for _ in values]
     for i, counted in done:
         losses[i] += counted

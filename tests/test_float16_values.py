@@ -66,13 +66,15 @@ def test_arrays_across_chunks_and_threads(monkeypatch, threads):
     rng = np.random.default_rng(threads)
     shapes = [(0,), (1,), (999,), (1000,), (7, 11, 13), (3001,), (2, 2500)]
     values = [(rng.standard_normal(s) * np.float32(10) ** rng.uniform(-9, 3, s)).astype(np.float32) for s in shapes]
-    values[-1][0, :5] = [0, 1e5, -7e4, np.inf, 1e-9]
+    values[2][:3] = [7e4, 0, 1e-9]  # packed with other small arrays
+    values[-1][0, :5] = [0, 1e5, -7e4, np.inf, 1e-9]  # converted in chunks of its own
     results = to_float16(values)
     assert len(results) == len(values)
     for x, (half, losses) in zip(values, results):
         _assert_same_bits(half, _numpy_float16(x))
         assert losses == _expected_losses(x)
-    assert results[-1][1].to_infinity == 2 and results[-1][1].to_zero >= 1
+    assert results[2][1].to_infinity == 1 and results[-1][1].to_infinity == 2
+    assert results[2][1].to_zero >= 1 and results[-1][1].to_zero >= 1
 
 
 def test_input_of_any_layout_and_float_width_is_read_as_float32():
