@@ -212,6 +212,48 @@ def test_conv_in_several_chunks(monkeypatch, layout, path, attrs, x_shape, w_sha
     assert taken.__qualname__.startswith(path if layout == "NCHW" else "_im2col")
 
 
+WINOGRAD_CASES = [
+    ((2, 3, 9, 7), (4, 3, 3, 3), {"paddings": [1, 1]}),
+    ((1, 5, 8, 11), (3, 5, 3, 3), {"padding_algorithm": "SAME"}),
+    ((1, 4, 7, 10), (6, 4, 3, 3), {"paddings": [0, 2, 1, 0]}),  # odd output rows, asymmetric padding
+    ((2, 3, 5, 40), (4, 3, 3, 3), {"paddings": [1, 1]}),
+    ((1, 2, 6, 6), (2, 2, 3, 3), {"padding_algorithm": "VALID"}),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=conv_case_id)
+def test_winograd_matches_the_reference(monkeypatch, winograd_calls, case, dtype):
+    """Every 3x3 stride-1 convolution taken by Winograd, whatever its size."""
+    monkeypatch.setattr(conv_kernels, "WINOGRAD_MIN_CHANNELS", 1)
+    monkeypatch.setattr(conv_kernels, "WINOGRAD_SIZES", (1, 1 << 20))
+    x_shape, w_shape, attrs = case
+    attrs = {**attrs, "data_format": "NCHW"}
+    x, w = rand(*x_shape, dtype=dtype), rand(*w_shape, dtype=dtype)
+    out = run("conv2d", {"Input": x, "Filter": w}, attrs)["Output"]
+    assert winograd_calls
+    check(out, ref_conv(x, w, attrs), 9 * w_shape[1], dtype)
+
+
+@pytest.fixture
+def winograd_calls(monkeypatch) -> list:
+    """The geometries the Winograd path is built for while the test runs."""
+    calls, real = [], conv_kernels._winograd
+    monkeypatch.setattr(conv_kernels, "_winograd", lambda g: calls.append(g) or real(g))
+    return calls
+
+
+def test_winograd_on_the_layers_it_is_chosen_for(winograd_calls):
+    x, w = rand(2, 128, 29, 30), rand(130, 128, 3, 3)
+    attrs = {"paddings": [1, 1], "data_format": "NCHW"}
+    out = run("conv2d", {"Input": x, "Filter": w}, attrs)["Output"]
+    assert len(winograd_calls) == 1
+    check(out, ref_conv(x, w, attrs), 9 * 128)
+    check(out, onnx_conv(x, w, attrs), 9 * 128)
+    run("conv2d", {"Input": x[:, :, :20], "Filter": w}, attrs)  # 20 output rows: the shifted GEMM
+    assert len(winograd_calls) == 1
+
+
 def test_depthwise_in_several_channel_blocks(monkeypatch):
     """A tiny chunk budget makes every channel its own im2col block + batched GEMM."""
     monkeypatch.setattr(conv_kernels, "CHUNK_BYTES", 1)
