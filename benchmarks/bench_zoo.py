@@ -6,12 +6,13 @@ per op type of its prepared run.
     .venv/bin/python benchmarks/bench_zoo.py [--models resnet50,vgg19] [--repeats 10] [--no-passes]
 
 Weights are seeded random values in place of the models' constant fills (the same model goes to
-both runtimes). Runs alternate between the two runtimes so machine noise hits both alike; the
-figure is the median. Outputs are checked to agree before timing.
+both runtimes). Each runtime runs in blocks of ``--block`` runs of its own, the blocks of the two
+alternating, so machine noise hits both alike; the figure is the median. Runs never interleave
+one by one, and each block starts after a pause: OpenBLAS's and ONNX Runtime's worker threads
+spin for a while after each call, and would take the cores from the other runtime's threads. Outputs are checked to agree before
+timing.
 
-numpy's BLAS runs single-threaded unless OPENBLAS_NUM_THREADS says otherwise: on a machine
-shared with other work, OpenBLAS's threads wait on each other and small GEMMs slow down
-tenfold, while one thread keeps them near full speed (ONNX Runtime keeps its 2 threads).
+numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2, as ONNX Runtime's intra-op threads).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
 
@@ -37,6 +38,8 @@ from halfway.executor.prepared import PreparedProgram  # noqa: E402
 from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
 
 THREADS = 2
+SETTLE_S = 0.3
+"""Pause before each block: the other runtime's worker threads stop spinning and sleep."""
 
 
 def prepare_halfway(model, feeds: dict[str, np.ndarray], passes: bool) -> PreparedProgram:
@@ -48,16 +51,18 @@ def prepare_halfway(model, feeds: dict[str, np.ndarray], passes: bool) -> Prepar
                               feed_shapes={n: feeds[n].shape for n in feed_names})
 
 
-def alternate(fns: list[Callable[[], object]], repeats: int) -> list[float]:
-    """Median seconds of each of ``fns``, called in turn ``repeats`` times after one warm-up."""
-    for fn in fns:
-        fn()
+def alternate(fns: list[Callable[[], object]], repeats: int, block: int) -> list[float]:
+    """Median seconds of each of ``fns``, run in turn in blocks of ``block`` calls (each block
+    after a pause and one untimed call) until each has run ``repeats`` timed calls."""
     times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
+    while len(times[-1]) < repeats:
         for fn, sink in zip(fns, times):
-            start = time.perf_counter()
+            time.sleep(SETTLE_S)
             fn()
-            sink.append(time.perf_counter() - start)
+            for _ in range(min(block, repeats - len(sink))):
+                start = time.perf_counter()
+                fn()
+                sink.append(time.perf_counter() - start)
     return [statistics.median(t) for t in times]
 
 
@@ -92,6 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(LIGHT_MODELS))
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--block", type=int, default=5, help="runs of one runtime before the other's")
     parser.add_argument("--no-passes", action="store_true", help="skip the default pass pipeline")
     args = parser.parse_args()
     ratios, slow = [], {}
@@ -105,7 +111,8 @@ def main() -> None:
         session = ort_session(model, THREADS)
         ours, theirs = prepared.run(feeds)[0], session.run(None, feeds)[0]
         np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-4 * float(np.abs(theirs).max()))
-        t_ours, t_ort = alternate([lambda: prepared.run(feeds), lambda: session.run(None, feeds)], args.repeats)
+        t_ours, t_ort = alternate([lambda: prepared.run(feeds), lambda: session.run(None, feeds)], args.repeats,
+                                   args.block)
         ratios.append(t_ours / t_ort)
         print(f"{name:14} {t_ours * 1e3:11.1f} {t_ort * 1e3:15.1f} {t_ours / t_ort:7.2f}", flush=True)
         if t_ours > t_ort:

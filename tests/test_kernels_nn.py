@@ -166,6 +166,8 @@ DEPTHWISE_CASES = [
     ((2, 4, 9, 10), (8, 1, 3, 3), {"strides": [2, 2], "dilations": [1, 2], "paddings": [1, 1], "groups": 4}),
     ((1, 3, 11, 7), (3, 1, 5, 3), {"strides": [1, 3], "paddings": [2, 0, 0, 1], "groups": 3}),
     ((1, 5, 7, 6), (5, 1, 3, 3), {"groups": 5, "padding_algorithm": "SAME", "strides": [2, 2]}),
+    ((2, 3, 6, 9), (6, 1, 3, 2), {"groups": 3, "dilations": [2, 3], "paddings": [2, 1, 0, 3]}),  # stride 1
+    ((1, 4, 5, 5), (4, 1, 5, 5), {"groups": 4, "padding_algorithm": "VALID"}),
 ]
 
 
@@ -254,10 +256,11 @@ def test_winograd_on_the_layers_it_is_chosen_for(winograd_calls):
     assert len(winograd_calls) == 1
 
 
-def test_depthwise_in_several_channel_blocks(monkeypatch):
+@pytest.mark.parametrize("strides", [[2, 1], [1, 1]])
+def test_depthwise_in_several_channel_blocks(monkeypatch, strides):
     """A tiny chunk budget makes every channel its own im2col block + batched GEMM."""
     monkeypatch.setattr(conv_kernels, "CHUNK_BYTES", 1)
-    attrs = {"groups": 3, "strides": [2, 1], "dilations": [1, 2], "paddings": [1, 0, 2, 1]}
+    attrs = {"groups": 3, "strides": strides, "dilations": [1, 2], "paddings": [1, 0, 2, 1]}
     x, w = rand(2, 3, 9, 8), rand(6, 1, 3, 3)
     out = run("depthwise_conv2d", {"Input": x, "Filter": w}, attrs)["Output"]
     check(out, ref_conv(x, w, {**attrs, "data_format": "NCHW"}), 9)

@@ -26,8 +26,9 @@ writes a new array in the output's layout, NCHW or NHWC):
    multiply-adds), and ``A^T m A`` turns each 4x4 product tile into a 2x2 output block. The
    transforms are memory passes, so small channel counts lose more to them than the GEMMs save.
 3. **depthwise** (one input channel per group, any channel multiplier): NCHW, im2col per block of
-   channels and one batched GEMM ``W[c, mult, kh*kw] @ cols[c, kh*kw, OH*OW]``; NHWC, ``kh * kw``
-   vectorised multiply-adds of shifted views of the padded input.
+   channels and one batched GEMM ``W[c, mult, kh*kw] @ cols[c, kh*kw, OH*OW]``, with columns
+   gathered as in 2a at stride 1; NHWC, ``kh * kw`` vectorised multiply-adds of shifted views of
+   the padded input.
 4. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
    ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
 
@@ -333,7 +334,7 @@ def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray
     GEMM ``W[c, mult, kh * kw] @ cols[c]`` writes the block's outputs. NHWC: ``kh * kw``
     weighted shifted views accumulated."""
     if not g.channel_last:
-        return _depthwise_gemm(g)
+        return _depthwise_shifted(g) if g.strides == (1, 1) else _depthwise_gemm(g)
     kh, kw = g.kernel
     (sh, sw), (dh, dw) = g.strides, g.dilations
     oh, ow = g.out
@@ -353,6 +354,42 @@ def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray
             np.multiply(xp[view], weight, out=tmp)
             acc += tmp
         return acc.reshape(g.out_shape())
+
+    return run
+
+
+def _depthwise_shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Stride-1 NCHW depthwise convolution. As in ``_shifted``, tap (i, j) of every output pixel,
+    computed at the padded width ``Wp``, is one contiguous run per channel of the flattened padded
+    input, so one strided view holds all taps with whole rows inside: per block of channels it is
+    copied into ``cols[c, kh, kw, OH * Wp]`` (a copy of long runs, unlike the window view's rows of
+    ``OW``), one batched GEMM ``W[c, mult, kh * kw] @ cols[c]`` computes the block, and the
+    ``Wp - OW`` extra columns are cropped at the end."""
+    kh, kw = g.kernel
+    dh, dw = g.dilations
+    (pt, pb), (pl, pr) = g.pads
+    oh, ow = g.out
+    hp, wp = g.h + pt + pb, g.w + pl + pr
+    mult, taps, length = g.o // g.c, kh * kw, oh * wp
+    block = max(1, min(g.c, CHUNK_BYTES // (taps * length * 4)))
+
+    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        xp = np.zeros((g.n, g.c, hp + 1, wp), x.dtype)  # a spare zero row keeps the last tap's run inside
+        xp[:, :, pt:pt + g.h, pl:pl + g.w] = x
+        flat = xp.reshape(g.n, g.c, -1)
+        sn, sc, step = flat.strides
+        view = as_strided(flat, (g.n, g.c, kh, kw, length), (sn, sc, dh * wp * step, dw * step, step),
+                          writeable=False)
+        wk = w.reshape(g.c, mult, taps)
+        wide = np.empty((g.n, g.c, mult, length), x.dtype)
+        buf = np.empty((block, kh, kw, length), x.dtype)
+        for n in range(g.n):
+            for c0 in range(0, g.c, block):
+                c1 = min(g.c, c0 + block)
+                cols = buf[:c1 - c0]
+                np.copyto(cols, view[n, c0:c1])
+                np.matmul(wk[c0:c1], cols.reshape(c1 - c0, taps, length), out=wide[n, c0:c1])
+        return np.ascontiguousarray(wide.reshape(g.n, g.o, oh, wp)[..., :ow])
 
     return run
 
