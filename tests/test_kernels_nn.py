@@ -502,19 +502,20 @@ def test_batch_norm(shape, layout, dtype):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("n", [1, 3, 5])
-def test_lrn(n, layout, dtype):
-    """onnx.reference's LRN walks the channels with a loop over dim 0, so N == C here."""
-    attrs = {"n": n, "k": 1.5, "alpha": 1e-2, "beta": 0.75, "data_format": layout}
+@pytest.mark.parametrize("n,beta", [(1, 0.75), (3, 0.75), (5, 0.75), (5, 0.5), (3, 0.6)])
+def test_lrn(n, beta, layout, dtype):
+    """onnx.reference's LRN walks the channels with a loop over dim 0, so N == C here. Betas of
+    0.75 and 0.5 take square roots, others np.power."""
+    attrs = {"n": n, "k": 1.5, "alpha": 1e-2, "beta": beta, "data_format": layout}
     x = rand(7, 7, 3, 4, dtype=dtype)
     outs = run("lrn", {"X": to_layout(x, attrs)}, attrs)
     wide = x.astype(np.float64)
     squares = np.pad(wide ** 2, [(0, 0), ((n - 1) // 2, n // 2), (0, 0), (0, 0)])
     mid = 1.5 + 1e-2 * sum(squares[:, t:t + 7] for t in range(n))
     check(outs["MidOut"], to_layout(mid, attrs), n + 2, dtype)
-    check(outs["Out"], to_layout(wide * mid ** -0.75, attrs), n + 4, dtype)
+    check(outs["Out"], to_layout(wide * mid ** -beta, attrs), n + 4, dtype)
     if layout == "NCHW":
-        onnx = onnx_run("LRN", {"X": x}, {"size": n, "alpha": 1e-2 * n, "beta": 0.75, "bias": 1.5})[0]
+        onnx = onnx_run("LRN", {"X": x}, {"size": n, "alpha": 1e-2 * n, "beta": beta, "bias": 1.5})[0]
         check(outs["Out"], onnx, n + 4, dtype)
 
 
