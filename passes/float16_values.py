@@ -13,7 +13,7 @@ chunks with numpy's vectorised integer and float operations:
   2**-24, the subnormal step, and its low mantissa bits are the float16 bits;
 * the sign bit moves from bit 31 to bit 15.
 
-That is twice as fast on one core, and numpy releases the GIL in each operation, so chunks dealt
+That is 1.3-1.5x faster on one core, and numpy releases the GIL in each operation, so chunks dealt
 round-robin to one thread per core (at most ``_MAX_THREADS``) add up; small arrays are packed
 into chunks together. While a chunk is in cache, its float16 bits are counted: values that
 became infinite, zero or subnormal (``Losses``), per array.
