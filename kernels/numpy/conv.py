@@ -39,6 +39,7 @@ runs through the registry's widening: float16 storage, float32 GEMMs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -370,8 +371,8 @@ def _depthwise_shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np
     (pt, pb), (pl, pr) = g.pads
     oh, ow = g.out
     hp, wp = g.h + pt + pb, g.w + pl + pr
-    mult, taps, length = g.o // g.c, kh * kw, oh * wp
-    block = max(1, min(g.c, CHUNK_BYTES // (taps * length * 4)))
+    length = oh * wp
+    block = max(1, min(g.c, CHUNK_BYTES // (kh * kw * length * 4)))
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         xp = np.zeros((g.n, g.c, hp + 1, wp), x.dtype)  # a spare zero row keeps the last tap's run inside
@@ -380,15 +381,7 @@ def _depthwise_shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np
         sn, sc, step = flat.strides
         view = as_strided(flat, (g.n, g.c, kh, kw, length), (sn, sc, dh * wp * step, dw * step, step),
                           writeable=False)
-        wk = w.reshape(g.c, mult, taps)
-        wide = np.empty((g.n, g.c, mult, length), x.dtype)
-        buf = np.empty((block, kh, kw, length), x.dtype)
-        for n in range(g.n):
-            for c0 in range(0, g.c, block):
-                c1 = min(g.c, c0 + block)
-                cols = buf[:c1 - c0]
-                np.copyto(cols, view[n, c0:c1])
-                np.matmul(wk[c0:c1], cols.reshape(c1 - c0, taps, length), out=wide[n, c0:c1])
+        wide = _depthwise_blocks(view, w, block)
         return np.ascontiguousarray(wide.reshape(g.n, g.o, oh, wp)[..., :ow])
 
     return run
@@ -398,8 +391,7 @@ def _depthwise_gemm(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.nd
     kh, kw = g.kernel
     (sh, sw), (dh, dw) = g.strides, g.dilations
     oh, ow = g.out
-    mult, taps = g.o // g.c, kh * kw
-    block = max(1, min(g.c, CHUNK_BYTES // (taps * oh * ow * 4)))
+    block = max(1, min(g.c, CHUNK_BYTES // (kh * kw * oh * ow * 4)))
     pad = Padding.plan(g)
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -407,18 +399,28 @@ def _depthwise_gemm(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.nd
         sn, sc, sy, sx = xp.strides
         view = as_strided(xp, (g.n, g.c, kh, kw, oh, ow), (sn, sc, sy * dh, sx * dw, sy * sh, sx * sw),
                           writeable=False)
-        wk = w.reshape(g.c, mult, taps)
-        out = np.empty((g.n, g.c, mult, oh * ow), x.dtype)
-        buf = np.empty((block, kh, kw, oh, ow), x.dtype)
-        for n in range(g.n):
-            for c0 in range(0, g.c, block):
-                c1 = min(g.c, c0 + block)
-                cols = buf[:c1 - c0]
-                np.copyto(cols, view[n, c0:c1])
-                np.matmul(wk[c0:c1], cols.reshape(c1 - c0, taps, oh * ow), out=out[n, c0:c1])
-        return out.reshape(g.out_shape())
+        return _depthwise_blocks(view, w, block).reshape(g.out_shape())
 
     return run
+
+
+def _depthwise_blocks(view: np.ndarray, w: np.ndarray, block: int) -> np.ndarray:
+    """The depthwise GEMMs over the taps' columns ``view[N, C, kh, kw, ...]``: per image and block
+    of ``block`` channels, the columns are copied out and ``W[c, mult, kh*kw] @ cols[c]`` written to
+    ``out[N, C, mult, columns]``."""
+    n_images, channels, kh, kw = view.shape[:4]
+    length = math.prod(view.shape[4:])
+    mult = w.shape[0] // channels
+    wk = w.reshape(channels, mult, kh * kw)
+    out = np.empty((n_images, channels, mult, length), view.dtype)
+    buf = np.empty((block, kh, kw, *view.shape[4:]), view.dtype)
+    for n in range(n_images):
+        for c0 in range(0, channels, block):
+            c1 = min(channels, c0 + block)
+            cols = buf[:c1 - c0]
+            np.copyto(cols, view[n, c0:c1])
+            np.matmul(wk[c0:c1], cols.reshape(c1 - c0, kh * kw, length), out=out[n, c0:c1])
+    return out
 
 
 WINOGRAD_MIN_CHANNELS = 128
