@@ -18,8 +18,7 @@ def _assert_same_bits(got: np.ndarray, want: np.ndarray) -> None:
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan)
     differ = np.flatnonzero(got.view(np.uint16)[~nan] != want.view(np.uint16)[~nan])
-    assert differ.size == 0, [(float(x), float(g), float(w)) for x, g, w in
-                              zip(want[~nan][differ[:5]], got[~nan][differ[:5]], want[~nan][differ[:5]])]
+    assert differ.size == 0, list(zip(got[~nan][differ[:5]].tolist(), want[~nan][differ[:5]].tolist()))
 
 
 def _rounding_edges() -> np.ndarray:
