@@ -100,6 +100,7 @@ class _Preparer:
         self.infos: dict[str, TensorInfo] = {}
         self.slots: dict[str, int] = {}
         self.values: list[np.ndarray | None] = []
+        self.written = {name for op in block.ops for name in op.output_names()}
 
     def slot(self, name: str) -> int:
         if name not in self.slots:
@@ -167,10 +168,17 @@ class _Preparer:
         except KernelNotFoundError as e:
             raise KernelNotFoundError(f"op #{op.index} {op.describe()} with input dtypes "
                                       f"{_dtypes(inputs)}: {e}") from None
-        spec = KernelSpec(op.type, dtype, ctx._attrs, inputs, outputs)
+        spec = KernelSpec(op.type, dtype, ctx._attrs, inputs, outputs, constants=self._parameters(op, inputs))
         in_slots = tuple(self.slot(n) for s in inputs for n in op.input(s))
         out_slots = tuple(self.slot(n) for s in outputs for n in op.output(s))
         return _Pending(op, schema, factory, spec, in_slots, out_slots)
+
+    def _parameters(self, op: Operator, inputs: Mapping[str, Any]) -> dict[str, tuple[np.ndarray | None, ...]]:
+        """Per input slot of ``op``, the bound values of its inputs that are parameters no op
+        writes (None for the others): what the kernel may precompute from."""
+        found = {slot: tuple(None if n in self.written else self.values[self.slots[n]] for n in op.input(slot))
+                 for slot in inputs}
+        return {slot: values for slot, values in found.items() if any(v is not None for v in values)}
 
     def _plan_values(self, pending: list[_Pending], fetch_names: list[str]) -> list[Value]:
         """Every value the steps touch, for the memory plan: activations with the step writing

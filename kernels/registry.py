@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from attrs import frozen
+from attrs import field, frozen
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import KernelNotFoundError, SchemaError
@@ -50,6 +50,10 @@ class KernelSpec:
     ``inplace``: the kernel may write its output into its first input's array (the memory plan
     found that nothing reads that array afterwards, and that it is no feed, parameter or view of
     one). A kernel is free to ignore it.
+
+    ``constants``: per input slot, the values of those inputs that are parameters no op writes
+    (None for the others), in their stored dtype. A prepared program binds its parameters once,
+    so a factory may precompute from them (a transformed filter, say) instead of on every run.
     """
 
     op_type: str
@@ -58,6 +62,7 @@ class KernelSpec:
     inputs: Mapping[str, tuple[TensorInfo, ...]]
     outputs: Mapping[str, tuple[TensorInfo, ...]]
     inplace: bool = False
+    constants: Mapping[str, tuple[np.ndarray | None, ...]] = field(factory=dict)
 
     @property
     def input_keys(self) -> list[tuple[str, int]]:
@@ -75,6 +80,11 @@ class KernelSpec:
 
     def output(self, slot: str, index: int = 0) -> TensorInfo:
         return self.outputs[slot][index]
+
+    def constant(self, slot: str, index: int = 0) -> np.ndarray | None:
+        """The parameter value bound to ``slot`` (see ``constants``), or None."""
+        values = self.constants.get(slot, ())
+        return values[index] if index < len(values) else None
 
 
 _KERNELS: dict[KernelKey, KernelFactory] = {}
@@ -125,7 +135,8 @@ def widen_float16(factory: KernelFactory) -> KernelFactory:
     """Run a float32 factory on float16 tensors: widen inputs, narrow float16 outputs."""
 
     def make(spec: KernelSpec) -> Kernel:
-        wide = KernelSpec(spec.op_type, DType.float32, spec.attrs, _widened(spec.inputs), _widened(spec.outputs))
+        wide = KernelSpec(spec.op_type, DType.float32, spec.attrs, _widened(spec.inputs), _widened(spec.outputs),
+                          constants=spec.constants)
         kernel = factory(wide)
         narrow = [info.dtype is DType.float16 for infos in spec.outputs.values() for info in infos]
         f32, f16 = np.float32, np.float16

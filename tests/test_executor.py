@@ -9,6 +9,7 @@ from halfway.executor import Executor, plan_memory
 from halfway.executor.memory import Value
 from halfway.ir import DType, FeedError, HalfwayError, KernelNotFoundError
 from halfway.ir.schema import OpSchema, Slot, register_op, same_as
+from halfway.kernels.registry import register_kernel
 
 
 def _chain(dtype: str = "float32", shape=(2, 3)) -> tuple[halfway.Program, str]:
@@ -218,3 +219,27 @@ def test_feeds_and_parameters_are_bound_read_only():
     x_value = -np.ones((2, 3), np.float32)
     np.testing.assert_array_equal(prepared.run({"x": x_value})[0], np.zeros((3, 2)))
     assert (x_value == -1).all()
+
+
+def test_kernels_see_the_parameters_no_op_writes_as_constants():
+    register_op(OpSchema("t_exec_const", inputs=[Slot("X"), Slot("W")], outputs=[Slot("Out")], infer=same_as("X")),
+                override=True)
+    seen = []
+
+    @register_kernel("t_exec_const", dtypes=(DType.float32,), override=True)
+    def record(spec):
+        seen.append(spec.constant("W"))
+        return lambda x, w: x + w
+
+    prog = halfway.Program()
+    block = prog.global_block()
+    for name in ("x", "w", "v", "y", "z"):
+        block.create_var(name, shape=[2], persistable=name in ("w", "v"))
+    block.append_op("t_exec_const", {"X": ["x"], "W": ["w"]}, {"Out": ["y"]})
+    block.append_op("t_exec_const", {"X": ["y"], "W": ["v"]}, {"Out": ["z"]})
+    block.append_op("scale", {"X": ["z"]}, {"Out": ["v"]}, {"scale": 1.0})  # v is written: no constant
+    scope = halfway.Scope()
+    scope["w"], scope["v"] = np.array([1, 2], np.float32), np.array([3, 4], np.float32)
+    Executor().prepare(prog, ["x"], ["z"], scope)
+    np.testing.assert_array_equal(seen[0], scope["w"])
+    assert seen[1] is None

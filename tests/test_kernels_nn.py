@@ -22,7 +22,7 @@ from halfway.kernels.numpy import conv as conv_kernels
 from halfway.kernels.numpy.conv import make_epilogue
 from halfway.kernels.registry import KernelSpec, find_kernel
 from halfway.ir.schema import TensorInfo
-from tests.oprun import float16_tolerance
+from tests.oprun import float16_tolerance, run_op
 
 RNG = np.random.default_rng(11)
 FLOATS = [np.float32, np.float16]
@@ -226,9 +226,8 @@ WINOGRAD_CASES = [
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("case", WINOGRAD_CASES, ids=conv_case_id)
 def test_winograd_matches_the_reference(monkeypatch, winograd_calls, case, dtype):
-    """Every 3x3 stride-1 convolution taken by Winograd, whatever its size."""
-    monkeypatch.setattr(conv_kernels, "WINOGRAD_MIN_CHANNELS", 1)
-    monkeypatch.setattr(conv_kernels, "WINOGRAD_SIZES", (1, 1 << 20))
+    """Every 3x3 stride-1 convolution with a constant filter taken by Winograd, whatever its size."""
+    monkeypatch.setattr(conv_kernels, "WINOGRAD_MIN_CHANNELS", ((1 << 20, 1),))
     x_shape, w_shape, attrs = case
     attrs = {**attrs, "data_format": "NCHW"}
     x, w = rand(*x_shape, dtype=dtype), rand(*w_shape, dtype=dtype)
@@ -241,18 +240,31 @@ def test_winograd_matches_the_reference(monkeypatch, winograd_calls, case, dtype
 def winograd_calls(monkeypatch) -> list:
     """The geometries the Winograd path is built for while the test runs."""
     calls, real = [], conv_kernels._winograd
-    monkeypatch.setattr(conv_kernels, "_winograd", lambda g: calls.append(g) or real(g))
+    monkeypatch.setattr(conv_kernels, "_winograd", lambda g, w: calls.append(g) or real(g, w))
     return calls
 
 
 def test_winograd_on_the_layers_it_is_chosen_for(winograd_calls):
-    x, w = rand(2, 128, 29, 30), rand(130, 128, 3, 3)
+    x, w = rand(2, 160, 15, 16), rand(170, 160, 3, 3)
     attrs = {"paddings": [1, 1], "data_format": "NCHW"}
     out = run("conv2d", {"Input": x, "Filter": w}, attrs)["Output"]
     assert len(winograd_calls) == 1
-    check(out, ref_conv(x, w, attrs), 9 * 128)
-    check(out, onnx_conv(x, w, attrs), 9 * 128)
-    run("conv2d", {"Input": x[:, :, :20], "Filter": w}, attrs)  # 20 output rows: the shifted GEMM
+    check(out, ref_conv(x, w, attrs), 9 * 160)
+    check(out, onnx_conv(x, w, attrs), 9 * 160)
+    run("conv2d", {"Input": rand(1, 160, 30, 30), "Filter": w}, attrs)  # 30x30 outputs need 256 channels
+    run("conv2d", {"Input": x, "Filter": w[:128]}, attrs)  # 128 output channels: the shifted GEMM
+    run("conv2d", {"Input": x[:, :, :7, :7], "Filter": rand(900, 160, 3, 3)}, attrs)  # 7x7, a filter out of cache
+    run("conv2d", {"Input": x[:, :, :7, :7], "Filter": w[:40]}, attrs)  # 7x7, 40 output channels: Winograd
+    assert len(winograd_calls) == 2
+
+
+def test_winograd_needs_a_constant_filter(winograd_calls):
+    """A fed filter would be transformed on every run: such convolutions take the GEMM."""
+    x, w = rand(1, 160, 14, 14), rand(160, 160, 3, 3)
+    out = run_op("conv2d", {"Input": x, "Filter": w}, {"paddings": [1, 1]})["Output"][0]
+    assert not winograd_calls
+    check(out, ref_conv(x, w, {"paddings": [1, 1], "data_format": "NCHW"}), 9 * 160)
+    run_op("conv2d", {"Input": x, "Filter": w}, {"paddings": [1, 1]}, params=["Filter"])
     assert len(winograd_calls) == 1
 
 

@@ -18,13 +18,14 @@ writes a new array in the output's layout, NCHW or NHWC):
    2a. **shifted** (stride 1, one group, NCHW): the same GEMM, with columns gathered as one
    contiguous run per tap and channel from the flattened padded input (``_shifted``), computed at
    the padded width and cropped; taken where the padding widens rows by at most an eighth.
-   2b. **Winograd** (3x3, stride 1, one group, NCHW, sizes as ``WINOGRAD_MIN_CHANNELS`` and
-   ``WINOGRAD_SIZES``): F(2x2, 3x3) (Lavin and Gray, 2015). The padded input is cut into 4x4
+   2b. **Winograd** (3x3, stride 1, one group, NCHW, a constant filter, sizes as
+   ``_takes_winograd``): F(2x2, 3x3) (Lavin and Gray, 2015). The padded input is cut into 4x4
    tiles overlapping by 2; each tile ``d`` becomes ``B^T d B`` and each filter ``g`` becomes
-   ``G g G^T`` (4x4 each, additions and halvings only); 16 GEMMs ``U[k, c] @ V[c, tiles]``, one
+   ``G g G^T`` (4x4 each; the filters once, at prepare); 16 GEMMs ``U[k, c] @ V[c, tiles]``, one
    per tile position, replace the 9 of im2col at a quarter of the columns each (2.25x fewer
-   multiply-adds), and ``A^T m A`` turns each 4x4 product tile into a 2x2 output block. The
-   transforms are memory passes, so small channel counts lose more to them than the GEMMs save.
+   multiply-adds), and ``A^T m A`` turns each 4x4 product tile into a 2x2 output block. Each
+   transform is one small GEMM over all tiles; they are memory passes all the same, so small
+   channel counts lose more to them than the GEMMs save.
 3. **depthwise** (one input channel per group, any channel multiplier): NCHW, im2col per block of
    channels and one batched GEMM ``W[c, mult, kh*kw] @ cols[c, kh*kw, OH*OW]``, with columns
    gathered as in 2a at stride 1; NHWC, ``kh * kw`` vectorised multiply-adds of shifted views of
@@ -53,7 +54,7 @@ __all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv
 
 Activation = Callable[[np.ndarray], None]
 
-CHUNK_BYTES = 2 << 20
+CHUNK_BYTES = 4 << 20
 """Size of the im2col buffer: output rows are gathered and multiplied this many bytes of
 columns at a time, so the copy lands in cache and the GEMM reads it from there."""
 
@@ -423,61 +424,65 @@ def _depthwise_blocks(view: np.ndarray, w: np.ndarray, block: int) -> np.ndarray
     return out
 
 
-WINOGRAD_MIN_CHANNELS = 128
-WINOGRAD_SIZES = (28, 56)
-"""Where Winograd beats the shifted GEMM (one core, VGG-19's and ResNet-50's 3x3 layers): from 128
-input and output channels, on outputs of 28 to 56 rows and columns (1.1x at 128 channels on
-28x28, 1.4-2x at 128-512 channels on 28x28-56x56). Below, the filter transform, done each call,
-costs as much as it saves; above, the transforms' memory passes do."""
-
+WINOGRAD_MIN_CHANNELS = ((16, 160), (56, 256))
+"""(largest output side, fewest input and output channels) where Winograd beats the shifted GEMM
+(VGG-19's, ResNet-50's and GoogLeNet's 3x3 layers, 2 cores): 1.1-1.6x on 14x14 from 160, 1.3-2x
+on 28x28 to 56x56 from 256 (VGG-19 1.33x end to end, ResNet-50 1.03x); on larger images its
+memory passes outgrow the GEMMs' saving."""
+WINOGRAD_CACHED_FILTER = 1 << 17
+"""On outputs up to 8x8 Winograd pays only while the transformed filter, ``16 * C * O`` floats,
+stays in cache: ``C * O`` at most this (not ResNet-50's 512x512 layers)."""
 
 _WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float32)
+_WINOGRAD_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float32)
+_WINOGRAD_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float32)
 _WINOGRAD_GG = np.kron(_WINOGRAD_G, _WINOGRAD_G)
-"""``G g G^T`` for a 3x3 ``g`` flattened row-major is ``(G kron G) @ g``: one GEMM for all filters."""
+_WINOGRAD_BB = np.kron(_WINOGRAD_BT, _WINOGRAD_BT)
+_WINOGRAD_AA = np.kron(_WINOGRAD_AT, _WINOGRAD_AT)
+"""``M d M^T`` for a tile ``d`` flattened row-major is ``(M kron M) @ d``: each transform is one
+GEMM over all tiles (or filters) at once."""
+
+
+def _takes_winograd(g: ConvGeometry) -> bool:
+    if not (g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1) and g.groups == 1
+            and not g.channel_last):
+        return False
+    side = max(g.out)
+    if side <= 8 and g.c * g.o > WINOGRAD_CACHED_FILTER:
+        return False
+    return any(side <= largest and min(g.c, g.o) >= fewest for largest, fewest in WINOGRAD_MIN_CHANNELS)
 
 
 def _winograd_filter(w: np.ndarray) -> np.ndarray:
     """``G g G^T`` for each 3x3 filter of ``w[K, C, 3, 3]``, as ``U[16, K, C]`` (tile position first)."""
     k, c = w.shape[:2]
-    return np.matmul(_WINOGRAD_GG, w.reshape(k * c, 9).T).reshape(16, k, c)
+    return np.matmul(_WINOGRAD_GG, w.reshape(k * c, 9).T.astype(np.float32)).reshape(16, k, c)
 
 
-def _input_tiles(d: Callable[[int, int], np.ndarray], out: np.ndarray, temp: np.ndarray) -> None:
-    """``B^T d B`` of every tile into ``out[4, 4, ...]``; ``d(i, j)`` is element (i, j) of all tiles."""
-    def combine(e: Callable[[int], np.ndarray], target: Callable[[int], np.ndarray]) -> None:
-        np.subtract(e(0), e(2), out=target(0))
-        np.add(e(1), e(2), out=target(1))
-        np.subtract(e(2), e(1), out=target(2))
-        np.subtract(e(1), e(3), out=target(3))
-
-    for j in range(4):
-        combine(lambda i: d(i, j), lambda i: temp[i, j])
-    for i in range(4):
-        combine(lambda j: temp[i, j], lambda j: out[i, j])
-
-
-def _winograd(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """3x3 stride-1 convolution by Winograd F(2x2, 3x3) (module docstring, case 2b)."""
+def _winograd(g: ConvGeometry, w: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """3x3 stride-1 convolution by Winograd F(2x2, 3x3) (module docstring, case 2b) with the
+    constant filter ``w``, transformed once here."""
+    u = _winograd_filter(w)
     (pt, _), (pl, _) = g.pads
     oh, ow = g.out
     th, tw = -(-oh // 2), -(-ow // 2)
-    tiles = th * tw
+    columns = g.n * th * tw
 
-    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        u = _winograd_filter(w)
-        out = np.empty((g.n, g.o, 2 * th, 2 * tw), x.dtype)
-        xp = np.zeros((g.c, 2 * th + 2, 2 * tw + 2), x.dtype)
-        temp, v = (np.empty((4, 4, g.c, th, tw), x.dtype) for _ in range(2))
-        for n in range(g.n):
-            xp[:, pt:pt + g.h, pl:pl + g.w] = x[n]
-            _input_tiles(lambda i, j: xp[:, i:i + 2 * th:2, j:j + 2 * tw:2], v, temp)
-            m = np.matmul(u, v.reshape(16, g.c, tiles)).reshape(4, 4, g.o, tiles)
-            rows = (m[0] + m[1] + m[2], m[1] - m[2] - m[3])  # A^T m: [4, O, tiles] each
-            blocks = out[n].reshape(g.o, th, 2, tw, 2)
-            for a, row in enumerate(rows):
-                blocks[:, :, a, :, 0] = (row[0] + row[1] + row[2]).reshape(g.o, th, tw)
-                blocks[:, :, a, :, 1] = (row[1] - row[2] - row[3]).reshape(g.o, th, tw)
-        return np.ascontiguousarray(out[:, :, :oh, :ow])
+    def run(x: np.ndarray, _: np.ndarray) -> np.ndarray:
+        xp = np.zeros((g.n, g.c, 2 * th + 2, 2 * tw + 2), x.dtype)
+        xp[:, :, pt:pt + g.h, pl:pl + g.w] = x
+        sn, sc, sy, sx = xp.strides
+        tiles = np.empty((4, 4, g.c, g.n, th, tw), x.dtype)  # element (i, j) of every 4x4 tile
+        np.copyto(tiles, as_strided(xp, tiles.shape, (sy, sx, sc, sn, 2 * sy, 2 * sx), writeable=False))
+        v = np.matmul(_WINOGRAD_BB, tiles.reshape(16, -1)).reshape(16, g.c, columns)
+        m = np.matmul(u, v)  # [16, O, N * tiles]
+        y = np.matmul(_WINOGRAD_AA, m.reshape(16, -1)).reshape(2, 2, g.o, g.n, th, tw)
+        out = np.empty((g.n, g.o, th, 2, tw, 2), x.dtype)
+        for a in range(2):
+            for b in range(2):
+                out[:, :, :, a, :, b] = y[a, b].transpose(1, 0, 2, 3)
+        out = out.reshape(g.n, g.o, 2 * th, 2 * tw)
+        return out if (2 * th, 2 * tw) == (oh, ow) else np.ascontiguousarray(out[:, :, :oh, :ow])
 
     return run
 
@@ -489,15 +494,14 @@ def _little_waste(g: ConvGeometry) -> bool:
     return 8 * g.out[1] >= 7 * (g.w + pl + pr)
 
 
-def _conv_runner(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def _conv_runner(g: ConvGeometry, w: np.ndarray | None = None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The path for ``g`` (module docstring); ``w`` is the filter when it is a constant."""
     if g.groups == g.c and g.groups > 1:
         return _depthwise(g)
     if g.kernel == (1, 1) and not any(p for pair in g.pads for p in pair):
         return _pointwise(g)
-    if (g.kernel == (3, 3) and g.strides == (1, 1) and g.dilations == (1, 1) and g.groups == 1
-            and not g.channel_last and min(g.c, g.o) >= WINOGRAD_MIN_CHANNELS
-            and WINOGRAD_SIZES[0] <= min(g.out) and max(g.out) <= WINOGRAD_SIZES[1]):
-        return _winograd(g)
+    if w is not None and _takes_winograd(g):
+        return _winograd(g, w)
     if g.strides == (1, 1) and g.groups == 1 and not g.channel_last and _little_waste(g):
         return _shifted(g)
     return _im2col(g)
@@ -521,7 +525,7 @@ def _conv_kernel(spec: KernelSpec, conv: Callable[[np.ndarray, np.ndarray], np.n
 @register_kernel("depthwise_conv2d")
 def conv2d(spec: KernelSpec) -> Kernel:
     g = conv_geometry(spec)
-    return _conv_kernel(spec, _conv_runner(g), make_epilogue(g.bias_shape()))
+    return _conv_kernel(spec, _conv_runner(g, spec.constant("Filter")), make_epilogue(g.bias_shape()))
 
 
 @register_kernel("fused_conv2d")
@@ -529,7 +533,7 @@ def fused_conv2d(spec: KernelSpec) -> Kernel:
     g = conv_geometry(spec)
     attrs = spec.attrs
     epilogue = make_epilogue(g.bias_shape(), attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"])
-    return _conv_kernel(spec, _conv_runner(g), epilogue)
+    return _conv_kernel(spec, _conv_runner(g, spec.constant("Filter")), epilogue)
 
 
 # -- conv2d_transpose: GEMM + col2im ----------------------------------------------------------------
