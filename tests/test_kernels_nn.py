@@ -160,6 +160,7 @@ CONV_CASES = [
     ((2, 4, 7, 6), (8, 1, 3, 3), {"groups": 4, "paddings": [1, 1]}),  # conv2d taking the depthwise path
     ((2, 3, 5, 40), (4, 3, 3, 3), {"paddings": [1, 1]}),  # wide rows: the shifted path in NCHW
     ((1, 4, 6, 48), (5, 4, 3, 2), {"dilations": [2, 3], "paddings": [2, 0, 1, 3]}),
+    ((2, 8, 5, 40), (2, 8, 3, 3), {"paddings": [1, 1]}),  # few output channels: the tap sum in NCHW
 ]
 DEPTHWISE_CASES = [
     ((1, 6, 8, 8), (6, 1, 3, 3), {"paddings": [1, 1], "groups": 6}),
@@ -198,6 +199,7 @@ def test_conv_matches_references(op_type, case, layout, dtype):
 @pytest.mark.parametrize("path,attrs,x_shape,w_shape", [
     ("_im2col", {"strides": [2, 1], "paddings": [1, 2, 2, 0], "groups": 2}, (2, 4, 9, 7), (6, 2, 3, 3)),
     ("_shifted", {"paddings": [1, 0, 1, 1], "dilations": [2, 1]}, (2, 3, 7, 30), (4, 3, 3, 3)),
+    ("_tap_sum", {"paddings": [1, 0, 1, 1], "dilations": [2, 1]}, (2, 9, 7, 30), (2, 9, 3, 3)),
 ])
 def test_conv_in_several_chunks(monkeypatch, layout, path, attrs, x_shape, w_shape):
     """A tiny chunk budget makes every output row its own gather + GEMM."""
@@ -254,7 +256,7 @@ def test_winograd_on_the_layers_it_is_chosen_for(winograd_calls):
     run("conv2d", {"Input": rand(1, 160, 30, 30), "Filter": w}, attrs)  # 30x30 outputs need 256 channels
     run("conv2d", {"Input": x, "Filter": w[:128]}, attrs)  # 128 output channels: the shifted GEMM
     run("conv2d", {"Input": x[:, :, :7, :7], "Filter": rand(900, 160, 3, 3)}, attrs)  # 7x7, a filter out of cache
-    run("conv2d", {"Input": x[:, :, :7, :7], "Filter": w[:40]}, attrs)  # 7x7, 40 output channels: Winograd
+    run("conv2d", {"Input": x[:, :, :7, :7], "Filter": w}, attrs)  # 7x7, a filter in cache: Winograd
     assert len(winograd_calls) == 2
 
 
