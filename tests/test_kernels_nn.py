@@ -446,6 +446,7 @@ POOL_CASES = [
     {"ksize": [3, 3], "strides": [1, 1], "paddings": [1, 1]},
     {"ksize": [2, 2], "strides": [1, 1], "paddings": [1, 1]},  # no tap inside for every output: padded
     {"ksize": [3, 2], "strides": [1, 2], "paddings": [2, 1], "exclusive": False},  # likewise
+    {"ksize": [9, 10]},  # one window over the whole input: a global pool
     {"ksize": [5, 5], "global_pooling": True, "paddings": [2, 2]},
     {"ksize": [3, 4], "adaptive": True},
     {"ksize": [4, 3], "adaptive": True},

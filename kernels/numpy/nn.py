@@ -2,10 +2,11 @@
 live in ``conv``; this module holds pooling, normalisation, padding, dropout, softmax and the
 matrix products.
 
-* pool2d: global pooling is one reduction; windows are separable, so a window reduces its
-  ``kh`` row taps, then its ``kw`` column taps (``kh + kw`` vectorised passes over shifted
-  views of the padded input; rows first, as whole rows are contiguous runs and the strided
-  column taps then read the fewer rows a strided pool keeps: 1.3x faster at stride 2); avg scales by a precomputed ``[OH, OW]`` reciprocal count
+* pool2d: global pooling (or one unpadded window over the whole input) is one reduction;
+  windows are separable, so a window reduces its ``kh`` row taps, then its ``kw`` column taps
+  (``kh + kw`` vectorised passes over shifted views of the padded input; rows first, as whole
+  rows are contiguous runs and the strided column taps then read the fewer rows a strided pool
+  keeps: 1.3x faster at stride 2); avg scales by a precomputed ``[OH, OW]`` reciprocal count
   (Paddle's: the window clipped to the input when ``exclusive``, ``kh * kw`` otherwise).
   Adaptive bins (Paddle's ``floor(i * H / oh)`` to ``ceil((i + 1) * H / oh)``) are separable
   too: avg is ``A_h @ X @ A_w.T`` with averaging matrices, max a running maximum over the
@@ -138,6 +139,13 @@ def _window_pool(spec: KernelSpec, axes: tuple[int, int], sizes: tuple[int, int]
     return run
 
 
+def _whole_window(attrs: Any, sizes: tuple[int, int], out: tuple[int, int]) -> bool:
+    """One unpadded window over the whole input (a classifier's final 7x7 pool): a global pool."""
+    window = window_geometry(sizes, attrs["ksize"], attrs["strides"], (1, 1), attrs["paddings"],
+                             attrs["padding_algorithm"], attrs["ceil_mode"])
+    return out == (1, 1) and tuple(attrs["ksize"]) == sizes and not any(p for pair in window.pads for p in pair)
+
+
 def _pool(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
     axes = (1, 2) if attrs["data_format"] == "NHWC" else (2, 3)
@@ -145,7 +153,7 @@ def _pool(spec: KernelSpec) -> Kernel:
     sizes = (x_shape[axes[0]], x_shape[axes[1]])
     out_shape = spec.output("Out").shape
     out = (out_shape[axes[0]], out_shape[axes[1]])
-    if attrs["global_pooling"] or (attrs["adaptive"] and out == (1, 1)):
+    if attrs["global_pooling"] or (attrs["adaptive"] and out == (1, 1)) or _whole_window(attrs, sizes, out):
         return _global_pool(spec, axes)
     if attrs["adaptive"]:
         return _adaptive_pool(spec, axes, sizes, out)
