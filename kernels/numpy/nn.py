@@ -12,7 +12,8 @@ matrix products.
   too: avg is ``A_h @ X @ A_w.T`` with averaging matrices, max a running maximum over the
   bins' clamped row then column indices. float16 max pools run on float16 (exact); avg widens.
 * batch_norm (inference): ``Y = X * a + b`` with ``a = Scale / sqrt(Variance + eps)`` and
-  ``b = Bias - Mean * a`` per channel, computed per call since the statistics are inputs.
+  ``b = Bias - Mean * a`` per channel, computed once at prepare when the statistics are
+  parameters, else per call.
   MeanOut and VarianceOut are the Mean and Variance inputs themselves, SavedMean is Mean and
   SavedVariance the inverse standard deviation ``1 / sqrt(Variance + eps)`` (what Paddle
   saves in training), ReserveSpace None.
@@ -182,13 +183,22 @@ def batch_norm(spec: KernelSpec) -> Kernel:
     wanted = [slot for slot, _ in spec.output_keys]
     inplace = spec.inplace
 
-    def run(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, variance: np.ndarray,
-            *_: np.ndarray) -> tuple[np.ndarray | None, ...]:
+    def affine(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray,
+               variance: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(inverse std, a, b), a and b shaped to broadcast against X."""
         inv_std = 1 / np.sqrt(variance + eps)
         a = scale * inv_std
         b = bias - mean * a
-        y = np.multiply(x, a.astype(dtype, copy=False).reshape(shape), out=x if inplace else None)
-        y += b.astype(dtype, copy=False).reshape(shape)
+        return inv_std, a.astype(dtype, copy=False).reshape(shape), b.astype(dtype, copy=False).reshape(shape)
+
+    stats = [spec.constant(slot) for slot in ("Scale", "Bias", "Mean", "Variance")]
+    fixed = affine(*stats) if all(v is not None for v in stats) else None  # parameters: once, at prepare
+
+    def run(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, variance: np.ndarray,
+            *_: np.ndarray) -> tuple[np.ndarray | None, ...]:
+        inv_std, a, b = fixed if fixed is not None else affine(scale, bias, mean, variance)
+        y = np.multiply(x, a, out=x if inplace else None)
+        y += b
         results = {"Y": y, "MeanOut": mean, "VarianceOut": variance, "SavedMean": mean,
                    "SavedVariance": inv_std.astype(variance.dtype, copy=False)}
         return tuple(results.get(slot) for slot in wanted)
