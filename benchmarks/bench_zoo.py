@@ -3,14 +3,16 @@
 pipeline applied to halfway's program; the geomean ratio; and where halfway is slower, the time
 per op type of its prepared run.
 
-    .venv/bin/python benchmarks/bench_zoo.py [--models resnet50,vgg19] [--repeats 10] [--no-passes]
+    .venv/bin/python benchmarks/bench_zoo.py [--models resnet50,vgg19] [--repeats 30] [--block 3] [--no-passes]
 
 Weights are seeded random values in place of the models' constant fills (the same model goes to
 both runtimes). Each runtime runs in blocks of ``--block`` runs of its own, the blocks of the two
-alternating, so machine noise hits both alike; the figure is the median. Runs never interleave
-one by one, and each block starts after a pause: OpenBLAS's and ONNX Runtime's worker threads
-spin for a while after each call, and would take the cores from the other runtime's threads. Outputs are checked to agree before
-timing.
+alternating round by round. Runs never interleave one by one, and each block starts after a
+pause: OpenBLAS's and ONNX Runtime's worker threads spin for a while after each call, and would
+take the cores from the other runtime's threads. The times shown are medians over all runs; the
+ratio is the median over rounds of the two blocks' medians' ratio, as a shared machine's slow
+spells (seconds long, up to 1.5x) then slow both sides of each ratio alike. Outputs are checked
+to agree before timing.
 
 numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2, as ONNX Runtime's intra-op threads).
 """
@@ -51,19 +53,27 @@ def prepare_halfway(model, feeds: dict[str, np.ndarray], passes: bool) -> Prepar
                               feed_shapes={n: feeds[n].shape for n in feed_names})
 
 
-def alternate(fns: list[Callable[[], object]], repeats: int, block: int) -> list[float]:
-    """Median seconds of each of ``fns``, run in turn in blocks of ``block`` calls (each block
-    after a pause and one untimed call) until each has run ``repeats`` timed calls."""
-    times: list[list[float]] = [[] for _ in fns]
-    while len(times[-1]) < repeats:
+def alternate(fns: list[Callable[[], object]], rounds: int, block: int) -> list[list[list[float]]]:
+    """Seconds of each of ``fns``, run in turn for ``rounds`` rounds of ``block`` timed calls
+    each (each block after a pause and one untimed call): ``times[fn][round][call]``."""
+    times: list[list[list[float]]] = [[] for _ in fns]
+    for _ in range(rounds):
         for fn, sink in zip(fns, times):
             time.sleep(SETTLE_S)
             fn()
-            for _ in range(min(block, repeats - len(sink))):
+            calls = []
+            for _ in range(block):
                 start = time.perf_counter()
                 fn()
-                sink.append(time.perf_counter() - start)
-    return [statistics.median(t) for t in times]
+                calls.append(time.perf_counter() - start)
+            sink.append(calls)
+    return times
+
+
+def paired_ratio(ours: list[list[float]], theirs: list[list[float]]) -> float:
+    """The median over rounds of (our block's median / their block's median): each round's
+    blocks run seconds apart, so a slow spell of the machine hits both sides of a ratio alike."""
+    return statistics.median(statistics.median(a) / statistics.median(b) for a, b in zip(ours, theirs))
 
 
 def profile_by_op_type(prepared: PreparedProgram, feeds: dict[str, np.ndarray], repeats: int) -> dict[str, float]:
@@ -96,8 +106,8 @@ def profile_by_op_type(prepared: PreparedProgram, feeds: dict[str, np.ndarray], 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(LIGHT_MODELS))
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--block", type=int, default=5, help="runs of one runtime before the other's")
+    parser.add_argument("--repeats", type=int, default=30, help="timed runs of each runtime")
+    parser.add_argument("--block", type=int, default=3, help="runs of one runtime before the other's")
     parser.add_argument("--no-passes", action="store_true", help="skip the default pass pipeline")
     args = parser.parse_args()
     ratios, slow = [], {}
@@ -111,10 +121,12 @@ def main() -> None:
         session = ort_session(model, THREADS)
         ours, theirs = prepared.run(feeds)[0], session.run(None, feeds)[0]
         np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-4 * float(np.abs(theirs).max()))
-        t_ours, t_ort = alternate([lambda: prepared.run(feeds), lambda: session.run(None, feeds)], args.repeats,
-                                   args.block)
-        ratios.append(t_ours / t_ort)
-        print(f"{name:14} {t_ours * 1e3:11.1f} {t_ort * 1e3:15.1f} {t_ours / t_ort:7.2f}", flush=True)
+        ours, theirs = alternate([lambda: prepared.run(feeds), lambda: session.run(None, feeds)],
+                                 -(-args.repeats // args.block), args.block)
+        t_ours, t_ort = (statistics.median(t for block in side for t in block) for side in (ours, theirs))
+        ratio = paired_ratio(ours, theirs)
+        ratios.append(ratio)
+        print(f"{name:14} {t_ours * 1e3:11.1f} {t_ort * 1e3:15.1f} {ratio:7.2f}", flush=True)
         if t_ours > t_ort:
             slow[name] = profile_by_op_type(prepared, feeds, max(3, args.repeats // 2))
     geomean = float(np.exp(np.mean(np.log(ratios))))
