@@ -301,59 +301,77 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return run
 
 
+class _Flat(NamedTuple):
+    """The stride-1 NCHW layout of cases 2a, 2c and 3: the input padded and flattened per
+    channel, where tap (i, j) of output pixel (y, x) sits at ``(y + i*dh) * Wp + x + j*dw``. For
+    output rows computed at the padded width ``Wp``, each tap's columns are then one contiguous
+    run per channel, ``flat[:, off_t:off_t + rows * Wp]``; the ``Wp - OW`` extra columns of each
+    row are cropped at the end, and one spare zero row keeps the last tap's run inside."""
+
+    g: ConvGeometry
+    wp: int
+    offsets: list[int]
+
+    @classmethod
+    def plan(cls, g: ConvGeometry) -> _Flat:
+        (_, _), (pl, pr) = g.pads
+        wp = g.w + pl + pr
+        return cls(g, wp, [i * g.dilations[0] * wp + j * g.dilations[1] for i, j in g.taps])
+
+    @property
+    def length(self) -> int:
+        """The columns of one image: ``OH * Wp``."""
+        return self.g.out[0] * self.wp
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x`` padded and flattened, ``[N, C, (Hp + 1) * Wp]``."""
+        g = self.g
+        (pt, pb), (pl, _) = g.pads
+        xp = np.zeros((g.n, g.c, g.h + pt + pb + 1, self.wp), x.dtype)
+        xp[:, :, pt:pt + g.h, pl:pl + g.w] = x
+        return xp.reshape(g.n, g.c, -1)
+
+    def crop(self, wide: np.ndarray) -> np.ndarray:
+        """The outputs ``[N, O, OH, OW]`` (a view) of ``wide[N, O, OH * Wp]``."""
+        g = self.g
+        return wide.reshape(g.n, -1, g.out[0], self.wp)[..., :g.out[1]]
+
+
 def _shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """Stride-1 NCHW convolution (module docstring, case 2a). In the padded input flattened per
-    channel, tap (i, j) of output pixel (y, x) sits at ``(y + i*dh) * Wp + x + j*dw``: for a block
-    of output rows computed at the padded width ``Wp``, each tap's columns are one contiguous run
-    per channel. The ``Wp - OW`` extra columns of each row are cropped at the end; one spare zero
-    row keeps the last tap's run inside the buffer."""
-    kh, kw = g.kernel
-    dh, dw = g.dilations
-    (pt, pb), (pl, pr) = g.pads
-    oh, ow = g.out
-    hp, wp = g.h + pt + pb, g.w + pl + pr
-    k = g.c * kh * kw
-    offsets = [i * dh * wp + j * dw for i, j in g.taps]
-    rows = max(1, min(oh, CHUNK_BYTES // (k * wp * 4)))
-    chunks = [(r * wp, min(oh, r + rows) * wp) for r in range(0, oh, rows)]
+    """Stride-1 NCHW convolution (module docstring, case 2a): per block of output rows, each
+    tap's runs (``_Flat``) are copied into the columns of one GEMM."""
+    flat_of = _Flat.plan(g)
+    wp = flat_of.wp
+    k = g.c * len(flat_of.offsets)
+    rows = max(1, min(g.out[0], CHUNK_BYTES // (k * wp * 4)))
+    chunks = [(r * wp, min(g.out[0], r + rows) * wp) for r in range(0, g.out[0], rows)]
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        xp = np.zeros((g.n, g.c, hp + 1, wp), x.dtype)
-        xp[:, :, pt:pt + g.h, pl:pl + g.w] = x
-        flat = xp.reshape(g.n, g.c, -1)
-        wide = np.empty((g.n, g.o, oh * wp), x.dtype)
+        flat = flat_of(x)
+        wide = np.empty((g.n, g.o, flat_of.length), x.dtype)
         wk = w.reshape(g.o, k)
-        buf = np.empty((g.c, kh * kw, rows * wp), x.dtype)
+        buf = np.empty((g.c, len(flat_of.offsets), rows * wp), x.dtype)
         for n in range(g.n):
             for a, b in chunks:
                 cols = buf[:, :, :b - a]
-                for t, off in enumerate(offsets):
+                for t, off in enumerate(flat_of.offsets):
                     cols[:, t] = flat[n, :, a + off:b + off]
                 np.matmul(wk, cols.reshape(k, b - a), out=wide[n, :, a:b])
-        return wide.reshape(g.n, g.o, oh, wp)[..., :ow]
+        return flat_of.crop(wide)
 
     return run
 
 
 def _tap_sum(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """Stride-1 NCHW convolution with few output channels (module docstring, case 2c). As in
-    ``_shifted``, tap ``t`` of every output pixel at the padded width is the run
-    ``flat[:, off_t:off_t + OH * Wp]`` of the flattened padded input: a matrix BLAS reads in
-    place, so ``Out = sum_t W_t @ flat[:, off_t:...]`` needs no gathered columns, only the
-    ``kh * kw - 1`` additions of the (small) products."""
-    kh, kw = g.kernel
-    dh, dw = g.dilations
-    (pt, pb), (pl, pr) = g.pads
-    oh, ow = g.out
-    hp, wp = g.h + pt + pb, g.w + pl + pr
-    length = oh * wp
-    offsets = [i * dh * wp + j * dw for i, j in g.taps]
+    """Stride-1 NCHW convolution with few output channels (module docstring, case 2c): each
+    tap's runs (``_Flat``) form a matrix BLAS reads in place, so ``Out = sum_t W_t @ X_t``
+    needs no gathered columns, only the ``kh * kw - 1`` additions of the (small) products."""
+    flat_of = _Flat.plan(g)
+    length, offsets = flat_of.length, flat_of.offsets
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        xp = np.zeros((g.n, g.c, hp + 1, wp), x.dtype)
-        xp[:, :, pt:pt + g.h, pl:pl + g.w] = x
-        flat = xp.reshape(g.n, g.c, -1)
-        taps = np.ascontiguousarray(w.reshape(g.o, g.c, kh * kw).transpose(2, 0, 1))
+        flat = flat_of(x)
+        taps = np.ascontiguousarray(w.reshape(g.o, g.c, len(offsets)).transpose(2, 0, 1))
         wide = np.empty((g.n, g.o, length), x.dtype)
         product = np.empty((g.o, length), x.dtype)
         for n in range(g.n):
@@ -361,7 +379,7 @@ def _tap_sum(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
             for tap, off in zip(taps[1:], offsets[1:]):
                 np.matmul(tap, flat[n, :, off:off + length], out=product)
                 wide[n] += product
-        return wide.reshape(g.n, g.o, oh, wp)[..., :ow]
+        return flat_of.crop(wide)
 
     return run
 
@@ -398,29 +416,22 @@ def _depthwise(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray
 
 
 def _depthwise_shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """Stride-1 NCHW depthwise convolution. As in ``_shifted``, tap (i, j) of every output pixel,
-    computed at the padded width ``Wp``, is one contiguous run per channel of the flattened padded
-    input, so one strided view holds all taps with whole rows inside: per block of channels it is
-    copied into ``cols[c, kh, kw, OH * Wp]`` (a copy of long runs, unlike the window view's rows of
-    ``OW``), one batched GEMM ``W[c, mult, kh * kw] @ cols[c]`` computes the block, and the
-    ``Wp - OW`` extra columns are cropped at the end."""
+    """Stride-1 NCHW depthwise convolution. The taps' runs (``_Flat``) of every channel form one
+    strided view with whole rows inside: per block of channels it is copied into
+    ``cols[c, kh, kw, OH * Wp]`` (a copy of long runs, unlike the window view's rows of ``OW``)
+    and one batched GEMM ``W[c, mult, kh * kw] @ cols[c]`` computes the block."""
     kh, kw = g.kernel
     dh, dw = g.dilations
-    (pt, pb), (pl, pr) = g.pads
-    oh, ow = g.out
-    hp, wp = g.h + pt + pb, g.w + pl + pr
-    length = oh * wp
+    flat_of = _Flat.plan(g)
+    length = flat_of.length
     block = max(1, min(g.c, CHUNK_BYTES // (kh * kw * length * 4)))
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        xp = np.zeros((g.n, g.c, hp + 1, wp), x.dtype)  # a spare zero row keeps the last tap's run inside
-        xp[:, :, pt:pt + g.h, pl:pl + g.w] = x
-        flat = xp.reshape(g.n, g.c, -1)
+        flat = flat_of(x)
         sn, sc, step = flat.strides
-        view = as_strided(flat, (g.n, g.c, kh, kw, length), (sn, sc, dh * wp * step, dw * step, step),
+        view = as_strided(flat, (g.n, g.c, kh, kw, length), (sn, sc, dh * flat_of.wp * step, dw * step, step),
                           writeable=False)
-        wide = _depthwise_blocks(view, w, block)
-        return wide.reshape(g.n, g.o, oh, wp)[..., :ow]
+        return flat_of.crop(_depthwise_blocks(view, w, block))
 
     return run
 
