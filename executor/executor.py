@@ -58,6 +58,9 @@ class Executor:
         ``feed_shapes`` fixes dims the program leaves unknown (-1); without it they must be known.
         ``reuse_memory=False`` plans a buffer per value and runs no kernel in place (results are
         the same; a baseline for the memory figures and for checking the plan).
+
+        Parameters are bound here, and kernels may precompute from them (Winograd-transformed
+        filters, batch norm's per-channel affine): to run with new parameter values, prepare again.
         """
         verify(program, feed_names=feed_names)
         if self.place.backend == "opencl":
