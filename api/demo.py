@@ -23,7 +23,7 @@ from attrs import frozen
 from halfway.commands.execution import prepare
 from halfway.commands.feeds import random_inputs
 from halfway.commands.measure import Comparison, Timing, compare, time_runs
-from halfway.commands.modelfile import Model, load_model, param_bytes, save_model
+from halfway.commands.modelfile import Model, param_bytes, save_model
 from halfway.commands.transpile import ops_fused, run_float16, run_passes
 from halfway.commands.places import place_label
 from halfway.executor import PreparedProgram
@@ -70,12 +70,10 @@ class _Variant:
 Feeds = list[dict[str, np.ndarray]]
 
 
-def run_demo(output: Output, places: Sequence[Place], *, model_path: str | None = None, samples: int = 8,
-             warmup: int = 1, seed: int = 0, out_dir: str | None = None) -> int:
-    """Run the demo on ``places``; returns the exit code (1 if some place failed)."""
-    path = model_path or str(demo_model_path())
-    with output.task(f"importing {Path(path).name}"):
-        model = load_model(path)
+def run_demo(output: Output, model: Model, places: Sequence[Place], *, samples: int = 8, warmup: int = 1,
+             seed: int = 0, out_dir: str | None = None) -> int:
+    """Run the demo of ``model`` (as imported) on ``places``; returns the exit code (1 if some
+    place failed)."""
     with output.task("fusing (default pass pipeline)"):
         fused, pipeline = run_passes(model, None)
     with output.task("transpiling to float16"):

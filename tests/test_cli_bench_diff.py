@@ -29,7 +29,7 @@ def test_bench_table_and_peer_refusal():
     assert done.returncode == 0, done.stderr
     assert "halfway cpu" in done.stdout and "median" in done.stdout
     assert "timing halfway cpu" in done.stderr  # progress goes to stderr
-    one_line_error(cli("bench", RESNET_TINY, "--compare", "onnxruntime"), "needs an .onnx model")
+    one_line_error(cli("bench", RESNET_TINY, "--place", "cpu", "--compare", "onnxruntime"), "needs an .onnx model")
     assert cli("bench", RESNET_TINY, "--compare", "tensorrt").returncode == 2
 
 

@@ -7,6 +7,14 @@ import pyopencl as cl
 from tests.clirun import halfway, halfway_json
 
 
+def builds(device: cl.Device) -> bool:
+    try:
+        cl.Program(cl.Context([device]), "__kernel void k(__global int *x) { x[0] = 1; }").build()
+    except cl.Error:
+        return False
+    return True
+
+
 def test_devices_are_listed_in_place_order_with_their_float16_mode():
     devices = [d for p in cl.get_platforms() for d in p.get_devices()]
     rows = halfway_json("devices")
@@ -18,5 +26,6 @@ def test_devices_are_listed_in_place_order_with_their_float16_mode():
         assert row["float16_mode"]["normal"] == "storage" and row["float16_mode"]["high"] == "high"
         assert row["float16_mode"]["low"] == ("native" if fp16 else "storage")
         assert row["global_memory_bytes"] == device.global_mem_size
+        assert (row["build_error"] is None) == builds(device)
     done = halfway("devices")
     assert done.returncode == 0 and all(d.name.strip()[:12] in done.stdout for d in devices)

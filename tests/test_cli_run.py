@@ -80,6 +80,7 @@ def test_bad_places_and_outputs(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.opencl
 def test_opencl_runs_match_paddle(tmp_path):
     np.save(tmp_path / "image.npy", IO["image"])
     out = tmp_path / "out.npz"

@@ -13,6 +13,8 @@ from halfway.executor import OpenCLPlace
 from halfway.kernels.opencl import runtime
 from tests.oprun import run_op, run_op_with_report
 
+pytestmark = pytest.mark.opencl
+
 RNG = np.random.default_rng(5)
 FLOATS = [np.float32, np.float16]
 

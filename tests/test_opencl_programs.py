@@ -18,6 +18,8 @@ from halfway.ir.dtypes import DType
 from halfway.ir.errors import FeedError, KernelNotFoundError
 from halfway.passes import PassManager
 
+pytestmark = pytest.mark.opencl
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "paddle"
 RNG = np.random.default_rng(3)
 

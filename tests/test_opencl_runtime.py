@@ -80,15 +80,46 @@ def test_devices_by_index_name_and_environment(monkeypatch):
         find_device(99)
 
 
+def fake_devices(monkeypatch, *devices: SimpleNamespace) -> None:
+    """``devices`` as the machine's one platform; each builds programs unless it has ``error``."""
+    monkeypatch.delenv(runtime.DEVICE_ENV, raising=False)
+    platform = SimpleNamespace(get_devices=lambda: list(devices))
+    monkeypatch.setattr(cl, "get_platforms", lambda: [platform])
+    monkeypatch.setattr(runtime, "build_error", lambda device: getattr(device, "error", None))
+
+
 def test_default_device_is_a_gpu_when_there_is_one(monkeypatch):
     cpu = SimpleNamespace(type=cl.device_type.CPU, name="cpu")
     gpu = SimpleNamespace(type=cl.device_type.GPU, name="gpu")
-    monkeypatch.delenv(runtime.DEVICE_ENV, raising=False)
-    platform = SimpleNamespace(get_devices=lambda: [cpu, gpu])
-    monkeypatch.setattr(cl, "get_platforms", lambda: [platform])
+    fake_devices(monkeypatch, cpu, gpu)
     assert find_device() is gpu
-    platform.get_devices = lambda: [cpu]
+    fake_devices(monkeypatch, cpu)
     assert find_device() is cpu
+
+
+def test_default_device_builds_programs(monkeypatch):
+    broken_gpu = SimpleNamespace(type=cl.device_type.GPU, name="gpu", error="error: no compiler")
+    cpu = SimpleNamespace(type=cl.device_type.CPU, name="cpu")
+    fake_devices(monkeypatch, broken_gpu, cpu)
+    assert find_device() is cpu
+    assert find_device(0) is broken_gpu  # asked for by index or name: the user's choice stands
+    broken_cpu = SimpleNamespace(type=cl.device_type.CPU, name="cpu", error="error: unknown target CPU 'generic'")
+    fake_devices(monkeypatch, broken_gpu, broken_cpu)
+    with pytest.raises(HalfwayError, match=r"no OpenCL device can build programs \(0: gpu: error: no compiler; "
+                                           r"1: cpu: error: unknown target CPU 'generic'\)"):
+        find_device()
+
+
+def test_build_error_is_what_the_device_compiler_says():
+    for device in [d for p in cl.get_platforms() for d in p.get_devices()]:
+        try:
+            cl.Program(cl.Context([device]), "__kernel void k(__global int *x) { x[0] = 1; }").build()
+            direct = None
+        except cl.Error as e:
+            direct = str(e)
+        error = runtime.build_error(device)
+        assert (error is None) == (direct is None)
+        assert error is None or error in direct
 
 
 def test_no_platform_names_the_install(monkeypatch):
@@ -100,6 +131,7 @@ def test_no_platform_names_the_install(monkeypatch):
         find_device()
 
 
+@pytest.mark.opencl
 def test_runtime_is_shared_per_device_and_precision():
     place = OpenCLPlace()
     assert place.runtime is OpenCLPlace().runtime
@@ -107,6 +139,7 @@ def test_runtime_is_shared_per_device_and_precision():
     assert str(place).startswith("opencl:")
 
 
+@pytest.mark.opencl
 def test_program_cache_keys_on_source_and_options():
     rt = OpenCLPlace().runtime
     text = "__kernel void k(__global float* x) { x[0] = VALUE; }"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from halfway.commands.base import Command, add_json, add_places, non_negative, positive
 from halfway.commands.places import parse_places
-from halfway.demo import DEMO_MODEL, run_demo
+from halfway.commands.modelfile import load_model
+from halfway.demo import DEMO_MODEL, demo_model_path, run_demo
 from halfway.report.console import Output
 
 __all__ = ["COMMAND"]
@@ -25,9 +27,12 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
-    places = parse_places(args.places)
-    return run_demo(output, places, model_path=args.model, samples=args.samples, warmup=args.warmup,
-                    seed=args.seed, out_dir=args.out)
+    path = args.model or str(demo_model_path())
+    with output.task(f"importing {Path(path).name}"):
+        model = load_model(path)
+    places = parse_places(args.places, output)
+    return run_demo(output, model, places, samples=args.samples, warmup=args.warmup, seed=args.seed,
+                    out_dir=args.out)
 
 
 COMMAND = Command(

@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.ir.errors import HalfwayError
 from halfway.commands.base import UsageError
+from halfway.report.console import Output
 
 __all__ = ["parse_place", "parse_places", "default_places", "place_label"]
 
 
-def parse_places(specs: Sequence[str] | None) -> list[Place]:
-    """The places of repeated --place options; none given: ``default_places()``."""
-    return [parse_place(spec) for spec in specs] if specs else default_places()
+def parse_places(specs: Sequence[str] | None, output: Output | None = None) -> list[Place]:
+    """The places of repeated --place options; none given: ``default_places(output)``."""
+    return [parse_place(spec) for spec in specs] if specs else default_places(output)
 
 
 def parse_place(spec: str) -> Place:
@@ -44,9 +45,11 @@ def place_label(place: Place) -> str:
     return f"opencl:{place.device}" if isinstance(place, OpenCLPlace) else str(place)
 
 
-def default_places() -> list[Place]:
-    """The CPU, and the default OpenCL device when there is one."""
+def default_places(output: Output | None = None) -> list[Place]:
+    """The CPU, and the default OpenCL device when there is one; else ``output`` notes why not."""
     try:
         return [CPUPlace(), _opencl_place(None)]
-    except HalfwayError:
+    except HalfwayError as e:
+        if output is not None:
+            output.note(f"running on the CPU only: {e}")
         return [CPUPlace()]

@@ -32,8 +32,8 @@ try:
 except ImportError as e:  # pragma: no cover - the opencl extra is installed in CI
     raise HalfwayError("the OpenCL backend needs pyopencl: pip install 'halfway[opencl]'") from e
 
-__all__ = ["Float16Mode", "DeviceCaps", "Runtime", "float16_mode", "find_device", "get_runtime", "PRECISIONS",
-           "DEVICE_ENV"]
+__all__ = ["Float16Mode", "DeviceCaps", "Runtime", "float16_mode", "find_device", "build_error", "get_runtime",
+           "PRECISIONS", "DEVICE_ENV"]
 
 PRECISIONS = ("low", "normal", "high")
 DEVICE_ENV = "HALFWAY_OPENCL_DEVICE"
@@ -101,16 +101,48 @@ def _describe(devices: Sequence[Any]) -> str:
     return "; ".join(f"{i}: {d.platform.name.strip()} / {d.name.strip()}" for i, d in enumerate(devices))
 
 
+PROBE_SOURCE = "__kernel void probe(__global float *x) { x[get_global_id(0)] += 1.0f; }"
+_BUILD_ERRORS: dict[int, str | None] = {}
+
+
+def build_error(device: Any) -> str | None:
+    """Why ``device`` cannot build OpenCL programs (the first error of its build log), or None
+    when it can; tried once per device and process. A driver can list a device its compiler
+    cannot target: the PoCL of PyPI's wheels (LLVM 14) fails on CPUs newer than its LLVM, such
+    as AMD's Zen 5, with "unknown target CPU 'generic'"."""
+    key = device.int_ptr
+    if key not in _BUILD_ERRORS:
+        try:
+            cl.Program(cl.Context([device]), PROBE_SOURCE).build()
+            _BUILD_ERRORS[key] = None
+        except cl.Error as e:
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            errors = [line for line in lines if line.startswith("error")]
+            _BUILD_ERRORS[key] = (errors or lines or [type(e).__name__])[0]
+    return _BUILD_ERRORS[key]
+
+
+def _default_device(devices: Sequence[Any]) -> Any:
+    """The first GPU that builds programs, else the first device that does."""
+    gpus_first = sorted(devices, key=lambda d: not d.type & cl.device_type.GPU)
+    for device in gpus_first:
+        if build_error(device) is None:
+            return device
+    failures = "; ".join(f"{i}: {d.name.strip()}: {build_error(d)}" for i, d in enumerate(devices))
+    raise HalfwayError(f"no OpenCL device can build programs ({failures}); install your GPU's OpenCL driver, or "
+                       f"a PoCL whose LLVM knows this CPU")
+
+
 def find_device(device: int | str | None = None) -> Any:
     """The OpenCL device named by ``device``: an index into all devices of all platforms, or a
     substring of a platform or device name (case-insensitive). None reads the
-    ``HALFWAY_OPENCL_DEVICE`` environment variable, else takes the first GPU, else device 0."""
+    ``HALFWAY_OPENCL_DEVICE`` environment variable, else takes the first GPU that builds
+    programs, else the first device that does (``build_error``)."""
     devices = _all_devices()
     if device is None:
         device = os.environ.get(DEVICE_ENV) or None
     if device is None:
-        gpus = [d for d in devices if d.type & cl.device_type.GPU]
-        return (gpus or devices)[0]
+        return _default_device(devices)
     if isinstance(device, int) or (isinstance(device, str) and device.isdigit()):
         index = int(device)
         if not 0 <= index < len(devices):
