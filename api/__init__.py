@@ -1,5 +1,9 @@
 """halfway: a graph transpiler for inference programs."""
 
+from halfway import openblas as _openblas
+
+_openblas.choose_core()  # before anything loads numpy, and with it OpenBLAS
+
 from halfway.ir import *  # noqa: F401,F403
 from halfway.ir import __all__ as _ir_all
 from halfway import passes

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+import halfway  # noqa: F401 (before numpy, so that halfway.openblas can pick OpenBLAS's kernels)
+
 import numpy as np
 
 from halfway.ir.dtypes import DType

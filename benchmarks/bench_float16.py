@@ -22,13 +22,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import halfway  # before numpy, so that halfway.openblas can pick OpenBLAS's kernels
+
 import numpy as np
 import onnx
 from onnxconverter_common.float16 import convert_float_to_float16
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import halfway  # noqa: E402
 from halfway.executor import Executor  # noqa: E402
 from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
 

@@ -14,7 +14,8 @@ ratio is the median over rounds of the two blocks' medians' ratio, as a shared m
 spells (seconds long, up to 1.5x) then slow both sides of each ratio alike. Outputs are checked
 to agree before timing.
 
-numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2, as ONNX Runtime's intra-op threads).
+numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2, as ONNX Runtime's intra-op threads), with
+the kernels ``halfway.openblas`` picks (AVX-512 ones on AMD CPUs OpenBLAS does not recognise).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
+import halfway  # noqa: E402 (before numpy, so that halfway.openblas can pick OpenBLAS's kernels)
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import halfway  # noqa: E402
 from halfway.executor import Executor  # noqa: E402
 from halfway.executor.prepared import PreparedProgram  # noqa: E402
 from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
@@ -111,7 +112,8 @@ def main() -> None:
     parser.add_argument("--no-passes", action="store_true", help="skip the default pass pipeline")
     args = parser.parse_args()
     ratios, slow = [], {}
-    print(f"numpy BLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}, ONNX Runtime threads: {THREADS}, "
+    print(f"numpy BLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}, "
+          f"OpenBLAS core type: {os.environ.get('OPENBLAS_CORETYPE', 'its own choice')}, ONNX Runtime threads: {THREADS}, "
           f"passes: {'none' if args.no_passes else 'default pipeline'}")
     print(f"{'model':14} {'halfway ms':>11} {'onnxruntime ms':>15} {'ratio':>7}")
     for name in args.models.split(","):
