@@ -1,0 +1,117 @@
+"""fuse_bn_relu_conv: a batch_norm and relu before a 1x1 convolution become one clamp.
+
+Pre-activation networks (DenseNet, ResNet v2) normalise a conv's *input*:
+
+    x -> batch_norm(scale, shift, mean, var) -> relu -> conv2d 1x1 (W) [-> elementwise_add(b)] -> y
+
+With ``s = scale / sqrt(var + epsilon)`` and ``t = shift - mean * s`` per channel, the relu of
+``s * x + t`` is ``|s| * max(sign(s) * x, -t / |s|) + t`` (and the constant ``relu(t)`` where
+``s`` is 0). A 1x1 unpadded conv is a per-pixel matrix product over channels, so the factor
+``|s|`` folds into W's input-channel axis and the constant ``t`` into a bias ``W @ t``:
+
+    x [-> elementwise_mul(sign(s)), only where some s < 0] -> elementwise_max(-t / |s|)
+      -> conv2d 1x1 (W * |s|) -> elementwise_add(b + W @ t) -> y
+
+One pass over x instead of three (scale, shift, relu); the bias add joins the conv's epilogue
+in fuse_conv_act. The conv must be the relu's only reader, ungrouped, 1x1 and unpadded (any
+stride: subsampling commutes with a per-channel map), in the batch_norm's layout.
+
+The new weights and constants are computed in float64 and stored in W's dtype as new
+parameters; the caller's arrays are never written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from halfway.ir.operator import Operator
+from halfway.passes.fuse_channels import conv_channel_dim, is_channel_bias
+from halfway.passes.pattern import pattern
+from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+
+__all__ = ["RULES", "clamp_form"]
+
+_BN = ("bn:batch_norm(X=x, Scale=scale:param, Bias=shift:param, Mean=mean:param, "
+       "Variance=variance:param)")
+_CONV = f"conv:conv2d(Input=act:relu(X={_BN}), Filter=w:param)"
+
+
+def clamp_form(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(sign, floor, factor, offset)`` with ``relu(s * x + t) == factor * max(sign * x, floor) +
+    offset`` for every x, per channel (float64)."""
+    zero = s == 0
+    sign = np.where(s < 0, -1.0, 1.0)
+    factor = np.abs(s)
+    floor = np.where(zero, 0.0, -t / np.where(zero, 1.0, factor))
+    offset = np.where(zero, np.maximum(t, 0.0), t)
+    return sign, floor, factor, offset
+
+
+def _is_pointwise(conv: Operator, w: np.ndarray) -> bool:
+    unpadded = conv.attr("padding_algorithm") in ("SAME", "VALID") or not any(conv.attr("paddings"))
+    return w.ndim == 4 and w.shape[2:] == (1, 1) and conv.attr("groups") == 1 and unpadded
+
+
+def _fold(ctx: RewriteContext, *, conv: Operator, act: Operator, bn: Operator, x: str, w: str, scale: str,
+          shift: str, mean: str, variance: str, add: Operator | None = None, b: str | None = None
+          ) -> list[Operator] | None:
+    values = [ctx.value(n) for n in (w, scale, shift, mean, variance)]
+    bias = ctx.value(b) if b is not None else None
+    if any(v is None for v in values) or (b is not None and bias is None):
+        return None
+    weight, gamma, beta, mu, sigma2 = values
+    channel_dim = conv_channel_dim(conv)
+    x_shape = ctx.var(x).shape or ()
+    layouts_agree = channel_dim == (3 if bn.attr("data_layout") == "NHWC" else 1)
+    if not (_is_pointwise(conv, weight) and layouts_agree and len(x_shape) == 4):
+        return None
+    y = (add.output("Out") if add is not None else conv.output("Output"))[0]
+    if any(v.shape != (weight.shape[1],) for v in values[1:]):
+        return None
+    if add is not None and not is_channel_bias(ctx.var(y).shape or (), ctx.var(b).shape or (), add.attr("axis"),
+                                               channel_dim):
+        return None
+    s = gamma.astype(np.float64) / np.sqrt(sigma2.astype(np.float64) + bn.attr("epsilon"))
+    t = beta.astype(np.float64) - mu.astype(np.float64) * s
+    sign, floor, factor, offset = clamp_form(s, t)
+    w64 = weight.astype(np.float64)
+    base = bias.reshape(-1).astype(np.float64) if bias is not None else 0.0
+    dtype = weight.dtype
+    new_bias = ctx.new_param(f"{b or w}.preact_bias", (base + w64[:, :, 0, 0] @ offset).astype(dtype))
+    new_w = ctx.new_param(f"{w}.preact", (w64 * factor.reshape(1, -1, 1, 1)).astype(dtype))
+    ops: list[Operator] = []
+    source = x
+    if (sign < 0).any():
+        flipped = ctx.new_var(f"{x}.signed", like=x)
+        ops.append(Operator("elementwise_mul", {"X": source, "Y": ctx.new_param(f"{scale}.sign", sign.astype(dtype))},
+                            {"Out": flipped}, {"axis": channel_dim}))
+        source = flipped
+    clamped = act.output("Out")[0]
+    ops.append(Operator("elementwise_max", {"X": source, "Y": ctx.new_param(f"{shift}.floor", floor.astype(dtype))},
+                        {"Out": clamped}, {"axis": channel_dim}))
+    inner = ctx.new_var(f"{y}.conv", like=y)
+    ops.append(copy_op(conv, inputs={"Filter": new_w}, outputs={"Output": inner}))
+    ops.append(Operator("elementwise_add", {"X": inner, "Y": new_bias}, {"Out": y}, {"axis": channel_dim}))
+    return ops
+
+
+def _no_bias_add_after(conv: Operator) -> bool:
+    """Whether the first rule (with the bias add) cannot take ``conv``: the driver meets the conv
+    before its add, and would otherwise leave two bias adds."""
+    assert conv.block is not None
+    readers = conv.block.uses(conv.output("Output")[0])
+    if len(readers) != 1 or readers[0][0].type != "elementwise_add":
+        return True
+    return not all(conv.block.find_var(n).persistable for n in readers[0][0].input("Y"))
+
+
+RULES = Rules([
+    # batch_norm + relu + conv2d 1x1 + bias -> elementwise_max + conv2d(W') + bias'
+    Rule(pattern(f"add:elementwise_add(X={_CONV}, Y=b:param)"), _fold,
+         "batch_norm + relu + conv2d 1x1 + bias -> elementwise_max + conv2d + bias"),
+    # batch_norm + relu + conv2d 1x1 -> elementwise_max + conv2d(W') + bias
+    Rule(pattern(_CONV, where={"conv": _no_bias_add_after}), _fold, "batch_norm + relu + conv2d 1x1 -> elementwise_max + conv2d + bias"),
+])
+
+register_rules("fuse_bn_relu_conv", RULES, "Turn batch_norm + relu before a 1x1 conv2d into one elementwise_max, "
+               "folding the scale into the conv's weights and the shift into a bias.", needs_scope=True)
