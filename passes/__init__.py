@@ -10,6 +10,7 @@ from halfway.passes.rewrite import (RewriteContext, RewriteStats, Rule, Rules, a
 # built-in passes (one import per line)
 from halfway.passes import fuse_conv_bn  # noqa: F401
 from halfway.passes import fuse_bn_relu_conv  # noqa: F401
+from halfway.passes import reorder_pool_conv  # noqa: F401
 from halfway.passes import fuse_conv_act  # noqa: F401
 from halfway.passes import fuse_fc  # noqa: F401
 from halfway.passes import dce  # noqa: F401

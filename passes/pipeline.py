@@ -8,4 +8,4 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_PIPELINE"]
 
-DEFAULT_PIPELINE = "remove_identity,fold_constants,fuse_conv_bn,fuse_bn_relu_conv,fuse_conv_act,fuse_fc,dce"
+DEFAULT_PIPELINE = "remove_identity,fold_constants,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,dce"
