@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from halfway.ir.operator import Operator
-from halfway.passes.fuse_channels import conv_channel_dim, is_channel_bias
+from halfway.passes.fuse_channels import conv_channel_dim, is_channel_bias, is_pointwise
 from halfway.passes.pattern import pattern
 from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
 
@@ -47,11 +47,6 @@ def clamp_form(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return sign, floor, factor, offset
 
 
-def _is_pointwise(conv: Operator, w: np.ndarray) -> bool:
-    unpadded = conv.attr("padding_algorithm") in ("SAME", "VALID") or not any(conv.attr("paddings"))
-    return w.ndim == 4 and w.shape[2:] == (1, 1) and conv.attr("groups") == 1 and unpadded
-
-
 def _fold(ctx: RewriteContext, *, conv: Operator, act: Operator, bn: Operator, x: str, w: str, scale: str,
           shift: str, mean: str, variance: str, add: Operator | None = None, b: str | None = None
           ) -> list[Operator] | None:
@@ -63,7 +58,7 @@ def _fold(ctx: RewriteContext, *, conv: Operator, act: Operator, bn: Operator, x
     channel_dim = conv_channel_dim(conv)
     x_shape = ctx.var(x).shape or ()
     layouts_agree = channel_dim == (3 if bn.attr("data_layout") == "NHWC" else 1)
-    if not (_is_pointwise(conv, weight) and layouts_agree and len(x_shape) == 4):
+    if not (is_pointwise(conv, weight.shape) and layouts_agree and len(x_shape) == 4):
         return None
     y = (add.output("Out") if add is not None else conv.output("Output"))[0]
     if any(v.shape != (weight.shape[1],) for v in values[1:]):

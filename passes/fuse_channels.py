@@ -15,7 +15,7 @@ from halfway.ir.ops.math import numpy_operand_shapes
 from halfway.ir.schema import InferError
 from halfway.passes.rewrite import RewriteContext
 
-__all__ = ["CONVS", "conv_channel_dim", "is_channel_bias", "channel_vector"]
+__all__ = ["CONVS", "conv_channel_dim", "is_channel_bias", "channel_vector", "is_pointwise"]
 
 CONVS = ("conv2d", "depthwise_conv2d")
 
@@ -23,6 +23,13 @@ CONVS = ("conv2d", "depthwise_conv2d")
 def conv_channel_dim(conv: Operator) -> int:
     """The channel dim of a conv's 4-D output."""
     return 3 if conv.attr("data_format") == "NHWC" else 1
+
+
+def is_pointwise(conv: Operator, w_shape: Sequence[int]) -> bool:
+    """Whether ``conv`` (filter shape ``w_shape``) is an ungrouped, unpadded 1x1 convolution: a
+    matrix product over channels at each (strided) pixel."""
+    unpadded = conv.attr("padding_algorithm") in ("SAME", "VALID") or not any(conv.attr("paddings"))
+    return len(w_shape) == 4 and tuple(w_shape[2:]) == (1, 1) and conv.attr("groups") == 1 and unpadded
 
 
 def is_channel_bias(x_shape: Sequence[int], b_shape: Sequence[int], axis: int, channel_dim: int) -> bool:

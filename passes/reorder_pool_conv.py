@@ -1,50 +1,59 @@
-"""reorder_pool_conv: an average pool before a 1x1 conv that narrows the channels moves after it.
+"""reorder_pool_conv: average pools and 1x1 convs trade places where the pool then does less.
 
-Inception's pool branches average 3x3 windows of every input channel (192 to 1024 of them),
-then project them to 32-128 channels with a 1x1 conv:
+A 1x1 unpadded conv is a linear map over channels at each pixel, an average pool a linear map
+over pixels with the same weights in every channel, so they commute; a bias after the conv
+commutes with the pool too when every window averages only input values (no padding, or
+exclusive padding). Two cases gain:
 
-    x -> pool2d avg (stride 1, same size out) -> conv2d 1x1 (W: C_in -> C_out < C_in) -> y
-  becomes
-    x -> conv2d 1x1 (W) -> pool2d avg -> y
+1. Inception's pool branches average 3x3 windows of every input channel (192 to 1024), then
+   project them to 32-128 channels. A pool that keeps the size moves after a conv that narrows
+   the channels, and then averages C_out channels instead of C_in (the conv costs the same):
 
-Both are linear maps, one over channels at each pixel and one over pixels in each channel with
-the same weights for every channel (zero padding, exclusive or not), so they commute; the
-conv's work is the same at the same size, and the pool now averages C_out channels instead of
-C_in. The conv's bias add and activation stay after the pool, where they were. Max pools, whose
-maximum does not commute with a weighted sum, are left alone, as are pools that change the
-size, grouped or padded or strided convs, and layouts that disagree.
+       x -> pool2d avg (same size) -> conv2d 1x1 (C_in -> C_out < C_in) -> y
+         => x -> conv2d 1x1 -> pool2d avg -> y      (the conv's bias and activation stay after)
+
+2. DenseNet's transitions project, then halve the image with a 2x2 pool. A pool that shrinks
+   the image moves before the conv, whose multiply-adds shrink with the image (4x there):
+
+       x -> conv2d 1x1 [-> elementwise_add(b)] -> pool2d avg (shrinking, unpadded) -> y
+         => x -> pool2d avg -> conv2d 1x1 [-> elementwise_add(b)] -> y
+
+Max pools, whose maximum does not commute with a weighted sum, are left alone, as are grouped,
+padded or strided convs and layouts that disagree.
 """
 
 from __future__ import annotations
 
+from halfway.ir.ops.nn import window_geometry
 from halfway.ir.operator import Operator
-from halfway.passes.fuse_channels import conv_channel_dim
+from halfway.passes.fuse_channels import conv_channel_dim, is_channel_bias, is_pointwise
 from halfway.passes.pattern import pattern
 from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 
-
-def _is_pointwise(conv: Operator, w_shape: tuple[int, ...]) -> bool:
-    unpadded = conv.attr("padding_algorithm") in ("SAME", "VALID") or not any(conv.attr("paddings"))
-    return (len(w_shape) == 4 and w_shape[2:] == (1, 1) and conv.attr("groups") == 1 and unpadded
-            and tuple(conv.attr("strides")) == (1, 1))
+Shape = tuple[int, ...]
 
 
-def _same_size_avg(pool: Operator, x_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> bool:
+def _commutes(ctx: RewriteContext, conv: Operator, pool: Operator, w: str, x: str) -> bool:
+    """Whether ``pool`` and ``conv`` are the linear pair of the module docstring, in one layout."""
+    w_shape, x_shape = tuple(ctx.var(w).shape or ()), tuple(ctx.var(x).shape or ())
     linear = pool.attr("pooling_type") == "avg" and not pool.attr("adaptive") and not pool.attr("global_pooling")
-    return linear and len(x_shape) == 4 and x_shape == out_shape and min(x_shape) > 0
+    layouts_agree = conv_channel_dim(conv) == (3 if pool.attr("data_format") == "NHWC" else 1)
+    return (linear and layouts_agree and is_pointwise(conv, w_shape) and tuple(conv.attr("strides")) == (1, 1)
+            and len(x_shape) == 4 and min(x_shape) > 0)
 
 
-def _reorder(ctx: RewriteContext, *, conv: Operator, pool: Operator, x: str, w: str) -> list[Operator] | None:
-    w_shape = tuple(ctx.var(w).shape or ())
-    x_shape = tuple(ctx.var(x).shape or ())
-    pooled = tuple(ctx.var(pool.output("Out")[0]).shape or ())
-    channel_dim = conv_channel_dim(conv)
-    layouts_agree = channel_dim == (3 if pool.attr("data_format") == "NHWC" else 1)
-    if not (layouts_agree and _is_pointwise(conv, w_shape) and _same_size_avg(pool, x_shape, pooled)):
+def _spatial(shape: Shape, channel_dim: int) -> Shape:
+    return tuple(d for i, d in enumerate(shape[1:], 1) if i != channel_dim)
+
+
+def _pool_after(ctx: RewriteContext, *, conv: Operator, pool: Operator, x: str, w: str) -> list[Operator] | None:
+    """Case 1: pool2d (same size) + conv2d 1x1 narrowing -> conv2d 1x1 + pool2d."""
+    x_shape, pooled = tuple(ctx.var(x).shape or ()), tuple(ctx.var(pool.output("Out")[0]).shape or ())
+    if not _commutes(ctx, conv, pool, w, x) or x_shape != pooled:
         return None
-    if w_shape[0] >= x_shape[channel_dim]:
+    if ctx.var(w).shape[0] >= x_shape[conv_channel_dim(conv)]:
         return None  # the pool would average as many channels or more
     y = conv.output("Output")[0]
     projected = ctx.new_var(f"{y}.unpooled", like=y)
@@ -52,12 +61,55 @@ def _reorder(ctx: RewriteContext, *, conv: Operator, pool: Operator, x: str, w: 
             copy_op(pool, inputs={"X": projected}, outputs={"Out": y})]
 
 
+def _full_windows(pool: Operator, sizes: Shape) -> bool:
+    """Whether every window of ``pool`` lies inside the unpadded input."""
+    window = window_geometry(sizes, pool.attr("ksize"), pool.attr("strides"), (1, 1), pool.attr("paddings"),
+                             pool.attr("padding_algorithm"), pool.attr("ceil_mode"))
+    unpadded = not any(p for pair in window.pads for p in pair)
+    return unpadded and all((o - 1) * s + k <= n for o, s, k, n in zip(window.out, pool.attr("strides"),
+                                                                         pool.attr("ksize"), sizes))
+
+
+def _pool_before(ctx: RewriteContext, *, pool: Operator, conv: Operator, x: str, w: str,
+                 add: Operator | None = None, b: str | None = None) -> list[Operator] | None:
+    """Case 2: conv2d 1x1 [+ bias] + pool2d (shrinking) -> pool2d + conv2d 1x1 [+ bias]."""
+    channel_dim = conv_channel_dim(conv)
+    x_shape, y = tuple(ctx.var(x).shape or ()), pool.output("Out")[0]
+    y_shape = tuple(ctx.var(y).shape or ())
+    if not _commutes(ctx, conv, pool, w, x) or len(y_shape) != 4:
+        return None
+    sizes, out = _spatial(x_shape, channel_dim), _spatial(y_shape, channel_dim)
+    if not (_full_windows(pool, sizes) and out[0] * out[1] < sizes[0] * sizes[1]):
+        return None
+    conv_out = conv.output("Output")[0]
+    if add is not None and not is_channel_bias(ctx.var(conv_out).shape or (), ctx.var(b).shape or (),
+                                               add.attr("axis"), channel_dim):
+        return None
+    pooled_shape = list(x_shape)
+    for dim, size in zip([d for d in range(1, 4) if d != channel_dim], out):
+        pooled_shape[dim] = size
+    pooled = ctx.new_var(f"{x}.pooled", like=x, shape=pooled_shape)
+    ops = [copy_op(pool, inputs={"X": x}, outputs={"Out": pooled})]
+    if add is None:
+        return ops + [copy_op(conv, inputs={"Input": pooled}, outputs={"Output": y})]
+    projected = ctx.new_var(f"{y}.unbiased", like=y)
+    return ops + [copy_op(conv, inputs={"Input": pooled}, outputs={"Output": projected}),
+                  copy_op(add, inputs={"X": projected}, outputs={"Out": y})]
+
+
+_CONV = "conv:conv2d(Input=x, Filter=w:param)"
+
 RULES = Rules([
-    # pool2d avg + conv2d 1x1 (fewer channels out) -> conv2d 1x1 + pool2d avg
-    Rule(pattern("conv:conv2d(Input=pool:pool2d(X=x), Filter=w:param)"), _reorder,
+    # pool2d avg (same size) + conv2d 1x1 (fewer channels out) -> conv2d 1x1 + pool2d avg
+    Rule(pattern(f"conv:conv2d(Input=pool:pool2d(X=x), Filter=w:param)"), _pool_after,
          "pool2d avg + conv2d 1x1 -> conv2d 1x1 + pool2d avg"),
+    # conv2d 1x1 + bias + pool2d avg (shrinking) -> pool2d avg + conv2d 1x1 + bias
+    Rule(pattern(f"pool:pool2d(X=add:elementwise_add(X={_CONV}, Y=b:param))"), _pool_before,
+         "conv2d 1x1 + bias + pool2d avg -> pool2d avg + conv2d 1x1 + bias"),
+    # conv2d 1x1 + pool2d avg (shrinking) -> pool2d avg + conv2d 1x1
+    Rule(pattern(f"pool:pool2d(X={_CONV})"), _pool_before, "conv2d 1x1 + pool2d avg -> pool2d avg + conv2d 1x1"),
 ])
 
-register_rules("reorder_pool_conv", RULES, "Move an average pool that keeps the size after the 1x1 conv2d "
-               "reading it when the conv has fewer output than input channels: the pool then averages fewer "
-               "channels.")
+register_rules("reorder_pool_conv", RULES, "Swap average pools and the 1x1 conv2d next to them where the pool "
+               "then does less: after a conv that narrows the channels when it keeps the size, before the "
+               "conv when it shrinks the image.")

@@ -42,3 +42,41 @@ def test_near_misses_are_left_alone(kind):
     prog, scope, outs = _pool_conv(**kind)
     result = fuse_and_compare(prog, scope, "reorder_pool_conv", outs)
     assert not result.modified and op_types(result.program)["pool2d"] == 1
+
+
+def _conv_pool(*, layout="NCHW", pool_type="avg", pool_size=2, stride=2, padding=0, ceil_mode=False, bias=True,
+               kernel=1, size=8):
+    """x [6 channels] -> conv2d (+ bias) -> pool2d."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 6, size, size] if layout == "NCHW" else [2, size, size, 6])
+        conv = layers.conv2d(x, 4, kernel, padding=kernel // 2, bias_attr=bias, data_format=layout)
+        y = layers.pool2d(conv, pool_size=pool_size, pool_type=pool_type, pool_stride=stride, pool_padding=padding,
+                          ceil_mode=ceil_mode, exclusive=False, data_format=layout)
+    scope = halfway.init_scope(prog, seed=3)
+    lively_params(scope, np.random.default_rng(4))
+    return prog, scope, [y.name]
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("pool_size, stride", [(2, 2), (3, 2), (2, 1)])
+def test_a_shrinking_pool_moves_before_the_conv(layout, bias, pool_size, stride):
+    prog, scope, outs = _conv_pool(layout=layout, bias=bias, pool_size=pool_size, stride=stride)
+    result = fuse_and_compare(prog, scope, "reorder_pool_conv", outs)
+    ops = [op.type for op in result.program.global_block().ops]
+    assert ops == ["pool2d", "conv2d"] + (["elementwise_add"] if bias else [])
+    block = result.program.global_block()
+    conv = next(op for op in block.ops if op.type == "conv2d")
+    pooled, out = block.var(conv.input("Input")[0]).shape, block.var(outs[0]).shape
+    spatial = slice(2, 4) if layout == "NCHW" else slice(1, 3)
+    assert tuple(pooled[spatial]) == tuple(out[spatial]) and tuple(pooled[spatial]) < (8, 8)
+    halfway.verify(result.program)
+
+
+@pytest.mark.parametrize("kind", [dict(pool_type="max"), dict(padding=1), dict(size=9, ceil_mode=True),
+                                  dict(kernel=3)])
+def test_pools_that_read_padding_or_do_not_commute_stay_after(kind):
+    prog, scope, outs = _conv_pool(**kind)
+    result = fuse_and_compare(prog, scope, "reorder_pool_conv", outs)
+    assert not result.modified
