@@ -52,42 +52,46 @@ def _fold(ctx: RewriteContext, *, conv: Operator, act: Operator, bn: Operator, x
           ) -> list[Operator] | None:
     values = [ctx.value(n) for n in (w, scale, shift, mean, variance)]
     bias = ctx.value(b) if b is not None else None
+    y = (add.output("Out") if add is not None else conv.output("Output"))[0]
+    channel_dim = conv_channel_dim(conv)
     if any(v is None for v in values) or (b is not None and bias is None):
         return None
-    weight, gamma, beta, mu, sigma2 = values
-    channel_dim = conv_channel_dim(conv)
-    x_shape = ctx.var(x).shape or ()
+    weight = values[0]
     layouts_agree = channel_dim == (3 if bn.attr("data_layout") == "NHWC" else 1)
-    if not (is_pointwise(conv, weight.shape) and layouts_agree and len(x_shape) == 4):
-        return None
-    y = (add.output("Out") if add is not None else conv.output("Output"))[0]
-    if any(v.shape != (weight.shape[1],) for v in values[1:]):
+    if not (is_pointwise(conv, weight.shape) and layouts_agree and len(ctx.var(x).shape or ()) == 4
+            and all(v.shape == (weight.shape[1],) for v in values[1:])):
         return None
     if add is not None and not is_channel_bias(ctx.var(y).shape or (), ctx.var(b).shape or (), add.attr("axis"),
                                                channel_dim):
         return None
-    s = gamma.astype(np.float64) / np.sqrt(sigma2.astype(np.float64) + bn.attr("epsilon"))
+    sign, floor, new_w, new_bias = _folded(*values, bn.attr("epsilon"), bias)
+    dtype = weight.dtype
+    ops: list[Operator] = []
+    source = x
+    if (sign < 0).any():
+        source = ctx.new_var(f"{x}.signed", like=x)
+        ops.append(Operator("elementwise_mul", {"X": x, "Y": ctx.new_param(f"{scale}.sign", sign.astype(dtype))},
+                            {"Out": source}, {"axis": channel_dim}))
+    floor_name = ctx.new_param(f"{shift}.floor", floor.astype(dtype))
+    ops.append(Operator("elementwise_max", {"X": source, "Y": floor_name}, {"Out": act.output("Out")},
+                        {"axis": channel_dim}))
+    inner = ctx.new_var(f"{y}.conv", like=y)
+    ops.append(copy_op(conv, inputs={"Filter": ctx.new_param(f"{w}.preact", new_w.astype(dtype))},
+                       outputs={"Output": inner}))
+    bias_name = ctx.new_param(f"{b or w}.preact_bias", new_bias.astype(dtype))
+    ops.append(Operator("elementwise_add", {"X": inner, "Y": bias_name}, {"Out": y}, {"axis": channel_dim}))
+    return ops
+
+
+def _folded(weight: np.ndarray, gamma: np.ndarray, beta: np.ndarray, mu: np.ndarray, sigma2: np.ndarray,
+            epsilon: float, bias: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """The clamp's ``sign`` and ``floor``, the conv's new weights and bias (float64)."""
+    s = gamma.astype(np.float64) / np.sqrt(sigma2.astype(np.float64) + epsilon)
     t = beta.astype(np.float64) - mu.astype(np.float64) * s
     sign, floor, factor, offset = clamp_form(s, t)
     w64 = weight.astype(np.float64)
     base = bias.reshape(-1).astype(np.float64) if bias is not None else 0.0
-    dtype = weight.dtype
-    new_bias = ctx.new_param(f"{b or w}.preact_bias", (base + w64[:, :, 0, 0] @ offset).astype(dtype))
-    new_w = ctx.new_param(f"{w}.preact", (w64 * factor.reshape(1, -1, 1, 1)).astype(dtype))
-    ops: list[Operator] = []
-    source = x
-    if (sign < 0).any():
-        flipped = ctx.new_var(f"{x}.signed", like=x)
-        ops.append(Operator("elementwise_mul", {"X": source, "Y": ctx.new_param(f"{scale}.sign", sign.astype(dtype))},
-                            {"Out": flipped}, {"axis": channel_dim}))
-        source = flipped
-    clamped = act.output("Out")[0]
-    ops.append(Operator("elementwise_max", {"X": source, "Y": ctx.new_param(f"{shift}.floor", floor.astype(dtype))},
-                        {"Out": clamped}, {"axis": channel_dim}))
-    inner = ctx.new_var(f"{y}.conv", like=y)
-    ops.append(copy_op(conv, inputs={"Filter": new_w}, outputs={"Output": inner}))
-    ops.append(Operator("elementwise_add", {"X": inner, "Y": new_bias}, {"Out": y}, {"axis": channel_dim}))
-    return ops
+    return sign, floor, w64 * factor.reshape(1, -1, 1, 1), base + w64[:, :, 0, 0] @ offset
 
 
 def _no_bias_add_after(conv: Operator) -> bool:
@@ -105,7 +109,8 @@ RULES = Rules([
     Rule(pattern(f"add:elementwise_add(X={_CONV}, Y=b:param)"), _fold,
          "batch_norm + relu + conv2d 1x1 + bias -> elementwise_max + conv2d + bias"),
     # batch_norm + relu + conv2d 1x1 -> elementwise_max + conv2d(W') + bias
-    Rule(pattern(_CONV, where={"conv": _no_bias_add_after}), _fold, "batch_norm + relu + conv2d 1x1 -> elementwise_max + conv2d + bias"),
+    Rule(pattern(_CONV, where={"conv": _no_bias_add_after}), _fold,
+         "batch_norm + relu + conv2d 1x1 -> elementwise_max + conv2d + bias"),
 ])
 
 register_rules("fuse_bn_relu_conv", RULES, "Turn batch_norm + relu before a 1x1 conv2d into one elementwise_max, "

@@ -101,7 +101,7 @@ _CONV = "conv:conv2d(Input=x, Filter=w:param)"
 
 RULES = Rules([
     # pool2d avg (same size) + conv2d 1x1 (fewer channels out) -> conv2d 1x1 + pool2d avg
-    Rule(pattern(f"conv:conv2d(Input=pool:pool2d(X=x), Filter=w:param)"), _pool_after,
+    Rule(pattern("conv:conv2d(Input=pool:pool2d(X=x), Filter=w:param)"), _pool_after,
          "pool2d avg + conv2d 1x1 -> conv2d 1x1 + pool2d avg"),
     # conv2d 1x1 + bias + pool2d avg (shrinking) -> pool2d avg + conv2d 1x1 + bias
     Rule(pattern(f"pool:pool2d(X=add:elementwise_add(X={_CONV}, Y=b:param))"), _pool_before,
