@@ -33,10 +33,10 @@ import numpy as np
 import halfway
 from halfway import layers
 from halfway.executor import Executor, OpenCLPlace
-from halfway.passes import PassManager
+from halfway.passes import DEFAULT_PIPELINE, PassManager
 
 Var = halfway.Variable
-FUSIONS = "remove_identity,fold_constants,fuse_conv_bn,fuse_conv_act,fuse_fc"
+FUSIONS = ",".join(name for name in DEFAULT_PIPELINE.split(",") if name != "dce")
 """The default pipeline but its dce, which needs fetch ops."""
 
 
