@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
-extras="dev,onnx,opencl"
+extras="dev,onnx,opencl,jit"
 stamp="$venv/.halfway-installed"
 want=$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)-$extras
 

@@ -54,6 +54,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from halfway.ir.ops.nn import window_geometry
+from halfway.kernels.numpy.jit import CompiledActivation, compiled_activation, compiled_epilogue
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv_geometry", "slot_positions"]
@@ -120,14 +121,20 @@ class Epilogue(NamedTuple):
     """``out = act(source + bias + residual)`` written into ``out`` (a buffer its caller owns).
 
     ``bias_shape`` broadcasts Bias[C] against the output (e.g. ``(C, 1, 1)`` for NCHW). Without
-    ``source`` the epilogue works on ``out``'s own values.
+    ``source`` the epilogue works on ``out``'s own values. With ``compiled`` (numba installed, an
+    activation its loops know) it is one compiled pass (``halfway.kernels.numpy.jit``), else one
+    numpy pass per term.
     """
 
     activation: Activation | None
     bias_shape: tuple[int, ...]
+    compiled: CompiledActivation | None = None
 
     def __call__(self, out: np.ndarray, bias: np.ndarray | None = None, residual: np.ndarray | None = None,
                  source: np.ndarray | None = None) -> np.ndarray:
+        if self.compiled is not None and compiled_epilogue(self.compiled, len(self.bias_shape) == 1, out,
+                                                           out if source is None else source, bias, residual):
+            return out
         if source is not None and bias is not None:
             np.add(source, bias.reshape(self.bias_shape), out=out)
         elif source is not None:
@@ -143,7 +150,8 @@ class Epilogue(NamedTuple):
 
 def make_epilogue(bias_shape: Sequence[int], activation: str = "", alpha: float = 0.0,
                   beta: float = 0.0) -> Epilogue:
-    return Epilogue(make_activation(activation, alpha, beta), tuple(bias_shape))
+    return Epilogue(make_activation(activation, alpha, beta), tuple(bias_shape),
+                    compiled_activation(activation, alpha, beta))
 
 
 def slot_positions(spec: KernelSpec) -> dict[str, int]:

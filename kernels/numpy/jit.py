@@ -1,0 +1,125 @@
+"""Compiled single-pass loops for the numpy backend's memory-bound epilogues, through numba when it
+is installed (``pip install 'halfway[jit]'``); without it the kernels keep their numpy passes.
+
+numpy spends one pass over memory per operation: a conv epilogue ``act(conv + bias + residual)``
+costs three (four with a crop), each a read and a write of the whole output. The loops here do it
+in one pass that reads each input once (4-5x faster on ResNet-50's outputs, two cores). They run
+on the calling thread only: numba's worker threads would compete with OpenBLAS's, which spin for
+a while after every GEMM (a parallel loop right after a GEMM ran 10-60x slower).
+
+Results are numpy's bit for bit: the same float32 operations in the same order (``(source +
+bias) + residual``, then the activation; no fast-math reassociation), NaN kept. ``JIT`` is False
+where numba is missing or ``HALFWAY_JIT=0`` turns the loops off.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["JIT", "CompiledActivation", "compiled_activation", "compiled_epilogue"]
+
+_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3}
+
+
+class CompiledActivation(NamedTuple):
+    """An activation as the compiled loops take it: a code, leaky_relu's slope, relu6's top."""
+
+    code: int
+    alpha: np.float32
+    top: np.float32
+
+
+def _compile() -> tuple[Any, Any] | None:
+    if os.environ.get("HALFWAY_JIT", "1") == "0":
+        return None
+    try:
+        from numba import njit
+    except ImportError:
+        return None
+    zero = np.float32(0)
+
+    @njit(cache=True, nogil=True, inline="always")
+    def activate(v, code, alpha, top):  # pragma: no cover - compiled
+        if code == 1:
+            if v <= zero:  # as numpy's maximum: +0 for -0, NaN kept
+                v = zero
+        elif code == 2:
+            if v < zero:  # as numpy's clip: -0 and NaN kept
+                v = zero
+            elif v > top:
+                v = top
+        elif code == 3 and v < zero:
+            v = v * alpha
+        return v
+
+    @njit(cache=True, nogil=True)
+    def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
+        """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``."""
+        images, channels, rows, cols = out.shape
+        for n in range(images):
+            for c in range(channels):
+                b = bias[c] if bias is not None else zero
+                for y in range(rows):
+                    for x in range(cols):
+                        v = source[n, c, y, x]
+                        if bias is not None:
+                            v = v + b
+                        if residual is not None:
+                            v = v + residual[n, c, y, x]
+                        out[n, c, y, x] = activate(v, code, alpha, top)
+
+    @njit(cache=True, nogil=True)
+    def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
+        """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``."""
+        rows, channels = out.shape
+        for m in range(rows):
+            for c in range(channels):
+                v = source[m, c]
+                if bias is not None:
+                    v = v + bias[c]
+                if residual is not None:
+                    v = v + residual[m, c]
+                out[m, c] = activate(v, code, alpha, top)
+
+    return channels_mid, channels_last
+
+
+_LOOPS = _compile()
+JIT = _LOOPS is not None
+
+
+def compiled_activation(name: str, alpha: float, beta: float) -> CompiledActivation | None:
+    """``name`` with Paddle's fused-op parameters (as ``conv.make_activation`` reads them) for the
+    compiled loops, or None where they lack it or numba is missing."""
+    if not JIT or name not in _CODES:
+        return None
+    if name == "leaky_relu" and np.float32(alpha) == 0:
+        name = "relu"  # as make_activation: a zero slope is relu
+    top = beta if beta > 0 else alpha if alpha > 0 else 6.0
+    return CompiledActivation(_CODES[name], np.float32(alpha), np.float32(top))
+
+
+def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndarray, source: np.ndarray,
+                      bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
+    """``out = act(source + bias[C] + residual)`` in one compiled pass, where the arrays suit the
+    loops: float32; channels on axis 1 of 4-D arrays, or (``channels_last``) the last axis of
+    contiguous ones. Returns False, having done nothing, where they do not."""
+    arrays = [a for a in (out, source, bias, residual) if a is not None]
+    if any(a.dtype != np.float32 for a in arrays) or (residual is not None and residual.shape != out.shape):
+        return False
+    flat_bias = None if bias is None else bias.reshape(-1)
+    mid, last = _LOOPS
+    if not channels_last:
+        if out.ndim != 4:
+            return False
+        mid(out, source, flat_bias, residual, *act)
+        return True
+    if not all(a.flags.c_contiguous for a in arrays):
+        return False
+    width = out.shape[-1]
+    last(out.reshape(-1, width), source.reshape(-1, width), flat_bias,
+         None if residual is None else residual.reshape(-1, width), *act)
+    return True
