@@ -14,6 +14,8 @@ where numba is missing or ``HALFWAY_JIT=0`` turns the loops off.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 from typing import Any, NamedTuple
 
@@ -32,13 +34,15 @@ class CompiledActivation(NamedTuple):
     top: np.float32
 
 
-def _compile() -> tuple[Any, Any] | None:
-    if os.environ.get("HALFWAY_JIT", "1") == "0":
-        return None
-    try:
-        from numba import njit
-    except ImportError:
-        return None
+JIT = os.environ.get("HALFWAY_JIT", "1") != "0" and importlib.util.find_spec("numba") is not None
+"""Whether the compiled loops are used; numba itself is imported (and the loops loaded from its
+cache, or compiled) at the first epilogue that runs them, not with halfway."""
+
+
+@functools.cache
+def _loops() -> tuple[Any, Any]:
+    from numba import njit
+
     zero = np.float32(0)
 
     @njit(cache=True, nogil=True, inline="always")
@@ -87,10 +91,6 @@ def _compile() -> tuple[Any, Any] | None:
     return channels_mid, channels_last
 
 
-_LOOPS = _compile()
-JIT = _LOOPS is not None
-
-
 def compiled_activation(name: str, alpha: float, beta: float) -> CompiledActivation | None:
     """``name`` with Paddle's fused-op parameters (as ``conv.make_activation`` reads them) for the
     compiled loops, or None where they lack it or numba is missing."""
@@ -111,7 +111,7 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     if any(a.dtype != np.float32 for a in arrays) or (residual is not None and residual.shape != out.shape):
         return False
     flat_bias = None if bias is None else bias.reshape(-1)
-    mid, last = _LOOPS
+    mid, last = _loops()
     if not channels_last:
         if out.ndim != 4:
             return False
