@@ -76,3 +76,18 @@ def test_halfway_jit_0_turns_the_loops_off():
     env = {**os.environ, "HALFWAY_JIT": "0"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "None"]
+
+
+def test_a_numba_that_does_not_import_leaves_the_numpy_passes(tmp_path):
+    fake = tmp_path / "numba"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('Numba needs NumPy 2.3 or less')\n")
+    code = ("import numpy as np\n"
+            "from halfway.kernels.numpy import jit, conv\n"
+            "e = conv.make_epilogue((2, 1, 1), 'relu')\n"
+            "out = np.array([[[[-1.0]], [[2.0]]]], np.float32)\n"
+            "print(jit.JIT, e(out, np.array([0.5, -3.0], np.float32)).ravel().tolist())")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[0] == "True [0.0, 0.0]"
+    assert "numba does not import (Numba needs NumPy 2.3 or less)" in done.stderr

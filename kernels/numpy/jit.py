@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import os
 from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = ["JIT", "CompiledActivation", "compiled_activation", "compiled_epilogue"]
+
+log = logging.getLogger("halfway.kernels")
 
 _CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3}
 
@@ -40,8 +43,14 @@ cache, or compiled) at the first epilogue that runs them, not with halfway."""
 
 
 @functools.cache
-def _loops() -> tuple[Any, Any]:
-    from numba import njit
+def _loops() -> tuple[Any, Any] | None:
+    """The compiled loops, or None where numba does not import (a release too old for this
+    numpy, say): the epilogues then run as numpy passes."""
+    try:
+        from numba import njit
+    except ImportError as e:
+        log.warning("numba does not import (%s); epilogues run as numpy passes", e)
+        return None
 
     zero = np.float32(0)
 
@@ -110,8 +119,11 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     arrays = [a for a in (out, source, bias, residual) if a is not None]
     if any(a.dtype != np.float32 for a in arrays) or (residual is not None and residual.shape != out.shape):
         return False
+    loops = _loops()
+    if loops is None:
+        return False
+    mid, last = loops
     flat_bias = None if bias is None else bias.reshape(-1)
-    mid, last = _loops()
     if not channels_last:
         if out.ndim != 4:
             return False
