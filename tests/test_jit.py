@@ -91,3 +91,12 @@ def test_a_numba_that_does_not_import_leaves_the_numpy_passes(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[0] == "True [0.0, 0.0]"
     assert "numba does not import (Numba needs NumPy 2.3 or less)" in done.stderr
+
+
+def test_read_only_inputs_as_feeds_and_parameters_are_bound():
+    out, source = _values((1, 4, 3, 3)), _values((1, 4, 3, 5))[..., :3]
+    bias, residual = _values((4,)), _values((1, 4, 3, 3))
+    for array in (source.base, bias, residual):
+        array.flags.writeable = False
+    got, want = _both((4, 1, 1), ("relu", 0.0, 0.0), out, bias, residual, source)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
