@@ -161,6 +161,7 @@ CONV_CASES = [
     ((2, 3, 5, 40), (4, 3, 3, 3), {"paddings": [1, 1]}),  # wide rows: the shifted path in NCHW
     ((1, 4, 6, 48), (5, 4, 3, 2), {"dilations": [2, 3], "paddings": [2, 0, 1, 3]}),
     ((2, 8, 5, 40), (2, 8, 3, 3), {"paddings": [1, 1]}),  # few output channels: the tap sum in NCHW
+    ((1, 8, 5, 6), (2, 8, 1, 1), {"paddings": [1, 1]}),  # the tap sum of a single (padded 1x1) tap
 ]
 DEPTHWISE_CASES = [
     ((1, 6, 8, 8), (6, 1, 3, 3), {"paddings": [1, 1], "groups": 6}),
