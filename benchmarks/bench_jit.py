@@ -1,7 +1,8 @@
-"""The compiled epilogues (``halfway.kernels.numpy.jit``, numba) against the numpy passes they
-replace: each light-zoo model prepared twice in one process, with and without them, and run in
-alternating blocks as ``bench_zoo`` runs its two runtimes; per model, the median over rounds of
-the paired ratio (compiled / numpy passes) and each side's median time.
+"""The compiled loops (``halfway.kernels.numpy.jit``, numba: conv epilogues, 3x3 depthwise convs,
+3x3 pools) against the numpy passes they replace: each light-zoo model prepared twice in one
+process, with and without them, and run in alternating blocks as ``bench_zoo`` runs its two
+runtimes; per model, the median over rounds of the paired ratio (compiled / numpy passes) and
+each side's median time.
 
     .venv/bin/python benchmarks/bench_jit.py [--models resnet50,squeezenet] [--repeats 36] [--block 3]
 """
@@ -27,7 +28,7 @@ from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, with_random_
 
 
 def prepared_pair(name: str):
-    """The model prepared with the numpy passes, then with the compiled epilogues; its feeds."""
+    """The model prepared with the numpy passes, then with the compiled loops; its feeds."""
     model = with_random_weights(light_model(name), seed=1)
     feeds = dummy_inputs(model, seed=2)
     sides = []

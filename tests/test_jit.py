@@ -100,3 +100,81 @@ def test_read_only_inputs_as_feeds_and_parameters_are_bound():
         array.flags.writeable = False
     got, want = _both((4, 1, 1), ("relu", 0.0, 0.0), out, bias, residual, source)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+DEPTHWISE_CASES = [  # (x shape, channel multiplier, conv attrs)
+    ((2, 4, 9, 11), 1, {"paddings": [1, 1]}),
+    ((1, 3, 12, 9), 2, {"strides": [2, 2], "paddings": [1, 1]}),
+    ((1, 5, 10, 13), 1, {"strides": [2, 3], "dilations": [2, 1], "paddings": [2, 0, 1, 2]}),
+    ((2, 2, 7, 7), 3, {"strides": [3, 1], "dilations": [1, 3], "paddings": [0, 2, 3, 1]}),
+    ((1, 6, 5, 4), 1, {"padding_algorithm": "SAME", "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=str)
+@pytest.mark.parametrize("with_residual", [True, False])
+def test_depthwise_3x3_loop_matches_the_reference(monkeypatch, act, case, with_residual):
+    """The compiled 3x3 depthwise conv (with bias, residual and activation in its loop) against
+    the float64 reference convolution, and the loop is what ran."""
+    from tests.test_kernels_nn import check, ref_activation, ref_conv, run
+
+    shape, mult, conv_attrs = case
+    calls = []
+    monkeypatch.setattr("halfway.kernels.numpy.conv.compiled_depthwise",
+                        lambda *a: calls.append(1) or jit.compiled_depthwise(*a))
+    channels = shape[1]
+    attrs = {**conv_attrs, "groups": channels, "fuse_activation": act[0], "fuse_alpha": act[1], "fuse_beta": act[2]}
+    x, w = RNG.standard_normal(shape).astype(np.float32), RNG.standard_normal((channels * mult, 1, 3, 3)).astype(np.float32)
+    bias = RNG.standard_normal(channels * mult).astype(np.float32)
+    base = ref_conv(x, w, attrs)
+    residual = RNG.standard_normal(base.shape).astype(np.float32) if with_residual else None
+    expected = ref_activation(base + bias.reshape(1, -1, 1, 1) + (0 if residual is None else residual), *act)
+    inputs = {"Input": x, "Filter": w, "Bias": bias} | ({} if residual is None else {"ResidualData": residual})
+    check(run("fused_conv2d", inputs, attrs)["Output"], expected, 11)
+    assert calls
+
+
+def test_depthwise_arrays_the_loop_does_not_take_are_refused():
+    act = jit.compiled_activation("", 0.0, 0.0)
+    x, w = np.ones((1, 2, 4, 4), np.float32), np.ones((2, 1, 3, 3), np.float32)
+    out = np.empty((1, 2, 4, 4), np.float32)
+    assert jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, w, None, None)
+    np.testing.assert_array_equal(out[0, 0], [[4, 6, 6, 4], [6, 9, 9, 6], [6, 9, 9, 6], [4, 6, 6, 4]])
+    assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x.astype(np.float64), w, None, None)
+    assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x[..., ::-1], w, None, None)
+    assert not jit.compiled_depthwise(act, (2, 2), (1, 1), (1, 1), out, x, np.ones((2, 1, 5, 5), np.float32),
+                                      None, None)
+    assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, w, None, np.ones((1, 2, 1, 4), np.float32))
+
+
+POOL_CASES = [
+    {"ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]},
+    {"ksize": [3, 3], "strides": [1, 1], "paddings": [1, 1]},
+    {"ksize": [3, 3], "strides": [2, 3], "paddings": [0, 1, 1, 0], "ceil_mode": True},
+    {"ksize": [3, 3], "strides": [3, 2], "exclusive": False, "ceil_mode": True},
+    {"ksize": [2, 2], "strides": [2, 2], "exclusive": False, "ceil_mode": True},
+    {"ksize": [5, 4], "strides": [3, 1], "paddings": [2, 1]},
+]
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=str)
+def test_pool_loop_matches_the_numpy_passes(monkeypatch, kind, case):
+    """The compiled 3x3 pool against the numpy passes it replaces: max pools bit for bit, NaN
+    included; averages to float32 rounding (the taps are summed in another order)."""
+    from halfway.kernels.numpy import nn
+    from tests.test_kernels_nn import run
+
+    taken = []
+    monkeypatch.setattr(nn, "compiled_pool", lambda *a: taken.append(jit.compiled_pool(*a)) or taken[-1])
+    attrs = {**case, "pooling_type": kind}
+    x = _values((2, 3, 11, 13))
+    got = run("pool2d", {"X": x}, attrs)["Out"]
+    assert taken == ([True] if case["ksize"] == [3, 3] else [])  # other windows keep the numpy passes
+    monkeypatch.setattr(jit, "JIT", False)
+    want = run("pool2d", {"X": x}, attrs)["Out"]
+    if kind == "max":
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

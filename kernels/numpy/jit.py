@@ -1,5 +1,6 @@
-"""Compiled single-pass loops for the numpy backend's memory-bound epilogues, through numba when it
-is installed (``pip install 'halfway[jit]'``); without it the kernels keep their numpy passes.
+"""Compiled single-pass loops for the numpy backend's memory-bound epilogues, its 3x3 depthwise
+convolution and its 3x3 pooling (``jit_windows``), through numba when it is installed (``pip install
+'halfway[jit]'``); without it the kernels keep their numpy passes.
 
 numpy spends one pass over memory per operation: a conv epilogue ``act(conv + bias + residual)``
 costs three (four with a crop), each a read and a write of the whole output. The loops here do it
@@ -7,9 +8,9 @@ in one pass that reads each input once (4-5x faster on ResNet-50's outputs, two 
 on the calling thread only: numba's worker threads would compete with OpenBLAS's, which spin for
 a while after every GEMM (a parallel loop right after a GEMM ran 10-60x slower).
 
-Results are numpy's bit for bit: the same float32 operations in the same order (``(source +
-bias) + residual``, then the activation; no fast-math reassociation), NaN kept. ``JIT`` is False
-where numba is missing or ``HALFWAY_JIT=0`` turns the loops off.
+The epilogues' results are numpy's bit for bit: the same float32 operations in the same order
+(``(source + bias) + residual``, then the activation; no fast-math reassociation), NaN kept.
+``JIT`` is False where numba is missing or ``HALFWAY_JIT=0`` turns the loops off.
 """
 
 from __future__ import annotations
@@ -22,11 +23,20 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["JIT", "CompiledActivation", "compiled_activation", "compiled_epilogue"]
+from halfway.kernels.numpy import jit_windows
+
+__all__ = ["JIT", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
+           "compiled_pool"]
 
 log = logging.getLogger("halfway.kernels")
 
 _CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3}
+
+
+class _Loops(NamedTuple):
+    channels_mid: Any
+    channels_last: Any
+    windows: jit_windows.WindowLoops
 
 
 class CompiledActivation(NamedTuple):
@@ -43,7 +53,7 @@ cache, or compiled) at the first epilogue that runs them, not with halfway."""
 
 
 @functools.cache
-def _loops() -> tuple[Any, Any] | None:
+def _loops() -> _Loops | None:
     """The compiled loops, or None where numba does not import (a release too old for this
     numpy, say): the epilogues then run as numpy passes."""
     try:
@@ -97,7 +107,7 @@ def _loops() -> tuple[Any, Any] | None:
                     v = v + residual[m, c]
                 out[m, c] = activate(v, code, alpha, top)
 
-    return channels_mid, channels_last
+    return _Loops(channels_mid, channels_last, jit_windows.build(njit, activate))
 
 
 def compiled_activation(name: str, alpha: float, beta: float) -> CompiledActivation | None:
@@ -122,7 +132,7 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     loops = _loops()
     if loops is None:
         return False
-    mid, last = loops
+    mid, last = loops.channels_mid, loops.channels_last
     flat_bias = None if bias is None else bias.reshape(-1)
     if not channels_last:
         if out.ndim != 4:
@@ -134,4 +144,38 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     width = out.shape[-1]
     last(out.reshape(-1, width), source.reshape(-1, width), flat_bias,
          None if residual is None else residual.reshape(-1, width), *act)
+    return True
+
+
+def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: tuple[int, int],
+                       dilations: tuple[int, int], out: np.ndarray, x: np.ndarray, w: np.ndarray,
+                       bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
+    """``out = act(depthwise3x3(x, w) + bias[O] + residual)`` in one compiled loop
+    (``jit_windows``), NCHW; ``pads`` are the top and left ones (the output's size implies the
+    others). Returns False, having done nothing, where the arrays do not suit it: float32 only,
+    ``x`` C-contiguous, ``w`` ``[O, 1, 3, 3]``."""
+    arrays = [a for a in (out, x, w, bias, residual) if a is not None]
+    if (any(a.dtype != np.float32 for a in arrays) or not x.flags.c_contiguous or w.shape[1:] != (1, 3, 3)
+            or (residual is not None and residual.shape != out.shape)):
+        return False
+    loops = _loops()
+    if loops is None:
+        return False
+    flat_bias = None if bias is None else bias.reshape(-1)
+    loops.windows.depthwise3x3(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
+    return True
+
+
+def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple[int, int], scale: np.ndarray | None,
+                  out: np.ndarray, x: np.ndarray) -> bool:
+    """3x3 pooling of ``x`` into ``out`` in one compiled loop (``jit_windows``), NCHW: max, or
+    with ``scale`` (the ``[OH, OW]`` reciprocal counts) average; ``pads`` are the top and left
+    ones. Returns False, having done nothing, for other windows, where numba does not import, or
+    where ``x`` is not C-contiguous float32."""
+    if kernel != (3, 3) or x.dtype != np.float32 or not x.flags.c_contiguous:
+        return False
+    loops = _loops()
+    if loops is None:
+        return False
+    loops.windows.pool3x3(out, x, *pads, *strides, scale)
     return True

@@ -11,6 +11,8 @@ matrix products.
   Adaptive bins (Paddle's ``floor(i * H / oh)`` to ``ceil((i + 1) * H / oh)``) are separable
   too: avg is ``A_h @ X @ A_w.T`` with averaging matrices, max a running maximum over the
   bins' clamped row then column indices. float16 max pools run on float16 (exact); avg widens.
+  With numba (``halfway[jit]``), float32 NCHW 3x3 pools run as one compiled loop instead,
+  channel by channel in cache (``jit_windows``).
 * batch_norm (inference): ``Y = X * a + b`` with ``a = Scale / sqrt(Variance + eps)`` and
   ``b = Bias - Mean * a`` per channel, computed once at prepare when the statistics are
   parameters, else per call.
@@ -38,6 +40,8 @@ import numpy as np
 from halfway.ir.dtypes import DType
 from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import make_epilogue, slot_positions  # and registers the convolutions
+from halfway.kernels.numpy import jit
+from halfway.kernels.numpy.jit import compiled_pool
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel, widen_float16
 
 __all__ = ["adaptive_bins", "pool_counts"]
@@ -127,7 +131,14 @@ def _window_pool(spec: KernelSpec, axes: tuple[int, int], sizes: tuple[int, int]
             scale = (1 / np.outer(*counts)).astype(spec.dtype.numpy)
         scale = scale[:, :, None] if axes == (1, 2) else scale
 
+    compiled = axes == (2, 3) and tuple(ksize) == (3, 3) and jit.JIT  # read at prepare, as the epilogues'
+    pads = (window.pads[0][0], window.pads[1][0])
+
     def run(x: np.ndarray) -> np.ndarray:
+        if compiled:
+            out = np.empty((*x.shape[:2], *window.out), x.dtype)
+            if compiled_pool(tuple(ksize), pads, tuple(strides), scale, out, x):
+                return out
         if needs_pad:
             padded = np.full(padded_shape, fill, x.dtype)
             padded[inner] = x
