@@ -50,7 +50,8 @@ def main() -> None:
     print(f"{'model':14} {'numpy passes ms':>16} {'compiled ms':>12} {'ratio':>7}")
     for name in args.models.split(","):
         (plain, compiled), feeds = prepared_pair(name)
-        np.testing.assert_array_equal(plain.run(feeds)[0], compiled.run(feeds)[0])
+        want = plain.run(feeds)[0]  # the depthwise and pool loops add in another order: not bit for bit
+        np.testing.assert_allclose(compiled.run(feeds)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
         times = alternate([lambda: plain.run(feeds), lambda: compiled.run(feeds)], -(-args.repeats // args.block),
                           args.block)
         medians = [statistics.median(t for block in side for t in block) * 1e3 for side in times]
