@@ -1,9 +1,9 @@
 """Places, the executor and prepared programs."""
 
-from halfway.executor.executor import Executor, op_dtype
+from halfway.executor.executor import Executor
 from halfway.executor.memory import MemoryPlan, plan_memory
 from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.executor.prepared import PreparedProgram, PrepareReport
 
-__all__ = ["Executor", "op_dtype", "MemoryPlan", "plan_memory", "CPUPlace", "OpenCLPlace", "Place", "PreparedProgram",
+__all__ = ["Executor", "MemoryPlan", "plan_memory", "CPUPlace", "OpenCLPlace", "Place", "PreparedProgram",
            "PrepareReport"]

@@ -1,11 +1,5 @@
-"""The executor: runs a program on a place, choosing a kernel per op from its input dtypes.
-
-An op's dtype is the dtype of its decisive input slots (``OpSchema.decisive_slots``; the first
-input slot unless the schema says otherwise). Floating inputs of other slots must agree with it,
-except slots the schema lets keep their own dtype (batch_norm's statistics, shape tensors). The
-kernel is the one registered for (op type, place backend, that dtype) — so a program whose
-edges were cast to float16 runs float16 kernels op after op, with no flag.
-"""
+"""The executor: runs a program on a place, choosing a kernel per op from its input dtypes
+(``halfway.ir.op_dtype``): the one registered for (op type, place backend, that dtype)."""
 
 from __future__ import annotations
 
@@ -19,6 +13,7 @@ from halfway.ir.block import Block
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import FeedError, HalfwayError, KernelNotFoundError
 from halfway.ir.operator import Operator
+from halfway.ir.op_dtype import op_dtype
 from halfway.ir.program import Program
 from halfway.ir.schema import InferContext, OpSchema, TensorInfo, get_schema
 from halfway.ir.scope import Scope
@@ -29,7 +24,7 @@ from halfway.executor.memory import Value, plan_memory
 from halfway.executor.place import CPUPlace, Place
 from halfway.executor.prepared import PreparedProgram, PrepareReport, Step, numel_bytes, read_only
 
-__all__ = ["Executor", "op_dtype"]
+__all__ = ["Executor"]
 
 _SKIPPED = ("feed", "fetch")
 
@@ -74,24 +69,6 @@ class Executor:
 
 def _names(items: Sequence[str | Variable]) -> list[str]:
     return [v.name if isinstance(v, Variable) else v for v in items]
-
-
-def op_dtype(op: Operator, schema: OpSchema, infos: Mapping[str, TensorInfo]) -> DType:
-    """The dtype that picks ``op``'s kernel (see the module docstring); HalfwayError on a clash."""
-    decisive = [(n, infos[n].dtype) for s in schema.decisive_slots for n in op.input(s) if n in infos]
-    if not decisive:
-        outputs = [infos[n].dtype for n in op.output_names() if n in infos]
-        return outputs[0] if outputs else DType.float32
-    floating = [(n, d) for n, d in decisive if d.is_floating]
-    dtype = floating[0][1] if floating else decisive[0][1]
-    kept = set(schema.keep_dtype_slots)
-    for slot in (s.name for s in schema.inputs if s.name not in kept):
-        for name in op.input(slot):
-            other = infos[name].dtype if name in infos else None
-            if other is not None and other.is_floating and dtype.is_floating and other is not dtype:
-                raise HalfwayError(f"op {op.describe()}: input {slot}={name} is {other.name} but the op runs "
-                                   f"{dtype.name} (from {decisive[0][0]}); cast it or transpile the program")
-    return dtype
 
 
 class _Preparer:
