@@ -5,6 +5,8 @@ protocol every kernel follows; one module per op family, as the numpy kernels; t
 sources live in ``cl/``.
 """
 
+# runtime first: without pyopencl it raises the HalfwayError that names the extra to install
+from halfway.kernels.opencl import runtime  # isort: skip
 from halfway.kernels.opencl import elementwise, movement, nn
 from halfway.kernels.opencl.base import ALIAS, DeviceArray, Unsupported
 from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, Runtime, float16_mode, find_device, get_runtime

@@ -1,0 +1,8 @@
+"""``python -m halfway``: the ``halfway`` command."""
+
+import sys
+
+from halfway.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
