@@ -18,7 +18,7 @@ after its last reader.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from attrs import define, field
 

@@ -80,10 +80,10 @@ def _integer(value: Any, bounds: tuple[int, int]) -> int:
             value = int(value)
         else:
             raise TypeError(f"expected an integer, got {value!r}")
-    value = int(value)
-    if not bounds[0] <= value <= bounds[1]:
-        raise ValueError(f"{value} does not fit in {'int32' if bounds == _INT32 else 'int64'}")
-    return value
+    number = int(value)
+    if not bounds[0] <= number <= bounds[1]:
+        raise ValueError(f"{number} does not fit in {'int32' if bounds == _INT32 else 'int64'}")
+    return number
 
 
 def _real(value: Any) -> float:

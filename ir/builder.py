@@ -71,13 +71,14 @@ def append_op(op_type: str, inputs: Mapping[str, VarArg], attrs: Mapping[str, An
             raise SchemaError(f"op {op_type} has no input slot {slot!r} (has {[s.name for s in schema.inputs]})")
     attr_values = schema.resolve_attrs(attrs or {})
     op = Operator(op_type, in_vars)
+    specs = {spec.name: spec for spec in schema.attrs}
     for attr_name, value in attr_values.items():
-        op.set_attr(attr_name, value, schema.attr_spec(attr_name).type)
+        op.set_attr(attr_name, value, specs[attr_name].type)
     for attr_name, value in (attrs or {}).items():
         if schema.attr_spec(attr_name) is None:
             op.set_attr(attr_name, value)
-    ctx = InferContext(schema, {s: [TensorInfo(v.shape, v.dtype) for v in vs] for s, vs in in_vars.items()},
-                       op.attrs)
+    infos = {s: [TensorInfo(v.tensor_shape, v.tensor_dtype) for v in vs] for s, vs in in_vars.items()}
+    ctx = InferContext(schema, infos, op.attrs)
     if schema.infer is not None:
         schema.infer(ctx)
     out_vars = {slot: _outputs_for(block, slot, spec, ctx, name or op_type)
@@ -184,7 +185,7 @@ def init_scope(program: Program, seed: int = 0, values: Mapping[str, np.ndarray]
         if any(d < 0 for d in shape):
             raise IRError(f"parameter {var.name!r} has an unknown dim {list(shape)}; give its value")
         init = program.initializers.get(var.name) or default_for(shape)
-        scope.set(var.name, init(shape, var.dtype.numpy, rng))
+        scope.set(var.name, init(shape, var.tensor_dtype.numpy, rng))
     if given:
         raise IRError(f"init_scope: no persistable var named {', '.join(sorted(given))}")
     return scope
@@ -194,4 +195,4 @@ def _checked(var: Variable, value: np.ndarray) -> np.ndarray:
     shape = var.shape or ()
     if len(shape) != value.ndim or any(d not in (-1, v) for d, v in zip(shape, value.shape)):
         raise IRError(f"value for {var.name!r} has shape {list(value.shape)}, the var {list(shape)}")
-    return value.astype(var.dtype.numpy, copy=True)
+    return value.astype(var.tensor_dtype.numpy, copy=True)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 from typing import Any
 
@@ -51,7 +52,7 @@ class DType(enum.IntEnum):
         return 1 if self in (DType.float8_e4m3fn, DType.float8_e5m2) else self.numpy.itemsize
 
     @property
-    def is_floating(self) -> bool:
+    def is_floating(self) -> builtins.bool:  # `bool` in this class body is DType.bool
         return self in FLOATING
 
     @classmethod

@@ -96,6 +96,7 @@ def save_inference_model(path: str | os.PathLike[str], feed_names: Sequence[str]
         for spec in specs:
             files[_param_file(layout, spec.name)] = encode_tensor(values[spec.name], spec.dtype)
     elif specs:
+        assert layout.params is not None  # a layout has a parameter folder or a parameter file
         files[layout.params] = write_params(values, dtypes={spec.name: spec.dtype for spec in specs})
     _write_all(files)
 
@@ -320,6 +321,7 @@ def _read_values(layout: _Layout, specs: list[ParamSpec]) -> dict[str, np.ndarra
             file = _param_file(layout, spec.name)
             values[spec.name] = read_param_file(_read(file), spec, source=os.fspath(file))
         return values
+    assert layout.params is not None  # a layout has a parameter folder or a parameter file
     if not specs and not layout.params.exists():
         return {}
     return read_params(_read(layout.params), specs, source=os.fspath(layout.params))
@@ -334,6 +336,7 @@ def _read(path: Path) -> bytes:
 
 def _param_file(layout: _Layout, name: str) -> Path:
     """The legacy file of parameter ``name``: a plain file name, not the model file."""
+    assert layout.param_dir is not None  # called for layouts with a parameter folder
     try:
         file = layout.param_dir / _plain_name(name, "parameter name")
     except SerdeError as e:

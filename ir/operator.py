@@ -88,10 +88,10 @@ class Operator:
             raise IRError(f"op {self.type} is not in a block")
         return self.block.find_var(names[index])
 
-    def set_input(self, slot: str, names: Iterable[str] | str) -> None:
+    def set_input(self, slot: str, names: Iterable[str | Variable] | str | Variable) -> None:
         self._set(self._inputs, slot, _names(self.type, slot, names), is_output=False)
 
-    def set_output(self, slot: str, names: Iterable[str] | str) -> None:
+    def set_output(self, slot: str, names: Iterable[str | Variable] | str | Variable) -> None:
         self._set(self._outputs, slot, _names(self.type, slot, names), is_output=True)
 
     def _set(self, slots: Slots, slot: str, names: tuple[str, ...], *, is_output: bool) -> None:

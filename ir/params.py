@@ -186,7 +186,7 @@ class _Cursor:
         self.need(fmt.size, field)
         (value,) = fmt.unpack_from(self.data, self.pos)
         self.pos += fmt.size
-        return value
+        return int(value)
 
     def lod_levels(self) -> int:
         levels = self.unpack(_U64, "LoD level count")

@@ -33,7 +33,7 @@ class Program:
         self.version: int | None = None
         self.op_version_map: dict[str, int] | None = None
         self.initializers: dict[str, Initializer] = {}
-        self._name_counters: dict[str, itertools.count] = {}
+        self._name_counters: dict[str, itertools.count[int]] = {}
 
     def global_block(self) -> Block:
         return self.blocks[0]

@@ -17,7 +17,7 @@ dim unknown before run time; inference must carry -1 through rather than guess.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from attrs import field, frozen
 import numpy as np
@@ -78,6 +78,18 @@ class InferError(HalfwayError):
 InferFn = Callable[["InferContext"], None]
 
 
+def _slots(slots: Iterable[Slot]) -> tuple[Slot, ...]:
+    return tuple(slots)
+
+
+def _attr_specs(specs: Iterable[AttrSpec]) -> tuple[AttrSpec, ...]:
+    return tuple(specs)
+
+
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(names)
+
+
 @frozen
 class OpSchema:
     """The definition of an op type.
@@ -92,12 +104,12 @@ class OpSchema:
     """
 
     type: str
-    inputs: tuple[Slot, ...] = field(converter=tuple, default=())
-    outputs: tuple[Slot, ...] = field(converter=tuple, default=())
-    attrs: tuple[AttrSpec, ...] = field(converter=tuple, default=())
+    inputs: tuple[Slot, ...] = field(converter=_slots, default=())
+    outputs: tuple[Slot, ...] = field(converter=_slots, default=())
+    attrs: tuple[AttrSpec, ...] = field(converter=_attr_specs, default=())
     infer: InferFn | None = None
     dtype_slots: tuple[str, ...] | None = field(default=None)
-    keep_dtype_slots: tuple[str, ...] = field(converter=tuple, default=())
+    keep_dtype_slots: tuple[str, ...] = field(converter=_names, default=())
     inplace: Mapping[str, str] = field(factory=dict)
     views: Mapping[str, str] = field(factory=dict)
     doc: str = ""
@@ -237,9 +249,9 @@ class InferContext:
         return values[index] if index < len(values) else None
 
     def attr(self, name: str) -> Any:
-        if name not in self._attrs:
-            self.fail(f"has no attr {name!r} in its schema")
         spec = self.schema.attr_spec(name)
+        if spec is None or name not in self._attrs:
+            self.fail(f"has no attr {name!r} in its schema")
         try:
             return normalize(spec.type, self._attrs[name])
         except IRError:
@@ -251,7 +263,7 @@ class InferContext:
             items.append(None)  # type: ignore[arg-type]
         items[index] = TensorInfo(tuple(int(d) for d in shape), DType.from_any(dtype))
 
-    def fail(self, message: str) -> Any:
+    def fail(self, message: str) -> NoReturn:
         raise InferError(f"{self.op_type}: {message}")
 
     def check(self, condition: bool, message: str) -> None:

@@ -58,7 +58,7 @@ def program_from_bytes(data: bytes, *, source: str = "<bytes>") -> Program:
 
 def program_to_bytes(program: Program) -> bytes:
     try:
-        return program_to_proto(program).SerializeToString()
+        return bytes(program_to_proto(program).SerializeToString())
     except EncodeError as e:
         raise SerdeError(f"cannot serialize program: {_reason(e)}") from None
 
@@ -75,7 +75,7 @@ def _require_initialized(desc: Any, source: str) -> None:
 def _is_repeated(field: FieldDescriptor) -> bool:
     """protobuf 6.31+ has ``is_repeated`` and protobuf 7 dropped ``label``; older ones have only ``label``."""
     repeated = getattr(field, "is_repeated", None)
-    return repeated if repeated is not None else field.label == FieldDescriptor.LABEL_REPEATED
+    return bool(repeated if repeated is not None else field.label == FieldDescriptor.LABEL_REPEATED)
 
 
 def _require_utf8(desc: Any, source: str) -> None:
@@ -143,7 +143,7 @@ def _var_from_proto(desc: pb.VarDesc) -> Variable:
 def _typed_var(name: str, vtype: pb.VarType) -> Variable:
     kind = _known_kind(vtype.type)
     field = _TENSOR_FIELD.get(kind) if kind is not None else None
-    if field is None or not _only_field(vtype, field):
+    if kind is None or field is None or not _only_field(vtype, field):
         var = Variable(name, kind=kind if kind is not None and not kind.has_tensor else VarKind.RAW)
         var.type_extra = vtype.SerializeToString()
         return var
@@ -211,11 +211,11 @@ def _attr_from_proto(attr: pb.OpDesc.Attr) -> Attr:
 
 def _scalar_from_proto(s: pb.Scalar) -> bool | int | float | complex:
     if s.type == pb.Scalar.BOOLEAN:
-        return s.b
+        return bool(s.b)
     if s.type == pb.Scalar.LONG:
-        return s.i
+        return int(s.i)
     if s.type == pb.Scalar.FLOAT64:
-        return s.r
+        return float(s.r)
     return complex(s.c.r, s.c.i)
 
 
@@ -327,7 +327,7 @@ def tensor_desc_to_bytes(dtype: DType, dims: tuple[int, ...]) -> bytes:
     desc = pb.VarType.TensorDesc()
     desc.data_type = dtype
     desc.dims.extend(dims)
-    return desc.SerializeToString()
+    return bytes(desc.SerializeToString())
 
 
 def tensor_desc_from_bytes(data: bytes) -> tuple[DType, tuple[int, ...]]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -227,7 +227,7 @@ class _Cursor:
         self.number = number
         self.pos = 0
 
-    def fail(self, message: str) -> Any:
+    def fail(self, message: str) -> NoReturn:
         raise SerdeError(f"line {self.number}, column {self.pos + 1}: {message}\n  {self.line}\n"
                          f"  {' ' * self.pos}^")
 
@@ -284,7 +284,7 @@ class _Cursor:
         if not isinstance(value, str):
             self.fail("expected a string literal")
         self.pos = end
-        return value
+        return str(value)
 
     def literal(self) -> Any:
         """A value: number, string, true/false, none, complex(re, im), or a [list] of those."""

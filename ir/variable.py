@@ -88,6 +88,20 @@ class Variable:
         return self.block
 
     @property
+    def tensor_shape(self) -> tuple[int, ...]:
+        """``shape``, for a var that must hold a tensor (an IRError names one that does not)."""
+        if self.shape is None:
+            raise IRError(f"var {self._name!r} ({self.kind.name}) holds no tensor: it has no shape")
+        return self.shape
+
+    @property
+    def tensor_dtype(self) -> DType:
+        """``dtype``, for a var that must hold a tensor (an IRError names one that does not)."""
+        if self.dtype is None:
+            raise IRError(f"var {self._name!r} ({self.kind.name}) holds no tensor: it has no dtype")
+        return self.dtype
+
+    @property
     def numel(self) -> int | None:
         """Number of elements, or None if the shape has an unknown dim."""
         if self.shape is None or any(d < 0 for d in self.shape):

@@ -239,9 +239,9 @@ def _check_slots(block: Block, index: int, op: Operator, schema: OpSchema, probl
 
 def _check_attrs(block: Block, index: int, op: Operator, schema: OpSchema, problems: _Problems) -> None:
     typed = op.typed_attrs()
-    for spec in schema.attrs:
-        if spec.required and spec.name not in typed:
-            problems.op(block, index, op, f"is required ({spec.type.name}) but missing", attr=spec.name)
+    for required in schema.attrs:
+        if required.required and required.name not in typed:
+            problems.op(block, index, op, f"is required ({required.type.name}) but missing", attr=required.name)
     for name, attr in typed.items():
         spec = schema.attr_spec(name)
         if spec is None:
@@ -365,9 +365,9 @@ def _check_shapes(block: Block, index: int, op: Operator, schema: OpSchema, prob
         problems.op(block, index, op, f"shape inference raised {type(e).__name__}: {e} (a bug in the schema "
                     f"of {op.type}?)")
         return
-    for slot, infos in ctx.outputs.items():
+    for slot, outputs in ctx.outputs.items():
         names = op.output(slot)
-        for name, inferred in zip(names, infos):
+        for name, inferred in zip(names, outputs):
             var = block.find_var(name)
             declared = _tensor_info(var)
             if inferred is None or declared is None:

@@ -8,7 +8,6 @@ from halfway import layers
 from halfway.executor import Executor
 from halfway.ir.builder import create_parameter
 from halfway.ir.errors import PassError
-from halfway.ir.operator import Operator
 from halfway.passes import PassManager
 from fusecheck import fuse_and_compare, lively_params, op_types, random_cnn
 

@@ -5,7 +5,6 @@ Runtime on small hand-built models, for the conversions ONNX's node tests cover 
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

@@ -55,12 +55,6 @@ def run_passes(model: Model, passes: str | None, dump_dir: str | None = None) ->
 def run_float16(model: Model, *, keep_io_types: bool = True, black_list: tuple[str, ...] = (),
                 calibration: dict[str, np.ndarray] | None = None) -> tuple[Model, Any]:
     """``model`` transpiled to float16, and the transpiler's report."""
-    try:
-        from halfway import float16_transpile
-        from halfway.passes.float16_lists import DEFAULT_BLACK_LIST
-    except ImportError:
-        raise HalfwayError("the float16 transpiler is not available in this build of halfway") from None
-
     program, report = float16_transpile(model.program, model.scope, keep_io_types=keep_io_types,
                                         black_list=tuple(DEFAULT_BLACK_LIST) + black_list,
                                         calibration_feeds=calibration)

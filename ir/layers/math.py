@@ -124,7 +124,7 @@ def sums(input: Sequence[Variable], name: str | None = None) -> Variable:
 
 def cast(x: Variable, dtype: Any, name: str | None = None) -> Variable:
     """``x`` converted to ``dtype`` (a DType, its name, or a numpy dtype)."""
-    attrs = {"in_dtype": int(x.dtype), "out_dtype": int(DType.from_any(dtype))}
+    attrs = {"in_dtype": int(x.tensor_dtype), "out_dtype": int(DType.from_any(dtype))}
     return _out("cast", {"X": x}, attrs, name)
 
 

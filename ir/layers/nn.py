@@ -58,9 +58,10 @@ def _add_bias(x: Variable, layer: str, size: int, bias_attr: BiasAttr, axis: int
 
 
 def _channels(x: Variable, data_format: str) -> int:
-    c = x.shape[-1] if data_format.endswith("C") else x.shape[1]
+    shape = x.tensor_shape
+    c = shape[-1] if data_format.endswith("C") else shape[1]
     if c < 0:
-        raise IRError(f"{x.name}: the channel dim of {list(x.shape)} must be known to create parameters")
+        raise IRError(f"{x.name}: the channel dim of {list(shape)} must be known to create parameters")
     return c
 
 
@@ -198,13 +199,14 @@ def fc(input: Variable, size: int, num_flatten_dims: int = 1, param_attr: Initia
     fluid's fc, ``mul(x_num_col_dims=num_flatten_dims)``. Then ``elementwise_add`` of the bias
     and ``act``.
     """
-    rank = len(input.shape)
+    shape = input.tensor_shape
+    rank = len(shape)
     cols = num_flatten_dims + rank if num_flatten_dims < 0 else num_flatten_dims
     if not 0 < cols < rank:
-        raise IRError(f"fc: num_flatten_dims={num_flatten_dims} is out of range for {input.name} {list(input.shape)}")
-    if any(d < 0 for d in input.shape[cols:]):
-        raise IRError(f"fc: dims {list(input.shape[cols:])} of {input.name} must be known to size the weight")
-    fan_in = math.prod(input.shape[cols:])
+        raise IRError(f"fc: num_flatten_dims={num_flatten_dims} is out of range for {input.name} {list(shape)}")
+    if any(d < 0 for d in shape[cols:]):
+        raise IRError(f"fc: dims {list(shape[cols:])} of {input.name} must be known to size the weight")
+    fan_in = math.prod(shape[cols:])
     layer = _layer_name("fc", name)
     w = _param(layer, "w", [fan_in, size], param_attr, XavierUniform())
     if cols == rank - 1:

@@ -22,7 +22,7 @@ int32 otherwise gives int64, as Paddle's does.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from halfway.ir.attrs import AttrType
 from halfway.ir.dtypes import DType
@@ -277,6 +277,7 @@ def _infer_cast(ctx: InferContext) -> None:
     x = ctx.input("X")
     in_dtype = _dtype_attr(ctx, "in_dtype", unset_ok=False)
     out_dtype = _dtype_attr(ctx, "out_dtype", unset_ok=False)
+    assert in_dtype is not None and out_dtype is not None  # unset_ok=False: never None
     ctx.check(in_dtype == x.dtype, f"attr 'in_dtype' is {int(in_dtype)} ({in_dtype.name}) but X is "
                                    f"{x.dtype.name}; set in_dtype to {int(x.dtype)}")
     ctx.set_output("Out", x.shape, out_dtype)
@@ -315,7 +316,7 @@ _SCHEMAS = [
 
 
 def _register() -> None:
-    binary = dict(inputs=[Slot("X"), Slot("Y")], outputs=[Slot("Out")],
+    binary: dict[str, Any] = dict(inputs=[Slot("X"), Slot("Y")], outputs=[Slot("Out")],
                   attrs=[AttrSpec("axis", AttrType.INT, -1)], infer=_infer_elementwise,
                   dtype_slots=("X", "Y"), inplace={"X": "Out"})
     for op_type, doc in ELEMENTWISE_OPS.items():

@@ -80,7 +80,8 @@ def _scalar_input(ctx: InferContext, slot: str, attr: str) -> int | None:
     """The int in tensor ``slot`` when present (None if unknown), else the value of ``attr``."""
     values = _vector_input(ctx, slot)
     if values is None:
-        return ctx.attr(attr)
+        value: int | None = ctx.attr(attr)
+        return value
     ctx.check(len(values) == 1, f"input {slot!r} must hold one value, has {len(values)}")
     return values[0]
 
@@ -158,12 +159,13 @@ def _split_sizes(ctx: InferContext, dim: int, num: int, sections: Ints) -> list[
     ctx.check(all(s is None or s >= -1 for s in sections), f"sections {sections} must be >= 0, or -1 once")
     if dim < 0 or None in sections:
         return [-1 if s is None else s for s in sections]
-    known = sum(s for s in sections if s != -1)
-    if -1 in sections:
+    sizes = [s for s in sections if s is not None]  # all of them: None was handled above
+    known = sum(s for s in sizes if s != -1)
+    if -1 in sizes:
         ctx.check(known <= dim, f"sections {sections} exceed the split dim of size {dim}")
-        return [dim - known if s == -1 else s for s in sections]
+        return [dim - known if s == -1 else s for s in sizes]
     ctx.check(known == dim, f"sections {sections} sum to {known}, the split dim has size {dim}")
-    return list(sections)
+    return sizes
 
 
 def _infer_split(ctx: InferContext) -> None:
@@ -279,10 +281,11 @@ def _infer_unsqueeze2(ctx: InferContext) -> None:
         axes = _scalars_input(ctx, "AxesTensorList")
     if axes is None:
         axes = list(ctx.attr("axes"))
-    if None in axes:
+    known = [a for a in axes if a is not None]
+    if len(known) < len(axes):
         _with_xshape(ctx, [-1] * (len(shape) + len(axes)))
         return
-    for a in axes:
+    for a in known:
         shape.insert(_axis(ctx, a, len(shape) + 1, "attr 'axes' entry"), 1)
     _with_xshape(ctx, shape)
 

@@ -6,10 +6,9 @@ sources live in ``cl/``.
 """
 
 # runtime first: without pyopencl it raises the HalfwayError that names the extra to install
-from halfway.kernels.opencl import runtime  # isort: skip
+from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, Runtime, float16_mode, find_device, get_runtime
 from halfway.kernels.opencl import elementwise, movement, nn
 from halfway.kernels.opencl.base import ALIAS, DeviceArray, Unsupported
-from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, Runtime, float16_mode, find_device, get_runtime
 
 __all__ = ["elementwise", "movement", "nn", "ALIAS", "DeviceArray", "Unsupported", "DeviceCaps", "Float16Mode",
            "Runtime", "float16_mode", "find_device", "get_runtime"]

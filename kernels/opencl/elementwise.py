@@ -120,7 +120,7 @@ def _sum(spec: KernelSpec) -> Binder:
 
 
 def _cast(spec: KernelSpec) -> Binder:
-    src, dst = spec.dtype, spec.output("Out").dtype
+    dst = spec.output("Out").dtype
     if dst not in FLOATS:
         raise Unsupported(f"cast to {dst.name}")
 
