@@ -29,9 +29,10 @@ BIN = Path(sys.executable).with_name("halfway")
 
 
 def halfway(*args: Any, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``halfway ARGS`` with stdout and stderr captured (not a terminal: no colours)."""
+    """``python -m halfway ARGS`` (this interpreter's halfway) with stdout and stderr captured (not
+    a terminal: no colours)."""
     environ = os.environ | {"COLUMNS": "200"} | (env or {})
-    return subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True, env=environ, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "halfway", *map(str, args)], capture_output=True, text=True, env=environ, cwd=cwd,
                           timeout=600, check=False)
 
 

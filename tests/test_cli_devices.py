@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import pyopencl as cl
+import pytest
 
 from tests.clirun import halfway, halfway_json
+
+cl = pytest.importorskip("pyopencl")
 
 
 def builds(device: cl.Device) -> bool:

@@ -9,11 +9,10 @@ import sys
 
 import numpy as np
 import onnx
-import onnxruntime as ort
-import pyopencl as cl
+import pytest
 
 from halfway.demo import demo_model_path
-from halfway.kernels.opencl.runtime import build_error
+from halfway.ir.errors import HalfwayError
 from tests.clirun import DEMO_ONNX, RESNET_TINY, ROOT, halfway, halfway_json, proto_op_types
 
 
@@ -35,6 +34,7 @@ def test_the_shipped_model_is_package_data_made_by_its_script(tmp_path):
 
 
 def test_the_imported_model_computes_what_onnxruntime_does(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
     session = ort.InferenceSession(str(DEMO_ONNX), providers=["CPUExecutionProvider"])
     (image,) = session.get_inputs()
     x = np.random.default_rng(7).standard_normal(image.shape).astype(np.float32)
@@ -51,7 +51,7 @@ def test_the_imported_model_computes_what_onnxruntime_does(tmp_path):
 def test_the_demo_table_on_every_place():
     report = halfway_json("demo", "--samples", "4")
     assert report["failures"] == []
-    opencl = any(build_error(d) is None for p in cl.get_platforms() for d in p.get_devices())
+    opencl = _opencl_builds()
     rows = {(r["place"].split(":")[0], r["precision"]): r for r in report["rows"]}
     places = ["cpu", "opencl"] if opencl else ["cpu"]
     assert sorted(rows) == sorted((p, q) for p in places for q in ("float32", "float16"))
@@ -92,3 +92,14 @@ def test_any_model_and_saved_results(tmp_path):
     ops = sum(proto_op_types(RESNET_TINY).values()) - sum(proto_op_types(tmp_path / "model_fp32.pdmodel").values())
     assert report["rows"][0]["ops_fused"] == ops
     assert json.loads(json.dumps(report)) == report
+
+
+def _opencl_builds() -> bool:
+    """Whether an OpenCL device builds programs (pyopencl installed, and a working compiler)."""
+    try:
+        from halfway.kernels.opencl.runtime import find_device
+
+        find_device()
+    except HalfwayError:
+        return False
+    return True

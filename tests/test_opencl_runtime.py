@@ -6,8 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-import pyopencl as cl
 import pytest
+
+cl = pytest.importorskip("pyopencl")
 
 from halfway.executor import OpenCLPlace
 from halfway.ir.dtypes import DType
