@@ -64,8 +64,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if os.environ.get(REQUIRE_OPENCL) != "1" or session.config.stash[_OPENCL_RAN]:
         return
     reason = _no_opencl_reason() or "no test marked opencl was selected"
-    session.config.get_terminal_writer().line(
-        f"{REQUIRE_OPENCL}=1 but no OpenCL test ran: {reason}", red=True)
+    writer = session.config.get_terminal_writer()
+    writer.line()
+    writer.line(f"{REQUIRE_OPENCL}=1 but no OpenCL test ran: {reason}", red=True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
