@@ -7,7 +7,7 @@ import pytest
 import halfway
 from halfway import layers
 from halfway.passes.fuse_bn_relu_conv import clamp_form
-from fusecheck import fuse_and_compare, lively_params, op_types
+from tests.passcheck import fuse_and_compare, lively_params, op_types
 
 
 def _preact(*, layout="NCHW", kernel=1, padding=0, stride=1, groups=1, bias=False, signs="positive",

@@ -5,7 +5,7 @@ import halfway
 from halfway import layers
 from halfway.ir.builder import apply_act, create_parameter
 from halfway.passes.fuse_conv_act import fused_activation
-from fusecheck import ACTIVATIONS, fuse_and_compare, lively_params, op_types, random_cnn
+from tests.passcheck import ACTIVATIONS, fuse_and_compare, lively_params, op_types, random_cnn
 
 
 def _conv_act(act, attrs=None, *, bias=True, groups=1, layout="NCHW", residual=False, extra_reader=False):

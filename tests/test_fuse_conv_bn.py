@@ -9,7 +9,7 @@ from halfway.executor import Executor
 from halfway.ir.builder import create_parameter
 from halfway.ir.errors import PassError
 from halfway.passes import PassManager
-from fusecheck import fuse_and_compare, lively_params, op_types, random_cnn
+from tests.passcheck import fuse_and_compare, lively_params, op_types, random_cnn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "paddle"
 

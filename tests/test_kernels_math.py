@@ -17,16 +17,13 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-import halfway
-from halfway.executor import Executor
-from halfway.ir.builder import append_op, program_guard
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.ir.ops.math import ACTIVATIONS, ELEMENTWISE_OPS, REDUCE_OPS
 from halfway.ir.schema import TensorInfo
 from halfway.kernels.numpy.math import KERNELS, erfc
 from halfway.kernels.registry import KernelSpec, find_kernel, has_kernel
-from tests.oprun import float16_tolerance
+from tests.oprun import float16_tolerance, run_op
 
 RNG = np.random.default_rng(7)
 FLOAT_DTYPES = [np.float32, np.float16]
@@ -36,31 +33,11 @@ OTHER_OPS = {"clip", "scale", "pow", "sum", "cast", "mean"}
 
 # -- helpers ------------------------------------------------------------------------------------
 def run(op_type: str, inputs: dict[str, np.ndarray | list[np.ndarray]], attrs: dict | None = None) -> np.ndarray:
-    """Out of one ``op_type`` op whose inputs are scope parameters (so no feed ops); checks the kernel choice
-    (the dtype of the first input), Out's inferred dtype and shape, and that inputs are intact."""
-    prog, scope = halfway.Program(), halfway.Scope()
-    block = prog.global_block()
-    arrays = {slot: value if isinstance(value, list) else [value] for slot, value in inputs.items()}
-    copies = [a.copy() for values in arrays.values() for a in values]
-    with program_guard(prog):
-        in_vars = {}
-        for slot, values in arrays.items():
-            in_vars[slot] = []
-            for i, array in enumerate(values):
-                var = block.create_var(f"{slot.lower()}_{i}", dtype=array.dtype, shape=array.shape, persistable=True)
-                scope[var.name] = array
-                in_vars[slot].append(var)
-        out = append_op(op_type, in_vars, attrs)["Out"][0]
-    prepared = Executor().prepare(prog, [], [out.name], scope)
-    (result,) = prepared.run({})
-    first = next(iter(arrays.values()))[0]
-    assert [key.dtype for _, _, key in prepared.report.kernels] == [DType.from_any(first.dtype)]
-    assert isinstance(result, np.ndarray)
-    assert (result.dtype, result.shape) == (out.dtype.numpy, tuple(out.shape))
-    for before, after in zip(copies, [a for values in arrays.values() for a in values]):
-        np.testing.assert_array_equal(after, before)
-        assert not np.shares_memory(result, after)
-    return result
+    """Out of one ``op_type`` op whose inputs are parameters, run by the kernel of its first input's dtype."""
+    ran = run_op(op_type, inputs, attrs, params="all")
+    first = next(iter(ran.inputs.values()))[0]
+    assert ran.kernel_dtypes == [DType.from_any(first.dtype)]
+    return ran.out
 
 
 def float32_tolerance(n: int = 1) -> float:

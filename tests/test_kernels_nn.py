@@ -14,9 +14,6 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-import halfway
-from halfway.executor import Executor
-from halfway.ir.builder import append_op, program_guard
 from halfway.ir.dtypes import DType
 from halfway.kernels.numpy import conv as conv_kernels
 from halfway.kernels.numpy.conv import make_epilogue
@@ -34,31 +31,11 @@ def rand(*shape: int, dtype=np.float32) -> np.ndarray:
 
 
 def run(op_type: str, inputs: dict, attrs: dict | None = None, outputs: dict | None = None) -> dict:
-    """Outputs {slot: array} of one ``op_type`` op whose inputs are scope parameters. Checks the
-    kernel's dtype (the first input's), the outputs' inferred dtype and shape, and that the
-    inputs are left as they were."""
-    prog, scope = halfway.Program(), halfway.Scope()
-    block = prog.global_block()
-    copies = {slot: value.copy() for slot, value in inputs.items()}
-    with program_guard(prog):
-        in_vars = {}
-        for slot, value in inputs.items():
-            var = block.create_var(slot.lower(), dtype=value.dtype, shape=value.shape, persistable=True)
-            scope[var.name] = value
-            in_vars[slot] = var
-        out_vars = append_op(op_type, in_vars, attrs, outputs)
-    names = [(slot, vs[0]) for slot, vs in out_vars.items()]
-    prepared = Executor().prepare(prog, [], [v.name for _, v in names], scope)
-    results = prepared.run({})
-    first = next(iter(inputs.values()))
-    assert [key.dtype for _, _, key in prepared.report.kernels] == [DType.from_any(first.dtype)]
-    for (_, var), value in zip(names, results):
-        if value is not None:
-            assert value.dtype == var.dtype.numpy and value.ndim == len(var.shape), var.name
-            assert all(d in (-1, v) for d, v in zip(var.shape, value.shape)), var.name
-    for slot, value in inputs.items():
-        np.testing.assert_array_equal(value, copies[slot])
-    return {slot: value for (slot, _), value in zip(names, results)}
+    """Outputs {slot: array} of one ``op_type`` op whose inputs are parameters, run by the kernel
+    of its first input's dtype."""
+    ran = run_op(op_type, inputs, attrs, params="all", outputs=outputs)
+    assert ran.kernel_dtypes == [DType.from_any(next(iter(inputs.values())).dtype)]
+    return {slot: values[0] for slot, values in ran.outputs.items()}
 
 
 def tolerance(dtype, n: int) -> float:

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from attrs import frozen
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
@@ -27,8 +26,8 @@ from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.ir.schema import TensorInfo
 from halfway.kernels.numpy.tensor import DATA_DTYPES
-from halfway.kernels.registry import KernelKey, KernelSpec, find_kernel
-from tests.oprun import run_op_with_report
+from halfway.kernels.registry import KernelSpec, find_kernel
+from tests.oprun import Ran, read_only, run_op as run
 
 RNG = np.random.default_rng(7)
 OPS = ["concat", "split", "reshape2", "flatten_contiguous_range", "transpose2", "squeeze2", "unsqueeze2",
@@ -57,35 +56,6 @@ def sample(shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
 
 def index_array(values: Sequence[int] | int, dtype: Any = np.int64) -> np.ndarray:
     return np.asarray(values, dtype=dtype)
-
-
-@frozen
-class Ran:
-    outputs: dict[str, list[Any]]
-    kernels: list[KernelKey]
-    inputs: dict[str, list[np.ndarray]]
-
-    @property
-    def out(self) -> Any:
-        return self.outputs["Out"][0]
-
-
-def run(op_type: str, inputs: Mapping[str, np.ndarray | Sequence[np.ndarray]], attrs: Mapping[str, Any] | None = None,
-        *, params: Sequence[str] = (), outputs: Mapping[str, int] | None = None) -> Ran:
-    """``run_op_with_report`` on read-only copies of ``inputs``, checked unchanged afterwards."""
-    given = {slot: [_read_only(a) for a in ([v] if isinstance(v, np.ndarray) else v)] for slot, v in inputs.items()}
-    before = {slot: [a.copy() for a in arrays] for slot, arrays in given.items()}
-    results, report = run_op_with_report(op_type, given, attrs, params=params, outputs=outputs)
-    for slot, arrays in given.items():
-        for array, copy in zip(arrays, before[slot]):
-            assert_bits(array, copy)
-    return Ran(results, [key for _, _, key in report.kernels], given)
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array = np.array(array)
-    array.flags.writeable = False
-    return array
 
 
 def assert_bits(actual: Any, expected: np.ndarray) -> None:
@@ -588,7 +558,7 @@ def test_gather_rejects_indices_out_of_range(index: list[int]) -> None:
 def test_shapes_known_only_at_run_time_flow_through_the_reshape_family() -> None:
     """A fed Shape tensor leaves every later shape unknown at prepare time, so the kernels take
     their run-time paths: flatten, squeeze2, unsqueeze2, split, slice, concat."""
-    x = _read_only(sample((2, 3, 4), np.float16))
+    x = read_only(sample((2, 3, 4), np.float16))
     prog = halfway.Program()
     block = prog.global_block()
     with program_guard(prog):
@@ -605,7 +575,7 @@ def test_shapes_known_only_at_run_time_flow_through_the_reshape_family() -> None
         filled = append_op("fill_constant", {"ShapeTensor": tv}, {"dtype": DType.float16.value, "value": 2.5})["Out"][0]
     assert r.shape == (-1, -1, -1, -1)
     fetched = [flat, squeezed, unsq, *pieces, sliced, joined, filled]
-    feed = {"x": x, "s": _read_only(index_array([1, 6, 1, -1], np.int32)), "t": _read_only(index_array([3, 2]))}
+    feed = {"x": x, "s": read_only(index_array([1, 6, 1, -1], np.int32)), "t": read_only(index_array([3, 2]))}
     prepared = Executor().prepare(prog, list(feed), fetched, halfway.Scope())
     flat_o, sq_o, unsq_o, p0, p1, sl_o, cat_o, fill_o = prepared.run(feed)
     r_ref = x.reshape(1, 6, 1, 4)
@@ -626,7 +596,7 @@ def test_views_of_a_feed_never_let_it_change() -> None:
     """reshape2 -> transpose2 -> slice -> unsqueeze2 -> squeeze2 -> flatten hands views of the feed
     down the chain; assign and concat copy. The feed is read-only (a write would raise) and its
     bytes are checked after the run."""
-    x = _read_only(sample((2, 3, 4), np.float32))
+    x = read_only(sample((2, 3, 4), np.float32))
     before = x.copy()
     prog = halfway.Program()
     block = prog.global_block()

@@ -11,7 +11,7 @@ import pytest
 
 from halfway.executor import OpenCLPlace
 from halfway.kernels.opencl import runtime
-from tests.oprun import run_op, run_op_with_report
+from tests.oprun import run_op
 
 pytestmark = pytest.mark.opencl
 
@@ -33,9 +33,10 @@ def rand(*shape: int, dtype=np.float32, low: float | None = None) -> np.ndarray:
 def check(place: OpenCLPlace, op_type: str, inputs: dict, attrs: dict | None = None, *, params=(),
           rtol: float | None = None, outputs: dict | None = None) -> dict:
     """Run ``op_type`` on both places; the OpenCL outputs must match numpy's."""
-    got, report = run_op_with_report(op_type, inputs, attrs, params=params, outputs=outputs, place=place)
+    ran = run_op(op_type, inputs, attrs, params=params, outputs=outputs, place=place)
+    got, report = ran.outputs, ran.report
     assert report.fallbacks == [], report.summary()
-    want = run_op(op_type, inputs, attrs, params=params, outputs=outputs)
+    want = run_op(op_type, inputs, attrs, params=params, outputs=outputs).outputs
     first = next(iter(inputs.values()))
     dtype = (first if isinstance(first, np.ndarray) else first[0]).dtype
     tol = rtol or (2e-3 if dtype == np.float16 else 2e-5)
@@ -123,9 +124,9 @@ def test_transpose_and_slice(place, dtype):
                                             ("squeeze2", {"axes": [1]}), ("unsqueeze2", {"axes": [0]})])
 def test_reshapes_alias_their_input(place, op_type, attrs):
     x = rand(3, 1, 5, dtype=np.float16)
-    got, report = run_op_with_report(op_type, {"X": x}, attrs, place=place)
-    np.testing.assert_array_equal(got["Out"][0], run_op(op_type, {"X": x}, attrs)["Out"][0])
-    assert report.launches == 0  # a view: nothing to run
+    ran = run_op(op_type, {"X": x}, attrs, place=place)
+    np.testing.assert_array_equal(ran.out, run_op(op_type, {"X": x}, attrs).out)
+    assert ran.report.launches == 0  # a view: nothing to run
 
 
 def test_assign(place):
@@ -260,10 +261,10 @@ def test_tiled_gemm_kernels(monkeypatch, dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_split_k(split_k_place, dtype):
     x, y = rand(3, 37, 600, dtype=dtype), rand(600, 19, dtype=dtype)
-    got, report = run_op_with_report("matmul_v2", {"X": x, "Y": y}, place=split_k_place)
-    assert report.launches == 2  # the partial products, then their sum
-    np.testing.assert_allclose(got["Out"][0].astype(np.float32), run_op("matmul_v2", {"X": x, "Y": y})["Out"][0]
-                               .astype(np.float32), rtol=2e-3, atol=2e-3 * 30)
+    ran = run_op("matmul_v2", {"X": x, "Y": y}, place=split_k_place)
+    assert ran.report.launches == 2  # the partial products, then their sum
+    np.testing.assert_allclose(ran.out.astype(np.float32), run_op("matmul_v2", {"X": x, "Y": y}).out.astype(np.float32),
+                               rtol=2e-3, atol=2e-3 * 30)
     inputs = {"Input": rand(2, 40, 5, 4, dtype=dtype), "Filter": rand(6, 40, 3, 3, dtype=dtype),
               "Bias": rand(6, dtype=dtype)}
     check(split_k_place, "fused_conv2d", inputs, {"paddings": [1, 1], "fuse_activation": "relu"},

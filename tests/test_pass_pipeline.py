@@ -6,7 +6,7 @@ import pytest
 import halfway
 from halfway.executor import Executor
 from halfway.passes import DEFAULT_PIPELINE, PassManager
-from fusecheck import fuse_and_compare, op_types, random_cnn
+from tests.passcheck import fuse_and_compare, op_types, random_cnn
 
 FIXTURES = Path(__file__).parent / "fixtures" / "paddle"
 

@@ -6,7 +6,7 @@ import pytest
 
 import halfway
 from halfway import layers
-from fusecheck import fuse_and_compare, lively_params, op_types
+from tests.passcheck import fuse_and_compare, lively_params, op_types
 
 
 def _pool_conv(*, layout="NCHW", pool_type="avg", exclusive=True, stride=1, padding=1, kernel=1, filters=3,
