@@ -17,7 +17,7 @@ from typing import Any
 
 from halfway.proto import framework_pb2
 
-__all__ = ["halfway", "halfway_json", "one_line_error", "proto_of", "proto_op_types", "ROOT", "RESNET_TINY", "FIXTURES",
+__all__ = ["halfway", "halfway_without", "halfway_json", "one_line_error", "proto_of", "proto_op_types", "ROOT", "RESNET_TINY", "FIXTURES",
            "PLUGIN", "DEMO_ONNX", "BIN"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +34,14 @@ def halfway(*args: Any, env: dict[str, str] | None = None, cwd: Path | None = No
     environ = os.environ | {"COLUMNS": "200"} | (env or {})
     return subprocess.run([sys.executable, "-m", "halfway", *map(str, args)], capture_output=True, text=True, env=environ, cwd=cwd,
                           timeout=600, check=False)
+
+
+def halfway_without(modules: tuple[str, ...], *args: Any) -> subprocess.CompletedProcess:
+    """``halfway ARGS`` in a process where ``modules`` cannot be imported, as if not installed."""
+    code = (f"import sys; sys.modules.update(dict.fromkeys({list(modules)!r})); "
+            "from halfway.cli import main; sys.exit(main())")
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          env=os.environ | {"COLUMNS": "200"}, timeout=600, check=False)
 
 
 def halfway_json(*args: Any) -> Any:
