@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import helper, numpy_helper
 
 __all__ = ["LIGHT_DIR", "LIGHT_MODELS", "light_model", "dummy_inputs", "expected_output", "with_random_weights",
@@ -85,8 +86,9 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], consumer: tuple[st
 
 
 def ort_session(model: onnx.ModelProto, threads: int = 2):
-    """An ONNX Runtime CPU session with ``threads`` intra-op threads."""
-    import onnxruntime
+    """An ONNX Runtime CPU session with ``threads`` intra-op threads; the calling test skips
+    without onnxruntime."""
+    onnxruntime = pytest.importorskip("onnxruntime")
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads

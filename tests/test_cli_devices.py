@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 
 from tests.clirun import halfway, halfway_json
+from tests.extras import import_pyopencl
 
-cl = pytest.importorskip("pyopencl")
+cl = import_pyopencl()
 
 
 def builds(device: cl.Device) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 
 from tests.clirun import halfway, halfway_json
 from tests.onnx_zoo import LIGHT_DIR, dummy_inputs, expected_output
@@ -39,6 +40,7 @@ def test_inspect_reads_the_graph_signature():
 
 
 def test_bench_side_by_side_with_onnxruntime():
+    pytest.importorskip("onnxruntime")
     report = halfway_json("bench", SQUEEZENET, "--place", "cpu", "--compare", "onnxruntime", "--repeat", "3",
                           "--warmup", "1")
     assert [r["runtime"] for r in report["results"]] == ["halfway cpu", "onnxruntime cpu"]

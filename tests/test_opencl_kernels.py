@@ -9,6 +9,10 @@ import attrs
 import numpy as np
 import pytest
 
+from tests.extras import import_pyopencl
+
+import_pyopencl()
+
 from halfway.executor import OpenCLPlace
 from halfway.kernels.opencl import runtime
 from tests.oprun import run_op

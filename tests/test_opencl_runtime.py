@@ -8,7 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-cl = pytest.importorskip("pyopencl")
+from tests.extras import import_pyopencl
+
+cl = import_pyopencl()
 
 from halfway.executor import OpenCLPlace
 from halfway.ir.dtypes import DType

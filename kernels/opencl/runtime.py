@@ -27,10 +27,13 @@ from attrs import frozen
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 
+NEEDS_PYOPENCL = "the OpenCL backend needs pyopencl: pip install 'halfway[opencl]'"
 try:
     import pyopencl as cl
-except ImportError as e:  # pragma: no cover - the opencl extra is installed in CI
-    raise HalfwayError("the OpenCL backend needs pyopencl: pip install 'halfway[opencl]'") from e
+except ImportError as e:
+    raise HalfwayError(NEEDS_PYOPENCL) from e
+if not hasattr(cl, "get_platforms"):  # only pocl-binary-distribution's pyopencl/.libs folder, no pyopencl
+    raise HalfwayError(NEEDS_PYOPENCL)
 
 __all__ = ["Float16Mode", "DeviceCaps", "Runtime", "float16_mode", "find_device", "build_error", "get_runtime",
            "PRECISIONS", "DEVICE_ENV"]
