@@ -1,4 +1,6 @@
-"""OpenCL kernels (through pyopencl): importing this registers them under backend "opencl".
+"""OpenCL kernels (through pyopencl): importing this registers them under backend "opencl", as
+the kernel registry does at the backend's first lookup. pyopencl is imported only when a device
+is used (``runtime.cl``), so the kernels are known on a machine without it.
 
 ``runtime`` holds devices, contexts, the float16 mode and the program cache; ``base`` the binder
 protocol every kernel follows; one module per op family, as the numpy kernels; the OpenCL C
