@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
@@ -128,6 +129,8 @@ FALLBACK_BACKEND = "numpy"
 
 _KERNELS: dict[KernelKey, KernelFactory] = {}
 _LOADED: set[str] = set()
+_LOADING: set[str] = set()  # being imported by the thread holding _LOAD_LOCK: its own lookups go on
+_LOAD_LOCK = threading.RLock()  # another thread's lookup waits for the modules to finish registering
 
 
 def register_kernel(op_type: str, backend: str = "numpy",
@@ -227,7 +230,18 @@ def load_backend(backend: str) -> None:
     """
     if backend in _LOADED:
         return
-    _LOADED.add(backend)  # first: the modules' own registrations look the backend up
+    with _LOAD_LOCK:
+        if backend in _LOADED or backend in _LOADING:
+            return
+        _LOADING.add(backend)
+        try:
+            _load(backend)
+        finally:
+            _LOADING.discard(backend)
+            _LOADED.add(backend)
+
+
+def _load(backend: str) -> None:
     loaders = [(name, lambda name=name: importlib.import_module(name))
                for name in BUILTIN_KERNEL_MODULES.get(backend, ())]
     loaders += [(f"entry point {ep.value}", ep.load) for ep in entry_points(group=ENTRY_POINT_GROUP, name=backend)]

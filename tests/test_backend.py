@@ -104,15 +104,20 @@ def relu(spec):
 '''
 
 
-def test_entry_points_bring_backends_and_their_kernels(tmp_path):
-    (tmp_path / "t_plugin_backend.py").write_text(ENTRY_POINT_MODULE)
-    info = tmp_path / "t_plugin_backend-0.1.dist-info"
+def _installed(folder, module: str, source: str) -> None:
+    """An installed distribution in ``folder`` whose ``halfway.backends`` entry point ``t_plugin``
+    is ``module``, holding ``source``."""
+    (folder / f"{module}.py").write_text(source)
+    info = folder / f"{module}-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: t-plugin-backend\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[halfway.backends]\nt_plugin = t_plugin_backend\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[halfway.backends]\nt_plugin = {module}\n")
+
+
+def _run_plugin_place(folder) -> subprocess.CompletedProcess:
     code = textwrap.dedent(f"""
         import json, sys
-        sys.path.insert(0, {str(tmp_path)!r})
+        sys.path.insert(0, {str(folder)!r})
         import numpy as np
         import halfway
         from halfway import layers
@@ -130,6 +135,19 @@ def test_entry_points_bring_backends_and_their_kernels(tmp_path):
         out = prepared.run({{"x": np.array([-1, 0, 2], np.float32)}})[0]
         print(json.dumps([out.tolist(), [str(k) for _, _, k in prepared.report.kernels]]))
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def test_entry_points_bring_backends_and_their_kernels(tmp_path):
+    _installed(tmp_path, "t_plugin_backend", ENTRY_POINT_MODULE)
+    done = _run_plugin_place(tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [[100, 100, 102], ["relu/t_plugin/float32"]]
+
+
+def test_a_broken_entry_point_is_named(tmp_path):
+    _installed(tmp_path, "t_broken_backend", "import t_not_installed\n")
+    done = _run_plugin_place(tmp_path)
+    assert done.returncode != 0
+    assert ("HalfwayError: loading the t_plugin backend's kernels (entry point t_broken_backend) failed: "
+            "ModuleNotFoundError: No module named 't_not_installed'") in done.stderr
