@@ -1,5 +1,7 @@
-"""OpenCL kernels of the elementwise ops: binary ops with Paddle's broadcasting, activations and
-the other X -> Out ops (``activations.UNARY_OPS``), add_n (``sum``) and float casts.
+"""OpenCL kernels of the elementwise ops: binary ops with Paddle's broadcasting (``OP(a, b)`` from
+the family rows), activations and the other X -> Out ops (``activations.UNARY_OPS``), add_n
+(``sum``) and float casts. Comparisons and logical ops write bool (uchar), where these kernels
+write their operands' element type: their factories decline, and they run on numpy.
 
 Same-shape operands take the flat kernel (four elements per work-item, ``vload4`` or
 ``vload_half4``); broadcasting ones the indexed kernel, whose per-dim strides (0 where an operand
@@ -13,6 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from halfway.ir.dtypes import DType
+from halfway.ir.ops.families import BINARY, COMPARE
+from halfway.ir.ops.family import FLOATS
 from halfway.ir.ops.math import numpy_operand_shapes
 from halfway.kernels.opencl.activations import UNARY_OPS, unary_activation
 from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, contiguous_strides,
@@ -22,17 +26,7 @@ from halfway.kernels.registry import KernelSpec, register_kernel
 
 __all__ = ["BINARY_OPS", "broadcast_meta"]
 
-FLOATS = (DType.float32, DType.float16)
-
-BINARY_OPS = {
-    "elementwise_add": "((a) + (b))",
-    "elementwise_sub": "((a) - (b))",
-    "elementwise_mul": "((a) * (b))",
-    "elementwise_div": "((a) / (b))",
-    "elementwise_max": "fmax(a, b)",
-    "elementwise_min": "fmin(a, b)",
-    "elementwise_pow": "pow(a, b)",
-}
+BINARY_OPS: dict[str, str] = {name: row.opencl for name, row in BINARY.items()}  # type: ignore[misc]
 """Op type -> OP(a, b) in OpenCL C."""
 
 
@@ -135,11 +129,18 @@ def _cast(spec: KernelSpec) -> Binder:
     return bind
 
 
+def _boolean(spec: KernelSpec) -> Binder:
+    raise Unsupported(f"{spec.op_type} writes bool (uchar); the elementwise kernels write their operands' "
+                      f"element type")
+
+
 def _register() -> None:
     for op_type, op in BINARY_OPS.items():
         register_kernel(op_type, "opencl", FLOATS)(_binary(op))
     for op_type in UNARY_OPS:
         register_kernel(op_type, "opencl", FLOATS)(_unary)
+    for op_type in COMPARE:
+        register_kernel(op_type, "opencl", FLOATS)(_boolean)
     register_kernel("sum", "opencl", FLOATS)(_sum)
     register_kernel("cast", "opencl", FLOATS)(_cast)
     INPLACE_OPS.update(BINARY_OPS, UNARY_OPS)
