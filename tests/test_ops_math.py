@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import math
 
 import numpy as np
 import pytest
@@ -155,28 +154,6 @@ def test_elementwise_dtypes_and_slots():
 
 
 # -- activations --------------------------------------------------------------------------------
-def _erf(x: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf)(x)
-
-
-ACTIVATION_REF = {
-    "relu": lambda x: np.maximum(x, 0),
-    "relu6": lambda x: np.clip(x, 0, 6),
-    "leaky_relu": lambda x: np.where(x > 0, x, 0.02 * x),
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "tanh": np.tanh,
-    "hard_swish": lambda x: x * np.clip(x + 3, 0, 6) / 6,
-    "hard_sigmoid": lambda x: np.clip(0.2 * x + 0.5, 0, 1),
-    "swish": lambda x: x / (1 + np.exp(-x)),
-    "silu": lambda x: x / (1 + np.exp(-x)),
-    "gelu": lambda x: 0.5 * x * (1 + _erf(x / np.sqrt(2))),
-    "softplus": lambda x: np.log1p(np.exp(x)),
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "abs": np.abs,
-}
-
 # Paddle's attr defaults of the activations that have attrs.
 PADDLE_DEFAULTS = {
     "relu6": {"threshold": 6.0},
@@ -190,19 +167,17 @@ PADDLE_DEFAULTS = {
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 5), (7,), ()])
-def test_activations_match_numpy(shape):
-    assert set(ACTIVATION_REF) == set(UNARY)
-    x = rand(shape, -2.0, 2.0)
-    for op_type, ref in ACTIVATION_REF.items():
-        arg = np.abs(x) + 0.1 if op_type in ("log", "sqrt") else x
-        assert out(op_type, X=arg) == (ref(arg).shape, DType.float32), op_type
+def test_activations_keep_shape_and_dtype(shape):
+    for op_type in UNARY:
+        assert out(op_type, X=t(shape)) == (shape, DType.float32), op_type
         assert out(op_type, X=t((-1,) + shape, "float16")) == ((-1,) + shape, DType.float16), op_type
 
 
 def test_activation_schemas():
+    for op_type, defaults in PADDLE_DEFAULTS.items():
+        assert get_schema(op_type).defaults() == pytest.approx(defaults), op_type
     for op_type in UNARY:
         schema = get_schema(op_type)
-        assert schema.defaults() == pytest.approx(PADDLE_DEFAULTS.get(op_type, {})), op_type
         assert schema.inplace == {"X": "Out"} and schema.decisive_slots == ("X",)
 
 
