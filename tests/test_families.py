@@ -260,3 +260,16 @@ def check_activation_on_opencl(name: str, attrs: dict, ref: Callable[[np.ndarray
     assert prepared.report.fallbacks == [], prepared.report.summary()
     np.testing.assert_allclose(prepared.run(feed)[0], Executor().run(prog, feed, [out], scope)[0],
                                rtol=1e-4, atol=1e-5)
+
+
+def _mish(x: np.ndarray) -> np.ndarray:
+    return x * np.tanh(np.log1p(np.exp(x)))
+
+
+def test_mish():
+    check_activation("mish", {}, _mish, "Mish", {})
+
+
+@pytest.mark.opencl
+def test_mish_on_opencl():
+    check_activation_on_opencl("mish", {}, _mish)
