@@ -273,3 +273,18 @@ def test_mish():
 @pytest.mark.opencl
 def test_mish_on_opencl():
     check_activation_on_opencl("mish", {}, _mish)
+
+
+def _selu(scale: float, alpha: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda x: scale * np.where(x > 0, x, alpha * (np.exp(x) - 1))
+
+
+def test_selu():
+    assert get_schema("selu").defaults() == {"scale": 1.0507009873554805, "alpha": 1.6732632423543772}
+    check_activation("selu", {}, _selu(1.0507009873554805, 1.6732632423543772), "Selu", {})
+    check_activation("selu", {"scale": 2.0, "alpha": 0.5}, _selu(2.0, 0.5), "Selu", {"gamma": 2.0, "alpha": 0.5})
+
+
+@pytest.mark.opencl
+def test_selu_on_opencl():
+    check_activation_on_opencl("selu", {"scale": 2.0, "alpha": 0.5}, _selu(2.0, 0.5))
