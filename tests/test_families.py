@@ -213,12 +213,27 @@ def test_onnx_comparisons_and_logical_ops_match_onnxruntime_and_the_reference(on
 
 
 @pytest.mark.opencl
-def test_comparisons_fall_back_to_numpy_on_opencl_with_the_reason():
-    x, y = _values(np.float32, (3, 5)), _values(np.float32, (3, 5))
-    got, report = run_op_with_report("less_equal", {"X": x, "Y": y}, place=OpenCLPlace())
-    assert [reason for _, _, reason in report.fallbacks] == [
-        "less_equal writes bool (uchar); the elementwise kernels write their operands' element type"]
-    np.testing.assert_array_equal(got["Out"][0], x <= y)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("name", sorted(n for n, row in COMPARE.items() if row.arity == 2))
+def test_comparisons_of_floats_run_on_opencl(name, dtype):
+    row, x = COMPARE[name], _values(dtype, (3, 5, 7))
+    x[0, 0, :2] = np.nan
+    small = (_values(dtype, (5,)), {"axis": 1}) if row.axis else (_values(dtype, (7,)), {})
+    for y, attrs in ((_values(dtype, (3, 5, 7)), {}), small):
+        got, report = run_op_with_report(name, {"X": x, "Y": y}, attrs, place=OpenCLPlace())
+        assert report.fallbacks == [], report.summary()
+        np.testing.assert_array_equal(got["Out"][0], run_op(name, {"X": x, "Y": y}, attrs)["Out"][0])
+
+
+@pytest.mark.opencl
+def test_logical_not_and_bool_operands_run_on_numpy_from_opencl():
+    x = _values(np.bool_, (3, 5))
+    got, report = run_op_with_report("logical_not", {"X": x.astype(np.float32)}, place=OpenCLPlace())
+    assert [reason for _, _, reason in report.fallbacks] == ["logical_not has no OpenCL expression"]
+    np.testing.assert_array_equal(got["Out"][0], ~x)
+    got, report = run_op_with_report("logical_and", {"X": x, "Y": x[::-1]}, place=OpenCLPlace())
+    assert [reason for _, _, reason in report.fallbacks] == ["no OpenCL kernel for bool"]
+    np.testing.assert_array_equal(got["Out"][0], x & x[::-1])
 
 
 # -- a new activation, whole ----------------------------------------------------------------------

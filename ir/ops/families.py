@@ -140,22 +140,24 @@ BINARY: dict[str, Elementwise] = _table([
 """Op type -> row of the elementwise X, Y -> Out ops (Y broadcast into X from dim ``axis``)."""
 
 
-def _compare(name: str, arity: int, doc: str, numpy: Any, onnx: str | None, axis: bool) -> Elementwise:
-    return Elementwise(name, arity, doc, numpy, None, dtypes=ALL_DTYPES, exact_half=True,
+def _compare(name: str, arity: int, doc: str, numpy: Any, opencl: str | None, onnx: str | None,
+             axis: bool) -> Elementwise:
+    return Elementwise(name, arity, doc, numpy, opencl, dtypes=ALL_DTYPES, exact_half=True,
                        onnx=Onnx(onnx) if onnx else None, out_dtype=DType.bool, axis=axis)
 
 
 COMPARE: dict[str, Elementwise] = _table([
-    _compare("equal", 2, "X == Y", np.equal, "Equal", True),
-    _compare("not_equal", 2, "X != Y", np.not_equal, None, True),
-    _compare("greater_than", 2, "X > Y", np.greater, "Greater", True),
-    _compare("greater_equal", 2, "X >= Y", np.greater_equal, "GreaterOrEqual", True),
-    _compare("less_than", 2, "X < Y", np.less, "Less", True),
-    _compare("less_equal", 2, "X <= Y", np.less_equal, "LessOrEqual", True),
-    _compare("logical_and", 2, "X and Y (nonzero is true)", np.logical_and, "And", False),
-    _compare("logical_or", 2, "X or Y (nonzero is true)", np.logical_or, "Or", False),
-    _compare("logical_xor", 2, "X xor Y (nonzero is true)", np.logical_xor, "Xor", False),
-    _compare("logical_not", 1, "not X (nonzero is true)", np.logical_not, "Not", False),
+    _compare("equal", 2, "X == Y", np.equal, "(a) == (b)", "Equal", True),
+    _compare("not_equal", 2, "X != Y", np.not_equal, "(a) != (b)", None, True),
+    _compare("greater_than", 2, "X > Y", np.greater, "(a) > (b)", "Greater", True),
+    _compare("greater_equal", 2, "X >= Y", np.greater_equal, "(a) >= (b)", "GreaterOrEqual", True),
+    _compare("less_than", 2, "X < Y", np.less, "(a) < (b)", "Less", True),
+    _compare("less_equal", 2, "X <= Y", np.less_equal, "(a) <= (b)", "LessOrEqual", True),
+    _compare("logical_and", 2, "X and Y (nonzero is true)", np.logical_and, "(a) != 0 && (b) != 0", "And", False),
+    _compare("logical_or", 2, "X or Y (nonzero is true)", np.logical_or, "(a) != 0 || (b) != 0", "Or", False),
+    _compare("logical_xor", 2, "X xor Y (nonzero is true)", np.logical_xor, "((a) != 0) != ((b) != 0)", "Xor",
+             False),
+    _compare("logical_not", 1, "not X (nonzero is true)", np.logical_not, None, "Not", False),
 ])
 """Op type -> row of the comparisons and logical ops: bool Out, Y broadcast into X (the
 comparisons from dim ``axis``, the logical ops numpy's way)."""

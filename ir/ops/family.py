@@ -73,8 +73,8 @@ class Elementwise:
     ``numpy(x[, y], **attrs)`` is the math (float attrs arrive as scalars of the kernel dtype; a
     unary function that takes ``out`` may write in place), ``ints`` replaces it for int dtypes.
     ``opencl`` is ``ACT(x)`` (unary: parameters ``a0..a2`` from the attrs named in ``params``,
-    ``R(v)`` a literal) or ``OP(a, b)`` (binary) in OpenCL C, or a function of the attrs giving
-    it; None where OpenCL has no kernel. ``exact_half``: float16 runs on the float16 arrays as they
+    ``R(v)`` a literal), ``OP(a, b)`` (binary) or ``CMP(a, b)`` (comparisons: a condition) in
+    OpenCL C, or a function of the attrs giving it; None where OpenCL has no kernel. ``exact_half``: float16 runs on the float16 arrays as they
     are (one correctly rounded operation), not widened. ``out_dtype``: Out's dtype where it is not
     X's (bool for comparisons). ``axis``: the op has Paddle's ``axis`` attr.
     """
