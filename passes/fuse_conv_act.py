@@ -11,18 +11,16 @@ Rules (applied until nothing matches, so the steps chain):
 3. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
 4. fused_conv2d without activation + activation -> fused_conv2d with it.
 
-Activations and how their attrs map to fuse_alpha / fuse_beta (the fused kernel's meaning):
-relu; leaky_relu (alpha -> fuse_alpha); relu6 (threshold > 0 -> fuse_beta); sigmoid;
-swish (beta != 0 -> fuse_alpha); hard_swish (``X * min(max(X + offset, 0), threshold) / scale``
-with threshold == scale and offset != 0 -> fuse_alpha 1/scale, fuse_beta offset/scale).
-An activation whose attrs fall outside these is left alone.
+The activations are the family rows marked absorbable (``halfway.ir.ops.families``); each row
+says how its attrs map to fuse_alpha / fuse_beta (``halfway.ir.ops.family.fused_params``). An
+activation whose attrs no pair expresses is left alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from halfway.ir.operator import Operator
+from halfway.ir.ops.families import UNARY, absorbable
+from halfway.ir.ops.family import fused_params
 from halfway.passes.fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
 from halfway.passes.pattern import pattern
 from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
@@ -31,39 +29,13 @@ __all__ = ["RULES", "fused_activation"]
 
 _CONVS = "|".join(CONVS)
 _ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=x, Filter=w, ...)"
-_ACTS = "relu|relu6|leaky_relu|sigmoid|swish|hard_swish"
-
-
-def _relu6(act: Operator) -> tuple[float, float] | None:
-    threshold = act.attr("threshold")
-    return (0.0, threshold) if threshold > 0 else None
-
-
-def _swish(act: Operator) -> tuple[float, float] | None:
-    beta = act.attr("beta")
-    return (beta, 0.0) if beta != 0 else None
-
-
-def _hard_swish(act: Operator) -> tuple[float, float] | None:
-    threshold, scale, offset = act.attr("threshold"), act.attr("scale"), act.attr("offset")
-    if scale <= 0 or threshold != scale or offset == 0:
-        return None
-    return (1.0 / scale, offset / scale)
-
-
-_PARAMS: dict[str, Callable[[Operator], tuple[float, float] | None]] = {
-    "relu": lambda act: (0.0, 0.0),
-    "leaky_relu": lambda act: (act.attr("alpha"), 0.0),
-    "relu6": _relu6,
-    "sigmoid": lambda act: (0.0, 0.0),
-    "swish": _swish,
-    "hard_swish": _hard_swish,
-}
+_ACTS = "|".join(absorbable())
 
 
 def fused_activation(act: Operator) -> tuple[str, float, float] | None:
     """(fuse_activation, fuse_alpha, fuse_beta) computing ``act``, or None if the fused kernel cannot."""
-    params = _PARAMS[act.type](act) if act.type in _PARAMS else None
+    row = UNARY.get(act.type)
+    params = fused_params(row, {a.name: act.attr(a.name) for a in row.attrs}) if row is not None else None
     return (act.type, *params) if params is not None else None
 
 

@@ -9,9 +9,9 @@ Rules (applied until nothing matches, so they chain):
    Gemm's transB) becomes a new parameter holding W.T, when the scope holds W;
 2. mul (2-D parameter W, y_num_col_dims 1) + the same bias add -> fc with in_num_col_dims =
    x_num_col_dims;
-3. fc without activation + an activation its kernel computes with default parameters (relu,
-   sigmoid, relu6 at 6, swish with beta 1, hard_swish with threshold = scale = 6 and offset 3)
-   -> fc with activation_type.
+3. fc without activation + an absorbable activation (``halfway.ir.ops.families``) its epilogue
+   computes without parameters (``fc_absorbable``: relu, sigmoid, relu6 at 6, ...) -> fc with
+   activation_type.
 """
 
 from __future__ import annotations
@@ -19,18 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from halfway.ir.operator import Operator
+from halfway.ir.ops.families import UNARY, fc_absorbable
 from halfway.passes.pattern import pattern
 from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 
-_DEFAULT_ATTRS: dict[str, dict[str, float]] = {
-    "relu": {},
-    "sigmoid": {},
-    "relu6": {"threshold": 6.0},
-    "swish": {"beta": 1.0},
-    "hard_swish": {"threshold": 6.0, "scale": 6.0, "offset": 3.0},
-}
+_ACTS = [name for name, row in UNARY.items() if fc_absorbable(row)]
 
 
 def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | None:
@@ -57,8 +52,8 @@ def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: 
 
 
 def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator, **_: str) -> Operator | None:
-    wanted = _DEFAULT_ATTRS[act.type]
-    if any(act.attr(name) != value for name, value in wanted.items()):
+    row = UNARY[act.type]
+    if not fc_absorbable(row, {a.name: act.attr(a.name) for a in row.attrs}):
         return None
     return copy_op(fc, outputs={"Out": act.output("Out")}, attrs={"activation_type": act.type})
 
@@ -69,7 +64,7 @@ RULES = Rules([
     # mul + elementwise_add(bias) -> fc
     Rule(pattern("add:elementwise_add(X=mm:mul(X=x, Y=w:param), Y=b:param)"), _fc, "mul + bias -> fc"),
     # fc (no activation) + activation -> fc(activation_type)
-    Rule(pattern(f"act:{'|'.join(_DEFAULT_ATTRS)}(X=fc:fc(Input=x, W=w, ...))",
+    Rule(pattern(f"act:{'|'.join(_ACTS)}(X=fc:fc(Input=x, W=w, ...))",
                  attrs={"fc": {"activation_type": ""}}), _fc_act, "fc + activation -> fc"),
 ])
 

@@ -61,14 +61,14 @@ def test_channels_last_and_fc_match_numpy(act, shape):
 
 
 def test_arrays_the_loops_do_not_take_run_as_numpy_passes():
-    act = jit.compiled_activation("relu", 0.0, 0.0)
+    act = jit.compiled_activation("relu", {})
     out64 = np.ones((1, 2, 3, 3))
     assert not jit.compiled_epilogue(act, False, out64, out64, None, None)
     strided = _values((2, 3, 8))[..., ::2]
     assert not jit.compiled_epilogue(act, True, np.empty((2, 3, 4), np.float32), strided, None, None)
     got, want = _both((4,), ("relu", 0.0, 0.0), np.empty((2, 3, 4), np.float32), _values((4,)), None, strided)
     np.testing.assert_array_equal(got, want)
-    assert jit.compiled_activation("sigmoid", 0.0, 0.0) is None
+    assert jit.compiled_activation("sigmoid", {}) is None
 
 
 def test_halfway_jit_0_turns_the_loops_off():
@@ -136,7 +136,7 @@ def test_depthwise_3x3_loop_matches_the_reference(monkeypatch, act, case, with_r
 
 
 def test_depthwise_arrays_the_loop_does_not_take_are_refused():
-    act = jit.compiled_activation("", 0.0, 0.0)
+    act = jit.compiled_activation("", {})
     x, w = np.ones((1, 2, 4, 4), np.float32), np.ones((2, 1, 3, 3), np.float32)
     out = np.empty((1, 2, 4, 4), np.float32)
     assert jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, w, None, None)

@@ -19,6 +19,7 @@ import functools
 import importlib.util
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = ["JIT", "CompiledActivation", "compiled_activation", "compiled_epilogu
 log = logging.getLogger("halfway.kernels")
 
 _CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3}
+"""The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold."""
 
 
 class _Loops(NamedTuple):
@@ -110,15 +112,13 @@ def _loops() -> _Loops | None:
     return _Loops(channels_mid, channels_last, jit_windows.build(njit, activate))
 
 
-def compiled_activation(name: str, alpha: float, beta: float) -> CompiledActivation | None:
-    """``name`` with Paddle's fused-op parameters (as ``conv.make_activation`` reads them) for the
-    compiled loops, or None where they lack it or numba is missing."""
-    if not JIT or name not in _CODES:
+def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActivation | None:
+    """Activation ``op_type`` ("" for none) with ``attrs`` for the compiled loops, or None where
+    they lack it or numba is missing."""
+    if not JIT or op_type not in _CODES:
         return None
-    if name == "leaky_relu" and np.float32(alpha) == 0:
-        name = "relu"  # as make_activation: a zero slope is relu
-    top = beta if beta > 0 else alpha if alpha > 0 else 6.0
-    return CompiledActivation(_CODES[name], np.float32(alpha), np.float32(top))
+    return CompiledActivation(_CODES[op_type], np.float32(attrs.get("alpha", 0.0)),
+                              np.float32(attrs.get("threshold", 0.0)))
 
 
 def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndarray, source: np.ndarray,
