@@ -232,7 +232,7 @@ def test_logical_not_and_bool_operands_run_on_numpy_from_opencl():
     assert [reason for _, _, reason in report.fallbacks] == ["logical_not has no OpenCL expression"]
     np.testing.assert_array_equal(got["Out"][0], ~x)
     got, report = run_op_with_report("logical_and", {"X": x, "Y": x[::-1]}, place=OpenCLPlace())
-    assert [reason for _, _, reason in report.fallbacks] == ["no OpenCL kernel for bool"]
+    assert [reason for _, _, reason in report.fallbacks] == ["no opencl kernel for bool"]
     np.testing.assert_array_equal(got["Out"][0], x & x[::-1])
 
 
