@@ -171,7 +171,7 @@ def _input_count(model, rng):
     if rng.random() < 0.5 and node.input:
         del node.input[-1]
     else:
-        node.input.append(node.input[0])
+        node.input.append(node.input[0] if node.input else "x")
 
 
 def _opset(model, rng):
