@@ -33,7 +33,7 @@ def test_default_pipeline_fuses_and_keeps_paddles_outputs(tmp_path):
     done = cli("transpile", RESNET_TINY, "-o", tmp_path / "fused")
     assert done.returncode == 0, done.stderr
     saved = tmp_path / "fused.pdmodel"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fused.pdiparams", "fused.pdmodel"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fused.pdiparams", "fused.pdmodel", "fused.pdmodel.sha256"]
     before, after = proto_op_types(RESNET_TINY), proto_op_types(saved)
     assert "batch_norm" not in after and after["fused_conv2d"] > 0
     assert sum(after.values()) < sum(before.values())

@@ -178,3 +178,24 @@ def test_pool_loop_matches_the_numpy_passes(monkeypatch, kind, case):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     else:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_the_compiled_loops_come_from_the_user_cache_in_the_next_process(tmp_path):
+    code = ("import numpy as np\n"
+            "from halfway.kernels.numpy import jit\n"
+            "loops = jit._loops()\n"
+            "out, x = np.zeros((1, 2, 5, 5), np.float32), np.ones((1, 2, 5, 5), np.float32)\n"
+            "loops.channels_mid(out, x, np.ones(2, np.float32), x, 1, np.float32(0), np.float32(6))\n"
+            "loops.pool3x3(out, x, 1, 1, 1, 1, None)\n"
+            "stats = [loop.stats for loop in (loops.channels_mid, loops.pool3x3)]\n"
+            "print(sum(len(s.cache_hits) for s in stats), sum(len(s.cache_misses) for s in stats))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"} | {"XDG_CACHE_HOME": str(tmp_path)}
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        return [int(n) for n in done.stdout.split()]
+
+    assert run()[1] > 0  # compiled and written to the cache
+    files = sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*"))
+    assert run() == [2, 0]  # both loops found, nothing compiled
+    assert sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*")) == files

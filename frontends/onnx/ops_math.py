@@ -167,6 +167,12 @@ def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         axes = [] if axes is None else [int(a) for a in axes.reshape(-1)]
     else:
         axes = list(attrs.get("axes", []))
+    for flag in ("keepdims", "noop_with_empty_axes"):
+        if attrs.get(flag, 0) not in (0, 1):
+            ctx.fail(f"{flag} is {attrs[flag]}; it must be 0 or 1")
+    rank = len(ctx.shape(node.input[0]))
+    if len({ctx.axis(a, rank, "axes entry") for a in axes}) != len(axes):
+        ctx.fail(f"axes {axes} repeat an axis")
     if not axes and attrs.get("noop_with_empty_axes", 0):
         ctx.emit("assign", {"X": node.input[0]}, {"Out": node.output[0]})
         return
