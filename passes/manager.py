@@ -14,7 +14,8 @@
 3. After each pass the verifier runs (``verify=True``); with ``timing`` each record holds its
    time, with ``count_ops`` the op counts before/after; ``dump_dir`` gets the IR text before
    and after every pass; ``debug`` runs the program on random feeds before and after every pass
-   and compares the outputs (``rtol``/``atol``).
+   and compares the outputs (``rtol``/``atol``), on the reference evaluator
+   (``halfway.kernels.evaluate``).
 4. Any failure raises a PassError naming the pass (and position) with the cause chained; the
    caller's program and scope are untouched (with ``in_place`` the program may be half-changed).
 """
@@ -36,6 +37,7 @@ from halfway.ir.dtypes import VarKind
 from halfway.ir.program import FETCH_VAR, Program
 from halfway.ir.scope import Scope
 from halfway.ir.verifier import verify as verify_program
+from halfway.kernels.evaluate import evaluate
 from halfway.passes.base import Pass, PassResult, get_pass
 
 __all__ = ["PassManager", "PassRecord", "PipelineResult", "parse_pipeline"]
@@ -221,9 +223,7 @@ class _NumericCheck:
         self.expected = self._run(program)
 
     def _run(self, program: Program) -> list[np.ndarray]:
-        from halfway.executor import Executor
-
-        return Executor().run(program, self.feeds, self.fetches, self.scope)
+        return evaluate(program, self.feeds, self.fetches, self.scope)
 
     def check(self, program: Program) -> None:
         got = self._run(program)
