@@ -29,6 +29,8 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
 import attrs
 import numpy as np
 
@@ -50,8 +52,8 @@ Pipeline = str | Sequence[PassSpec] | None
 
 @attrs.frozen
 class PassRecord:
-    """What one pass did: its stats, and where asked its wall and CPU time (of this process)
-    and op counts (by type)."""
+    """What one pass did: its stats and report (``PassResult.report``), and where asked its wall
+    and CPU time (of this process) and op counts (by type)."""
 
     name: str
     modified: bool
@@ -60,6 +62,7 @@ class PassRecord:
     cpu_seconds: float | None = None
     ops_before: Mapping[str, int] | None = None
     ops_after: Mapping[str, int] | None = None
+    report: Any = None
 
     @property
     def op_delta(self) -> dict[str, int]:
@@ -164,7 +167,7 @@ class PassManager:
         self._dump(position, p.name, "after", result.program)
         after = _op_counts(result.program) if self.count_ops else None
         record = PassRecord(p.name, result.modified, dict(result.stats), seconds if self.timing else None,
-                            cpu_seconds if self.timing else None, before, after)
+                            cpu_seconds if self.timing else None, before, after, result.report)
         return result.program, record
 
     def _dump(self, position: int, name: str, when: str, program: Program) -> None:

@@ -11,7 +11,7 @@ float16 holds magnitudes up to 65504; below 2**-14 it keeps fewer bits (subnorma
   parameter weight, max |input| times the largest sum of |weight| one output adds up;
 * parameters that are converted count their values that become subnormal or zero.
 
-The first and the last are counted while the parameters are converted (``float16_values``).
+The first and the last are counted while the parameters are converted (``values``).
 
 Calibration runs the float32 program on the reference evaluator (``halfway.kernels.evaluate``),
 which records every var's range as it is computed.
@@ -29,8 +29,8 @@ from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.kernels.evaluate import evaluate
-from halfway.passes.float16_policy import float_var
-from halfway.passes.float16_values import Losses
+from halfway.passes.float16.policy import float_var
+from halfway.passes.float16.values import Losses
 
 __all__ = ["parameter_pins", "calibrate", "calibration_pins", "ACCUMULATING"]
 
