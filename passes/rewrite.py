@@ -86,7 +86,7 @@ class NearMiss:
 
     rule: str
     root: str
-    reason: str
+    reason: str = _NO_REASON
 
     def __str__(self) -> str:
         return f"{self.rule!r} at {self.root}: {self.reason}"
