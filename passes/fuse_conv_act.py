@@ -23,12 +23,12 @@ from halfway.ir.ops.families import UNARY, absorbable
 from halfway.ir.ops.family import fused_params
 from halfway.passes.fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
 from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES", "fused_activation"]
 
 _CONVS = "|".join(CONVS)
-_ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=x, Filter=w, ...)"
+_ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=_, Filter=_, ...)"
 _ACTS = "|".join(absorbable())
 
 
@@ -39,28 +39,29 @@ def fused_activation(act: Operator) -> tuple[str, float, float] | None:
     return (act.type, *params) if params is not None else None
 
 
-def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, x: str, w: str, b: str) -> Operator | None:
+def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, b: str) -> Operator | Decline:
     out = ctx.var(conv.output("Output")[0]).shape or ()
     if not is_channel_bias(out, ctx.var(b).shape or (), add.attr("axis"), conv_channel_dim(conv)):
-        return None
+        return ctx.decline(f"{b} (shape {list(ctx.var(b).shape or ())}) is not one value per output channel")
     vector = channel_vector(ctx, b)
     if vector is None:
-        return None
+        return ctx.decline(f"the scope holds no value for the bias {b}")
     return copy_op(conv, type="fused_conv2d", inputs={"Bias": vector}, outputs={"Output": add.output("Out")})
 
 
-def _fuse_residual(ctx: RewriteContext, *, add: Operator, conv: Operator, r: str, **_: str) -> Operator | None:
+def _fuse_residual(ctx: RewriteContext, *, add: Operator, conv: Operator, r: str) -> Operator | Decline:
     out, other = ctx.var(conv.output("Output")[0]), ctx.var(r)
-    plain = conv.type != "fused_conv2d" or (conv.attr("fuse_activation") == "" and not conv.input("ResidualData"))
-    if not plain or out.shape != other.shape or out.dtype is not other.dtype or any(d < 0 for d in out.shape or ()):
-        return None
+    if conv.type == "fused_conv2d" and (conv.attr("fuse_activation") != "" or conv.input("ResidualData")):
+        return ctx.decline("the fused conv already has an activation or a residual")
+    if out.shape != other.shape or out.dtype is not other.dtype or any(d < 0 for d in out.shape or ()):
+        return ctx.decline(f"the residual {r} is not a known tensor of the conv output's shape and dtype")
     return copy_op(conv, type="fused_conv2d", inputs={"ResidualData": r}, outputs={"Output": add.output("Out")})
 
 
-def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator, **_: str) -> Operator | None:
+def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator) -> Operator | Decline:
     fused = fused_activation(act)
     if fused is None:
-        return None
+        return ctx.decline(f"the fused conv cannot compute this {act.type} (its attrs are out of range)")
     name, alpha, beta = fused
     return copy_op(conv, type="fused_conv2d", outputs={"Output": act.output("Out")},
                    attrs={"fuse_activation": name, "fuse_alpha": alpha, "fuse_beta": beta})
@@ -68,7 +69,7 @@ def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator, **_: str) -
 
 RULES = Rules([
     # conv2d + elementwise_add(bias) -> fused_conv2d(Bias)
-    Rule(pattern(f"add:elementwise_add(X=conv:{_CONVS}(Input=x, Filter=w), Y=b:param)"), _fuse_bias,
+    Rule(pattern(f"add:elementwise_add(X=conv:{_CONVS}(Input=_, Filter=_), Y=b:param)"), _fuse_bias,
          "conv2d + bias -> fused_conv2d"),
     # conv2d / fused_conv2d (no activation) + elementwise_add(same-shape tensor) -> fused_conv2d(ResidualData)
     Rule(pattern(f"add:elementwise_add(X={_ANY_CONV}, Y=r)"), _fuse_residual, "conv2d + residual -> fused_conv2d"),
@@ -79,10 +80,10 @@ RULES = Rules([
     # sum(same-shape tensor, conv2d) -> fused_conv2d(ResidualData)
     Rule(pattern(f"add:sum(X=[r, {_ANY_CONV}])"), _fuse_residual, "sum(residual, conv2d) -> fused_conv2d"),
     # conv2d + activation -> fused_conv2d(fuse_activation)
-    Rule(pattern(f"act:{_ACTS}(X=conv:{_CONVS}(Input=x, Filter=w))"), _fuse_act,
+    Rule(pattern(f"act:{_ACTS}(X=conv:{_CONVS}(Input=_, Filter=_))"), _fuse_act,
          "conv2d + activation -> fused_conv2d"),
     # fused_conv2d (no activation) + activation -> fused_conv2d(fuse_activation)
-    Rule(pattern(f"act:{_ACTS}(X=conv:fused_conv2d(Input=x, Filter=w, ...))",
+    Rule(pattern(f"act:{_ACTS}(X=conv:fused_conv2d(Input=_, Filter=_, ...))",
                  attrs={"conv": {"fuse_activation": ""}}), _fuse_act,
          "fused_conv2d + activation -> fused_conv2d"),
 ])

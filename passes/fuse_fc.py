@@ -21,40 +21,43 @@ import numpy as np
 from halfway.ir.operator import Operator
 from halfway.ir.ops.families import UNARY, fc_absorbable
 from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 
 _ACTS = [name for name, row in UNARY.items() if fc_absorbable(row)]
 
 
-def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | None:
+def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | Decline:
     x_shape, w_shape, b_shape = (ctx.var(n).shape or () for n in (x, w, b))
     out_rank = len(ctx.var(add.input("X")[0]).shape or ())
     transposed = mm.type == "matmul_v2" and mm.attr("trans_y")
-    if len(w_shape) != 2 or b_shape != (w_shape[0 if transposed else 1],) or add.attr("axis") not in (-1, out_rank - 1):
-        return None
+    if len(w_shape) != 2:
+        return ctx.decline(f"the weight {w} is not 2-D (shape {list(w_shape)})")
+    if b_shape != (w_shape[0 if transposed else 1],) or add.attr("axis") not in (-1, out_rank - 1):
+        return ctx.decline(f"the add of {b} (shape {list(b_shape)}, axis {add.attr('axis')}) is not a bias "
+                           f"on the last dim")
     if mm.type == "mul":
         if mm.attr("y_num_col_dims") != 1:
-            return None
+            return ctx.decline("mul's y_num_col_dims is not 1")
         cols = mm.attr("x_num_col_dims")
     else:
         if mm.attr("trans_x") or len(x_shape) < 2:
-            return None
+            return ctx.decline("X is transposed or of rank < 2")
         cols = len(x_shape) - 1
         if transposed:
             value = ctx.value(w)
             if value is None:
-                return None
+                return ctx.decline(f"the scope holds no value for the transposed weight {w}")
             w = ctx.new_param(f"{w}.transposed", np.ascontiguousarray(value.T))
     return Operator("fc", {"Input": x, "W": w, "Bias": b}, {"Out": add.output("Out")},
                     {"in_num_col_dims": cols, "activation_type": ""})
 
 
-def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator, **_: str) -> Operator | None:
+def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator) -> Operator | Decline:
     row = UNARY[act.type]
     if not fc_absorbable(row, {a.name: act.attr(a.name) for a in row.attrs}):
-        return None
+        return ctx.decline(f"fc computes {act.type} only with its default attrs")
     return copy_op(fc, outputs={"Out": act.output("Out")}, attrs={"activation_type": act.type})
 
 
@@ -64,7 +67,7 @@ RULES = Rules([
     # mul + elementwise_add(bias) -> fc
     Rule(pattern("add:elementwise_add(X=mm:mul(X=x, Y=w:param), Y=b:param)"), _fc, "mul + bias -> fc"),
     # fc (no activation) + activation -> fc(activation_type)
-    Rule(pattern(f"act:{'|'.join(_ACTS)}(X=fc:fc(Input=x, W=w, ...))",
+    Rule(pattern(f"act:{'|'.join(_ACTS)}(X=fc:fc(Input=_, W=_, ...))",
                  attrs={"fc": {"activation_type": ""}}), _fc_act, "fc + activation -> fc"),
 ])
 
