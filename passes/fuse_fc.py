@@ -57,7 +57,7 @@ def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: 
 def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator) -> Operator | Decline:
     row = UNARY[act.type]
     if not fc_absorbable(row, {a.name: act.attr(a.name) for a in row.attrs}):
-        return ctx.decline(f"fc computes {act.type} only with its default attrs")
+        return ctx.decline(f"fc computes {act.type} only with {({a.name: a.default for a in row.attrs})}")
     return copy_op(fc, outputs={"Out": act.output("Out")}, attrs={"activation_type": act.type})
 
 
