@@ -87,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     output = Output(json_mode=getattr(args, "json", False))
     try:
         args.loaded_plugins = load_plugins(getattr(args, "plugin", None) or ())
-        return args.run(args, output)
+        code = args.run(args, output)
+        output.finish()
+        return code
     except BrokenPipeError:  # the reader went away (`halfway inspect --text | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE

@@ -75,6 +75,8 @@ def _load(name: str, source: str, loader: Callable[[], Any]) -> Plugin:
             target()
     except HalfwayError as e:
         raise HalfwayError(f"plugin {name!r} ({source}): {e}") from e
+    except SystemExit as e:  # a plugin does not decide the exit code of halfway
+        raise HalfwayError(f"plugin {name!r} ({source}) called sys.exit({e.code!r}) while loading") from e
     except Exception as e:  # a plugin's own failure, reported as one line naming it
         raise HalfwayError(f"plugin {name!r} ({source}) failed to load: {type(e).__name__}: {e}") from e
     after = registry_names()

@@ -79,8 +79,7 @@ def run_demo(output: Output, model: Model, places: Sequence[Place], *, samples: 
     with output.task("transpiling to float16"):
         half, report = run_float16(fused)
     if out_dir is not None:
-        for variant, name in ((fused, "model_fp32"), (half, "model_fp16")):
-            save_model(str(Path(out_dir) / name), variant)
+        _save_pair(out_dir, fused, half)
     feeds = [random_inputs(model.program, model.feed_names, seed + i) for i in range(samples)]
     imported = _Variant("float32", model, 0)
     *_, reference = _timed_runs(output, "float32 reference (as imported)", imported, CPUPlace(), feeds, warmup)
@@ -94,6 +93,16 @@ def run_demo(output: Output, model: Model, places: Sequence[Place], *, samples: 
                 failures.append(f"{place_label(place)} {variant.precision}: {e}")
     _print(output, model, fused, half, places, rows, failures, samples)
     return 1 if failures else 0
+
+
+def _save_pair(out_dir: str, fused: Model, half: Model) -> None:
+    """Save the fused float32 and the float16 model in ``out_dir``; an error saving the second
+    says that the first was saved."""
+    written = save_model(str(Path(out_dir) / "model_fp32"), fused)
+    try:
+        save_model(str(Path(out_dir) / "model_fp16"), half)
+    except HalfwayError as e:
+        raise type(e)(f"{e} (the float32 model was saved: {', '.join(map(str, written))})") from e
 
 
 def _timed_runs(output: Output, what: str, variant: _Variant, place: Place, feeds: Feeds,

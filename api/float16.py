@@ -9,8 +9,7 @@ import numpy as np
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.passes.base import get_pass
-from halfway.passes.float16_lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST
-from halfway.passes.float16_report import Float16Report
+from halfway.passes.float16 import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, Float16Report
 
 __all__ = ["float16_transpile"]
 
@@ -25,7 +24,7 @@ def float16_transpile(program: Program, scope: Scope, *, keep_io_types: bool = T
     The program is cloned unless ``in_place``. The scope gains the float16 parameters
     (``<name>.fp16``) and keeps every existing entry, so the float32 and the float16 program
     run side by side on it. ``black_list`` / ``white_list`` replace the defaults (extend them
-    from ``halfway.passes.float16_lists``); ``calibration_feeds`` is one feed dict or several.
+    from ``halfway.passes.float16``); ``calibration_feeds`` is one feed dict or several.
     ``options`` are further ``Float16Options`` (``backend``, ``max_abs_value``, ``fetch_names``,
     ``drop_unused_params``, ...).
 
@@ -40,5 +39,4 @@ def float16_transpile(program: Program, scope: Scope, *, keep_io_types: bool = T
                      calibration_feeds=calibration_feeds, **options)
     target = program if in_place else program.clone()
     result = pass_(target, scope)
-    assert pass_.report is not None
-    return result.program, pass_.report
+    return result.program, result.report

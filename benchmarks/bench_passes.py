@@ -4,6 +4,7 @@ Runtime's graph optimisation (Conv+BatchNorm and Conv+activation fusion among ot
 same network in the same run.
 
     .venv/bin/python benchmarks/bench_passes.py [--ops 10000 50000] [--zoo densenet121] [--repeats 3] [--no-ort]
+                                                [--fold-ops 10000]
 
 ``--zoo`` also times the pipeline on light ONNX zoo models shipped with the onnx package
 (``onnx/backend/test/data/light``), loaded with ``halfway.load``.
@@ -11,6 +12,8 @@ same network in the same run.
 The network repeats a block of conv2d(+bias), batch_norm, relu, conv2d(+bias), batch_norm,
 elementwise_add (residual), relu: 9 ops in halfway's Paddle vocabulary (the builder adds each bias
 with an elementwise_add), 7 ONNX nodes.
+``--fold-ops`` times ``fold_constants`` alone on the synthetic CNN where every block also adds a
+constant computed from a fill (fill_constant -> scale -> elementwise_add): one folded op per block.
 Times are medians of CPU time of this process (``time.process_time``: on a shared machine wall
 time mostly measures the neighbours); "passes" sums the passes' own times, "pipeline" adds the
 clone and the verifier run after every pass. The ONNX Runtime figure is session creation with
@@ -28,19 +31,21 @@ import numpy as np
 
 import halfway
 from halfway import layers
-from halfway.passes import DEFAULT_PIPELINE, PassManager
+from halfway.passes import DEFAULT_PIPELINE, PassManager, get_pass
 
 CHANNELS = 4
 OPS_PER_BLOCK = 9
 
 
-def build_halfway(blocks: int) -> tuple[halfway.Program, halfway.Scope, str]:
+def build_halfway(blocks: int, fold: bool = False) -> tuple[halfway.Program, halfway.Scope, str]:
     prog = halfway.Program()
     with halfway.program_guard(prog):
         y = layers.data("x", [1, CHANNELS, 4, 4])
         for _ in range(blocks):
             z = layers.batch_norm(layers.conv2d(y, CHANNELS, 3, padding=1), act="relu")
             z = layers.batch_norm(layers.conv2d(z, CHANNELS, 3, padding=1))
+            if fold:
+                z = layers.elementwise_add(z, layers.scale(layers.fill_constant([CHANNELS, 4, 4], "float32", 0.1), 2.0))
             y = layers.relu(layers.elementwise_add(z, y))
     scope = halfway.init_scope(prog, seed=0)
     return prog, scope, y.name
@@ -98,6 +103,19 @@ def time_halfway(prog: halfway.Program, scope: halfway.Scope, fetch: list[str],
     return ops, statistics.median(totals), statistics.median(pass_sums), median_pass
 
 
+def time_folding(prog: halfway.Program, scope: halfway.Scope, fetch: str, repeats: int) -> tuple[int, int, float]:
+    """(ops, ops folded, median CPU seconds) of fold_constants alone on a fresh copy each time."""
+    seconds, folded = [], 0
+    for _ in range(repeats):
+        work = prog.clone()
+        fold = get_pass("fold_constants", fetch_names=[fetch])
+        start = time.process_time()
+        result = fold(work, scope.new_scope())
+        seconds.append(time.process_time() - start)
+        folded = result.stats["folded"]
+    return len(prog.global_block().ops), folded, statistics.median(seconds)
+
+
 def time_onnxruntime(model: bytes, repeats: int) -> float:
     import onnxruntime as ort
 
@@ -128,7 +146,13 @@ def main() -> None:
     parser.add_argument("--zoo", nargs="*", default=[])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-ort", action="store_true", help="skip the ONNX Runtime comparison")
+    parser.add_argument("--fold-ops", type=int, nargs="*", default=[], help="time fold_constants on this many ops")
     args = parser.parse_args()
+    for target in args.fold_ops:
+        prog, scope, out = build_halfway(max(1, target // (OPS_PER_BLOCK + 3)), fold=True)
+        ops, folded, seconds = time_folding(prog, scope, out, args.repeats)
+        print(f"fold_constants {ops:6d} ops: {folded} folded in {seconds * 1e3:8.1f} ms "
+              f"({seconds / max(folded, 1) * 1e6:.0f} us per folded op)")
     rows = []
     for target in args.ops:
         blocks = max(1, target // OPS_PER_BLOCK)

@@ -33,7 +33,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
 from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 from halfway.kernels.registry import KernelSpec, register_kernel
-from halfway.passes import PassManager, RewriteContext, Rule, Rules, pattern, register_rules
+from halfway.passes import Decline, PassManager, RewriteContext, Rule, Rules, pattern, register_rules
 
 
 # -- 1. the op: schema and kernels ----------------------------------------------------------------
@@ -82,10 +82,10 @@ def _same_shapes(ctx: RewriteContext, names: list[str], out: str) -> bool:
     return all(ctx.var(n).shape == target.shape and ctx.var(n).dtype is target.dtype for n in names)
 
 
-def _addn_op(ctx: RewriteContext, inputs: list[str], top: Operator) -> Operator | None:
+def _addn_op(ctx: RewriteContext, inputs: list[str], top: Operator) -> Operator | Decline:
     out = top.output("Out")[0]
     if top.attr("axis") != -1 or not _same_shapes(ctx, inputs, out):
-        return None
+        return ctx.decline("the add broadcasts: its operands differ in shape or dtype")
     return Operator("custom_addn", {"X": inputs}, {"Out": out}, {"input_num": len(inputs), "op_kind": "sum"})
 
 
@@ -94,13 +94,12 @@ def _summands(op: Operator) -> list[str]:
 
 
 def merge_sum(ctx: RewriteContext, *, top: Operator, left: Operator | None = None, right: Operator | None = None,
-              **operands: str) -> Operator | None:
+              a: str | None = None, b: str | None = None) -> Operator | Decline:
     """Operands in order: a captured inner op's summands replace its output."""
     if (left is not None and left.type == "custom_addn" and left.attr("op_kind") != "sum") or (
             right is not None and right.type == "custom_addn" and right.attr("op_kind") != "sum"):
-        return None
-    inputs = (_summands(left) if left is not None else [operands["a"]]) + \
-        (_summands(right) if right is not None else [operands["b"]])
+        return ctx.decline("a custom_addn that does not sum")
+    inputs = (_summands(left) if left is not None else [a]) + (_summands(right) if right is not None else [b])
     return _addn_op(ctx, inputs, top)
 
 

@@ -1,9 +1,10 @@
-"""Places, the executor and prepared programs."""
+"""Places, the executor, the backend interface and prepared programs."""
 
+from halfway.executor.backend import Backend, Binding, backend_for, register_backend, registered_backends
 from halfway.executor.executor import Executor
 from halfway.executor.memory import MemoryPlan, plan_memory
 from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.executor.prepared import PreparedProgram, PrepareReport
 
-__all__ = ["Executor", "MemoryPlan", "plan_memory", "CPUPlace", "OpenCLPlace", "Place", "PreparedProgram",
-           "PrepareReport"]
+__all__ = ["Backend", "Binding", "backend_for", "register_backend", "registered_backends", "Executor", "MemoryPlan",
+           "plan_memory", "CPUPlace", "OpenCLPlace", "Place", "PreparedProgram", "PrepareReport"]

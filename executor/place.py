@@ -10,7 +10,11 @@ __all__ = ["Place", "CPUPlace", "OpenCLPlace"]
 
 
 class Place:
+    """Where a program runs: ``backend`` names the backend (``halfway.executor.backend``) and the
+    kernels it dispatches to; ``strict`` refuses ops that would fall back to numpy."""
+
     backend: str = ""
+    strict: bool = False
 
 
 @frozen

@@ -1,8 +1,10 @@
-"""Prepared programs: kernels chosen, shapes inferred and memory planned once; ``run`` only
-binds feeds and dispatches pre-bound callables, dropping each value after its last reader."""
+"""Prepared programs: kernels chosen, shapes inferred, memory planned and kernels bound once;
+``run`` checks the feeds, hands them to the backend and calls one pre-bound runnable per op.
+One class for every backend: feeds, fetches and errors are handled here alone."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +16,7 @@ from halfway.ir.errors import FeedError, HalfwayError
 from halfway.ir.operator import Operator
 from halfway.ir.schema import TensorInfo
 from halfway.kernels.registry import KernelKey
+from halfway.executor.backend import Backend, Run
 from halfway.executor.memory import MemoryPlan
 
 __all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feed", "read_only"]
@@ -21,20 +24,30 @@ __all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feed", "read_only"
 
 @define
 class Step:
+    """One op as prepared: the kernel chosen for it, and what runs it (None: nothing to run)."""
+
     op: Operator
     key: KernelKey
     kernel: Any
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    frees: tuple[int, ...]
+    run: Run | None
+
+    @property
+    def where(self) -> str:
+        return f"op #{self.op.index} {self.op.describe()} [{self.key}]"
 
 
 @define
 class PrepareReport:
-    """What prepare decided: a kernel per op, the memory plan's figures."""
+    """What prepare decided: a kernel per op (index, type, key), the memory plan's figures, the ops
+    that fell back to numpy (index, type, why) and the device launches per run."""
 
     kernels: list[tuple[int, str, KernelKey]] = field(factory=list)
     memory: MemoryPlan = field(factory=MemoryPlan)
+    backend: str = "numpy"
+    device: str = ""
+    float16_mode: str = ""
+    fallbacks: list[tuple[int, str, str]] = field(factory=list)
+    launches: int = 0
 
     @property
     def peak_activation_bytes(self) -> int:
@@ -44,14 +57,23 @@ class PrepareReport:
     def no_reuse_activation_bytes(self) -> int:
         return self.memory.no_reuse_bytes
 
+    def summary(self) -> str:
+        mode = f", float16 mode {self.float16_mode}" if self.float16_mode else ""
+        lines = [f"{self.backend} device {self.device}{mode}, {len(self.kernels)} ops, {self.launches} launches, "
+                 f"{len(self.fallbacks)} numpy fallback(s)"]
+        lines += [f"  op #{index} {op_type} -> numpy: {why}" for index, op_type, why in self.fallbacks]
+        return "\n".join(lines)
+
 
 class PreparedProgram:
-    """Runs one program for fixed feed names, fetch names and feed shapes."""
+    """Runs one program for fixed feed names, fetch names and feed shapes on one backend."""
 
-    def __init__(self, steps: list[Step], slots: list[np.ndarray | None], feeds: Sequence[tuple[str, int, TensorInfo]],
-                 fetches: Sequence[int], fetch_names: Sequence[str], report: PrepareReport) -> None:
+    def __init__(self, backend: Backend, steps: list[Step], feeds: Sequence[tuple[str, Any, TensorInfo]],
+                 fetches: Sequence[tuple[Any, DType]], fetch_names: Sequence[str], report: PrepareReport) -> None:
+        self.backend = backend
         self._steps = steps
-        self._template = slots
+        self._running = [step for step in steps if step.run is not None]
+        self._runs = [step.run for step in self._running]
         self._feeds = list(feeds)
         self._fetches = list(fetches)
         self.fetch_names = list(fetch_names)
@@ -63,34 +85,54 @@ class PreparedProgram:
 
     def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
         """Run on ``feed`` (name -> array); returns the fetched arrays in fetch order."""
-        values = list(self._template)
-        for name, slot, info in self._feeds:
-            values[slot] = check_feed(name, feed, info)
-        unknown = set(feed) - {name for name, _, _ in self._feeds}
+        state = self._start(feed)
+        try:
+            for run in self._runs:
+                run(state)
+        except Exception as e:
+            self._fail(state, e, self._running[self._runs.index(run)])
+        return self._finish(state)
+
+    def profile(self, feed: Mapping[str, Any]) -> list[tuple[str, float]]:
+        """Run once, then once more waiting after every op: (op, seconds) per op, for finding the
+        slow ones."""
+        self.run(feed)
+        state = self._start(feed)
+        times = []
+        for step in self._steps:
+            start = time.perf_counter()
+            try:
+                if step.run is not None:
+                    step.run(state)
+                self.backend.finish(state)
+            except Exception as e:
+                self._fail(state, e, step)
+            times.append((step.where, time.perf_counter() - start))
+        self._finish(state)
+        return times
+
+    def _start(self, feed: Mapping[str, Any]) -> Any:
+        """Every feed checked, then handed to the backend: a run's state."""
+        checked = [check_feed(name, feed, info) for name, _, info in self._feeds]
+        unknown = set(feed) - set(self.feed_names)
         if unknown:
             raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
-        step = None
-        try:
-            for step in self._steps:
-                result = step.kernel(*[values[i] for i in step.inputs])
-                if len(step.outputs) == 1:
-                    values[step.outputs[0]] = result
-                else:
-                    for slot, value in zip(step.outputs, result):
-                        values[slot] = value
-                for slot in step.frees:
-                    values[slot] = None
-        except HalfwayError as e:
-            raise type(e)(f"while executing {_where(step)}: {e}") from e
-        except Exception as e:  # a kernel's own failure: name the op it ran
-            raise HalfwayError(f"while executing {_where(step)}: {type(e).__name__}: {e}") from e
-        return [values[i] for i in self._fetches]
+        state = self.backend.start()
+        for (_, handle, _), value in zip(self._feeds, checked):
+            self.backend.upload(state, handle, value)
+        return state
 
+    def _finish(self, state: Any) -> list[np.ndarray]:
+        results = [self.backend.download(state, handle, dtype) for handle, dtype in self._fetches]
+        self.backend.finish(state)
+        return results
 
-def _where(step: Step | None) -> str:
-    if step is None:
-        return "the program"
-    return f"op #{step.op.index} {step.op.describe()} [{step.key}]"
+    def _fail(self, state: Any, error: Exception, step: Step) -> None:
+        """Raise ``error`` again naming the op it came from."""
+        self.backend.finish(state)
+        if isinstance(error, HalfwayError):
+            raise type(error)(f"while executing {step.where}: {error}") from error
+        raise HalfwayError(f"while executing {step.where}: {type(error).__name__}: {error}") from error
 
 
 def check_feed(name: str, feed: Mapping[str, Any], info: TensorInfo) -> np.ndarray:
@@ -112,10 +154,3 @@ def read_only(value: np.ndarray) -> np.ndarray:
     view = value.view()
     view.flags.writeable = False
     return view
-
-
-def numel_bytes(info: TensorInfo) -> int:
-    n = 1
-    for d in info.shape:
-        n *= max(d, 0)
-    return n * (info.dtype.itemsize if info.dtype is not DType.bool else 1)

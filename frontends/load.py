@@ -34,6 +34,8 @@ def model_format(path: str | os.PathLike[str]) -> str:
         return "paddle"
     if p.is_file():
         return "onnx" if _looks_like_onnx(p) else "paddle"
+    if p.exists():
+        raise SerdeError(f"{text}: not a regular file (a model is an .onnx file, a .pdmodel file or a folder)")
     raise SerdeError(f"{text}: no such model: expected an .onnx file, a .pdmodel file, a folder holding a Paddle "
                      f"model, or a prefix naming <prefix>.pdmodel")
 
@@ -51,11 +53,12 @@ def _looks_like_onnx(path: Path) -> bool:
 
 
 def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
-         **paddle_options: Any) -> tuple[Program, list[str], list[str], Scope]:
+         max_tensor_bytes: int | None = None, **paddle_options: Any) -> tuple[Program, list[str], list[str], Scope]:
     """Load a model of any supported format: ``(program, feed_names, fetch_names, scope)``.
 
-    ``input_shapes`` (ONNX only) fixes input dims; ``paddle_options`` (``model_filename``,
-    ``params_filename``) go to ``load_inference_model``.
+    ``input_shapes`` (ONNX only) fixes input dims; ``max_tensor_bytes`` (ONNX only) bounds the
+    tensors the import computes from shapes (default: ``HALFWAY_MAX_TENSOR_BYTES``, else 2 GiB);
+    ``paddle_options`` (``model_filename``, ``params_filename``) go to ``load_inference_model``.
     """
     is_path = isinstance(model, (str, os.PathLike))
     if not is_path:
@@ -69,7 +72,7 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
                              f"Paddle models only")
         from halfway.frontends.onnx import load as load_onnx
 
-        return load_onnx(model, input_shapes=input_shapes)
+        return load_onnx(model, input_shapes=input_shapes, max_tensor_bytes=max_tensor_bytes)
     if input_shapes:
         raise SerdeError(f"{model}: input_shapes applies to ONNX models only")
     return load_inference_model(model, **paddle_options)

@@ -17,17 +17,16 @@ A program without parameters needs no parameter file: save writes none (as Paddl
 accepts its absence.
 
 Saving checks everything first (feed and fetch names, a value of the right dtype and shape for
-every parameter), then writes every file to a temporary file beside it and moves them all into
-place; on any failure no new file remains and existing files are as they were.
+every parameter), then writes the files with a manifest of their digests (``fileset``): on any
+failure no new file remains and existing files are as they were; after a kill the path holds the
+old or the new model, or one whose load says a save was interrupted (the next save repairs it).
+A parameter file of an older model that the new one does not need is removed. Loading checks the
+files against the manifest when there is one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
-import shutil
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -39,6 +38,7 @@ from halfway.ir.attrs import AttrType
 from halfway.ir.block import Block
 from halfway.ir.dtypes import DType, VarKind
 from halfway.ir.errors import HalfwayError, IRError, SerdeError
+from halfway.ir.fileset import Manifest, folder_lock, write_files
 from halfway.ir.operator import Operator
 from halfway.ir.params import (ParamSpec, encode_tensor, param_mismatch, param_specs, read_param_file,
                                read_params, write_params)
@@ -98,10 +98,13 @@ def save_inference_model(path: str | os.PathLike[str], feed_names: Sequence[str]
     elif specs:
         assert layout.params is not None  # a layout has a parameter folder or a parameter file
         files[layout.params] = write_params(values, dtypes={spec.name: spec.dtype for spec in specs})
-    _write_all(files)
+    stale = (layout.params,) if layout.params is not None and not specs else ()
+    write_files(files, remove=stale)
 
 
 def _save_layout(path: str, model_filename: str | None, params_filename: str | None) -> _Layout:
+    if not path:
+        raise SerdeError("cannot save to an empty path; give a path prefix, a .pdmodel file or a folder")
     if model_filename is not None or params_filename is not None:
         return _fluid_layout(Path(path), model_filename, params_filename)
     if path.endswith(MODEL_SUFFIX):
@@ -261,14 +264,23 @@ def load_inference_model(path: str | os.PathLike[str], *, model_filename: str | 
     """
     layout = _load_layout(Path(path), model_filename, params_filename)
     source = os.fspath(layout.model)
-    program = serde.program_from_bytes(_read(layout.model), source=source)
+    with folder_lock(layout.model.parent, exclusive=False):
+        data = _read(layout.model)
+        manifest = Manifest.read(layout.model, data)
+        program = serde.program_from_bytes(data, source=source)
+        feeds, fetches, specs = _program_facts(program, source)
+        values = _read_values(layout, specs, manifest)
+    return program, feeds, fetches, Scope(values)
+
+
+def _program_facts(program: Program, source: str) -> tuple[list[str], list[str], list[ParamSpec]]:
     feeds = _io_names(program.global_block(), "feed", "Out", source)
     fetches = _io_names(program.global_block(), "fetch", "X", source)
     try:
         specs = param_specs(program)
     except SerdeError as e:
         raise SerdeError(f"{source}: {e}") from None
-    return program, feeds, fetches, Scope(_read_values(layout, specs))
+    return feeds, fetches, specs
 
 
 def _load_layout(path: Path, model_filename: str | None, params_filename: str | None) -> _Layout:
@@ -314,24 +326,30 @@ def _io_names(block: Block, op_type: str, slot: str, source: str) -> list[str]:
     return [by_col[col] for col in range(len(by_col))]
 
 
-def _read_values(layout: _Layout, specs: list[ParamSpec]) -> dict[str, np.ndarray]:
+def _read_values(layout: _Layout, specs: list[ParamSpec], manifest: Manifest | None) -> dict[str, np.ndarray]:
+    """The parameter values, from files checked against ``manifest`` (when the program has one)."""
     if layout.param_dir is not None:
         values = {}
         for spec in specs:
             file = _param_file(layout, spec.name)
-            values[spec.name] = read_param_file(_read(file), spec, source=os.fspath(file))
+            values[spec.name] = read_param_file(_read(file, manifest), spec, source=os.fspath(file))
         return values
     assert layout.params is not None  # a layout has a parameter folder or a parameter file
-    if not specs and not layout.params.exists():
+    if not specs and (not layout.params.exists() or (manifest is not None and not manifest.lists(layout.params))):
         return {}
-    return read_params(_read(layout.params), specs, source=os.fspath(layout.params))
+    return read_params(_read(layout.params, manifest), specs, source=os.fspath(layout.params))
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path, manifest: Manifest | None = None) -> bytes:
+    if path.exists() and not path.is_file():
+        raise SerdeError(f"{path}: not a regular file")
     try:
-        return path.read_bytes()
+        data = path.read_bytes()
     except OSError as e:
         raise SerdeError(f"{path}: cannot read ({e.strerror or e})") from None
+    if manifest is not None:
+        manifest.check(path, data)
+    return data
 
 
 def _param_file(layout: _Layout, name: str) -> Path:
@@ -352,98 +370,3 @@ def _plain_name(name: str, what: str) -> str:
     if name in ("", ".", "..") or any(sep in name for sep in separators):
         raise SerdeError(f"{what} {name!r} cannot be used as a file name in a model directory")
     return name
-
-
-# -- writing every file or none -----------------------------------------------------------------------
-def _write_all(files: Mapping[Path, bytes]) -> None:
-    """Write ``files`` so that either all of them hold the new bytes or none changed.
-
-    Each is written to a temporary file beside it; then each existing target is hard-linked (or
-    copied) to a backup and the temporary moved over it. Any failure moves the backups back and
-    removes every temporary and every directory this call created. SerdeError names the file.
-    """
-    created: list[Path] = []
-    temps: dict[Path, Path] = {}
-    backups: dict[Path, Path | None] = {}
-    current = next(iter(files))
-    try:
-        for current in files:
-            if current.is_dir():
-                raise IsADirectoryError(21, "is a directory")
-        for current in files:
-            _make_dirs(current.parent, created)
-            temps[current] = _write_temp(current, files[current])
-        for current, temp in temps.items():
-            backups[current] = _backup(current)
-            os.replace(temp, current)
-    except BaseException as e:
-        _undo(temps, backups, created)
-        if isinstance(e, OSError):
-            raise SerdeError(f"{current}: cannot write ({e.strerror or e}); nothing was written") from None
-        raise
-    for backup in backups.values():
-        if backup is not None:
-            _remove(backup)
-
-
-def _make_dirs(directory: Path, created: list[Path]) -> None:
-    """Create ``directory`` and its missing parents, adding each one made to ``created``."""
-    missing = []
-    while not directory.exists() and directory != directory.parent:
-        missing.append(directory)
-        directory = directory.parent
-    for folder in reversed(missing):
-        os.mkdir(folder)
-        created.append(folder)
-
-
-def _write_temp(target: Path, data: bytes) -> Path:
-    temp = _unused_name(target, "tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if target.exists():
-            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))
-    except BaseException:
-        _remove(temp)
-        raise
-    return temp
-
-
-def _backup(target: Path) -> Path | None:
-    if not target.exists():
-        return None
-    backup = _unused_name(target, "bak")
-    try:
-        os.link(target, backup)
-    except OSError:
-        shutil.copy2(target, backup)
-    return backup
-
-
-def _unused_name(target: Path, kind: str) -> Path:
-    return target.with_name(f".{target.name}.{secrets.token_hex(6)}.{kind}")
-
-
-def _undo(temps: dict[Path, Path], backups: dict[Path, Path | None], created: list[Path]) -> None:
-    """Put back every replaced target, then remove temporaries, backups and created folders."""
-    for target, backup in backups.items():
-        if backup is not None:
-            with contextlib.suppress(OSError):
-                os.replace(backup, target)
-            _remove(backup)
-        elif not temps[target].exists():
-            _remove(target)
-    for temp in temps.values():
-        _remove(temp)
-    for folder in reversed(created):
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)

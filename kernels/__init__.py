@@ -1,7 +1,8 @@
-"""Kernels by (op type, backend, dtype); importing this registers the numpy kernels."""
+"""Kernels by (op type, backend, dtype). Each backend's kernel modules are imported by the
+registry at the backend's first lookup (``halfway.kernels.registry.load_backend``)."""
 
-from halfway.kernels import numpy as _numpy_kernels  # noqa: F401  (registers them)
-from halfway.kernels.registry import (KernelKey, KernelSpec, find_kernel, has_kernel, register_kernel,
-                                      registered_kernels)
+from halfway.kernels.registry import (KernelKey, KernelSpec, Selection, Unsupported, find_kernel, has_kernel,
+                                      register_kernel, registered_kernels, select_kernel)
 
-__all__ = ["KernelKey", "KernelSpec", "find_kernel", "has_kernel", "register_kernel", "registered_kernels"]
+__all__ = ["KernelKey", "KernelSpec", "Selection", "Unsupported", "find_kernel", "has_kernel", "register_kernel",
+           "registered_kernels", "select_kernel"]

@@ -1,14 +1,23 @@
-"""The kernel registry: kernels keyed by (op type, backend, dtype).
+"""The kernel registry: kernels keyed by (op type, backend, dtype), and the choice of the kernel
+that runs an op on a backend, fallback included.
 
 A kernel is registered as a *factory*: called once at prepare time with a ``KernelSpec`` (the
-op's attrs with defaults, input and output tensor infos), it returns the callable that runs on
-every ``run``. The callable takes the op's input arrays positionally, in schema slot order
-(``spec.input_keys``), and returns one array per entry of ``spec.output_keys`` — a bare array
-when there is one output, else a tuple (``None`` for an output nobody reads, such as XShape).
+op's attrs with defaults, input and output tensor infos), it returns the kernel that runs on
+every ``run``. On the numpy backend that is a callable taking the op's input arrays
+positionally, in schema slot order (``spec.input_keys``), and returning one array per entry of
+``spec.output_keys`` — a bare array when there is one output, else a tuple (``None`` for an
+output nobody reads, such as XShape). Other backends define their own kernel form (OpenCL: a
+binder, see ``halfway.kernels.opencl.base``). A factory raises ``Unsupported`` for a
+configuration its kernel does not cover.
 
-Lookup is exact on (op type, backend, dtype); there is no fallback here — the executor decides
-what to do with a miss (the OpenCL backend falls back to numpy), and the error lists what is
-registered for that op.
+Backends register their kernels when their kernel modules are imported, and nobody has to import
+them by hand: the first lookup for a backend imports its modules — the built-in ones named in
+``BUILTIN_KERNEL_MODULES``, then every entry point of the ``halfway.backends`` group whose name is
+the backend's (a module, or a function called with no arguments), so a third-party package can
+bring a backend or more kernels for one::
+
+    [project.entry-points."halfway.backends"]
+    mydevice = "my_package.halfway_backend"
 
 Float16 kernels store float16 but accumulate in float32. ``register_kernel(..., dtypes=(float32,
 float16))`` registers a float32 factory for float16 too, wrapped so its floating inputs are
@@ -17,17 +26,23 @@ widened to float32 and its float16 outputs narrowed back: float16 storage, float
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import threading
 from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
 from attrs import field, frozen
 
 from halfway.ir.dtypes import DType
-from halfway.ir.errors import KernelNotFoundError, SchemaError
+from halfway.ir.errors import HalfwayError, KernelNotFoundError, SchemaError
 from halfway.ir.schema import TensorInfo
 
-__all__ = ["KernelKey", "KernelSpec", "register_kernel", "find_kernel", "registered_kernels", "has_kernel"]
+__all__ = ["KernelKey", "KernelSpec", "Selection", "Unsupported", "register_kernel", "find_kernel", "select_kernel",
+           "registered_kernels", "has_kernel", "load_backend", "BUILTIN_KERNEL_MODULES", "ENTRY_POINT_GROUP",
+           "FALLBACK_BACKEND"]
 
 Kernel = Callable[..., Any]
 KernelFactory = Callable[["KernelSpec"], Kernel]
@@ -87,7 +102,35 @@ class KernelSpec:
         return values[index] if index < len(values) else None
 
 
+class Unsupported(KernelNotFoundError):
+    """A factory's kernel does not cover this configuration (an NHWC layout, an attr given as a
+    tensor): ``select_kernel`` falls back as if no kernel were registered, naming the reason."""
+
+
+@frozen
+class Selection:
+    """The kernel ``select_kernel`` chose: its key (whose backend is the fallback's when it fell
+    back), its factory, the kernel made from the spec, and why it fell back (None when not)."""
+
+    key: KernelKey
+    factory: KernelFactory
+    kernel: Any
+    fallback: str | None = None
+
+
+BUILTIN_KERNEL_MODULES: dict[str, tuple[str, ...]] = {
+    "numpy": ("halfway.kernels.numpy",),
+    "opencl": ("halfway.kernels.opencl",),
+}
+"""The modules that register each built-in backend's kernels, imported at its first lookup."""
+
+ENTRY_POINT_GROUP = "halfway.backends"
+FALLBACK_BACKEND = "numpy"
+
 _KERNELS: dict[KernelKey, KernelFactory] = {}
+_LOADED: set[str] = set()
+_LOADING: set[str] = set()  # being imported by the thread holding _LOAD_LOCK: its own lookups go on
+_LOAD_LOCK = threading.RLock()  # another thread's lookup waits for the modules to finish registering
 
 
 def register_kernel(op_type: str, backend: str = "numpy",
@@ -99,6 +142,7 @@ def register_kernel(op_type: str, backend: str = "numpy",
     unless the factory is registered for float16 on its own (a dtypes list without float32).
     """
     wanted = [DType.from_any(d) for d in dtypes]
+    load_backend(backend)  # the built-ins first, so that replacing one needs override=True
 
     def decorate(factory: KernelFactory) -> KernelFactory:
         for dtype in wanted:
@@ -113,22 +157,113 @@ def register_kernel(op_type: str, backend: str = "numpy",
 
 
 def find_kernel(op_type: str, backend: str, dtype: DType) -> KernelFactory:
+    """The factory registered for exactly (op_type, backend, dtype).
+
+    Raises:
+        KernelNotFoundError: none is; the message lists what is registered for ``op_type``.
+    """
+    load_backend(backend)
     key = KernelKey(op_type, backend, dtype)
     try:
         return _KERNELS[key]
     except KeyError:
-        have = sorted(str(k) for k in _KERNELS if k.op_type == op_type)
-        listed = ", ".join(have) if have else "none"
-        raise KernelNotFoundError(f"no kernel for {key}; registered for {op_type}: {listed}") from None
+        raise KernelNotFoundError(f"no kernel for {key}; registered for {op_type}: {_listed(op_type)}") from None
+
+
+def select_kernel(spec: KernelSpec, backend: str) -> Selection:
+    """The kernel that runs the op ``spec`` describes on ``backend``, made from ``spec``.
+
+    Lookup order (the key is (``spec.op_type``, backend, ``spec.dtype``)):
+
+    1. the kernel registered for ``backend``, unless its factory raises ``Unsupported`` for this
+       spec;
+    2. else the one registered for ``FALLBACK_BACKEND`` (numpy), with ``fallback`` saying why:
+       the executor moves the op's inputs to the host and its outputs back, and its report lists
+       the op (a strict place refuses it);
+    3. else ``KernelNotFoundError`` listing what is registered for the op type and, when the
+       backend's factory declined, why.
+    """
+    key = KernelKey(spec.op_type, backend, spec.dtype)
+    load_backend(backend)
+    factory = _KERNELS.get(key)
+    if factory is None:
+        reason = f"no {backend} kernel for {spec.dtype.name}"
+    else:
+        try:
+            return Selection(key, factory, factory(spec))
+        except Unsupported as e:
+            if backend == FALLBACK_BACKEND:
+                raise
+            reason = str(e)
+    if backend == FALLBACK_BACKEND:
+        raise KernelNotFoundError(f"no kernel for {key}; registered for {spec.op_type}: {_listed(spec.op_type)}")
+    fallback = KernelKey(spec.op_type, FALLBACK_BACKEND, spec.dtype)
+    load_backend(FALLBACK_BACKEND)
+    factory = _KERNELS.get(fallback)
+    if factory is None:
+        raise KernelNotFoundError(f"no kernel for {key} ({reason}) nor for {fallback}; registered for "
+                                  f"{spec.op_type}: {_listed(spec.op_type)}")
+    return Selection(fallback, factory, factory(spec), reason)
 
 
 def has_kernel(op_type: str, backend: str, dtype: DType) -> bool:
+    """Whether a kernel is registered for exactly (op_type, backend, dtype)."""
+    load_backend(backend)
     return KernelKey(op_type, backend, dtype) in _KERNELS
 
 
 def registered_kernels(backend: str | None = None) -> list[KernelKey]:
+    """The registered keys of ``backend``, or of every built-in and declared backend."""
+    for name in [backend] if backend is not None else [*BUILTIN_KERNEL_MODULES, *_declared()]:
+        load_backend(name)
     keys = [k for k in _KERNELS if backend is None or k.backend == backend]
     return sorted(keys, key=lambda k: (k.op_type, k.backend, k.dtype.name))
+
+
+def load_backend(backend: str) -> None:
+    """Import ``backend``'s kernel modules once: the built-in ones, then the ``halfway.backends``
+    entry points named ``backend``.
+
+    Raises:
+        HalfwayError: a module failed to import; it names the backend and the module (once: later
+            lookups see what the backend's modules registered).
+    """
+    if backend in _LOADED:
+        return
+    with _LOAD_LOCK:
+        if backend in _LOADED or backend in _LOADING:
+            return
+        _LOADING.add(backend)
+        try:
+            _load(backend)
+        finally:
+            _LOADING.discard(backend)
+            _LOADED.add(backend)
+
+
+def _load(backend: str) -> None:
+    loaders = [(name, lambda name=name: importlib.import_module(name))
+               for name in BUILTIN_KERNEL_MODULES.get(backend, ())]
+    loaders += [(f"entry point {ep.value}", ep.load) for ep in entry_points(group=ENTRY_POINT_GROUP, name=backend)]
+    for source, load in loaders:
+        try:
+            target = load()
+            if callable(target) and not inspect.ismodule(target):
+                target()
+        except Exception as e:
+            if isinstance(e, HalfwayError):
+                raise type(e)(f"loading the {backend} backend's kernels ({source}): {e}") from e
+            raise HalfwayError(f"loading the {backend} backend's kernels ({source}) failed: "
+                               f"{type(e).__name__}: {e}") from e
+
+
+def _declared() -> list[str]:
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def _listed(op_type: str) -> str:
+    have = sorted(str(k) for k in _KERNELS if k.op_type == op_type)
+    return ", ".join(have) if have else "none"
 
 
 def widen_float16(factory: KernelFactory) -> KernelFactory:

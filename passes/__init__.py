@@ -4,8 +4,8 @@ from halfway.passes.base import Pass, PassInfo, PassResult, get_pass, register_p
 from halfway.passes.manager import PassManager, PassRecord, PipelineResult, parse_pipeline
 from halfway.passes.pattern import Match, OpPattern, Pattern, VarPattern, op, pattern, var
 from halfway.passes.pipeline import DEFAULT_PIPELINE
-from halfway.passes.rewrite import (RewriteContext, RewriteStats, Rule, Rules, apply_rules, copy_op,
-                                    register_rules)
+from halfway.passes.rewrite import (Decline, NearMiss, RewriteContext, RewriteStats, Rule, Rules, apply_rules,
+                                    collect_near_misses, copy_op, register_rules)
 
 # built-in passes (one import per line)
 from halfway.passes import fuse_conv_bn  # noqa: F401
@@ -23,5 +23,6 @@ __all__ = [
     "Pass", "PassInfo", "PassResult", "get_pass", "register_pass", "registered_passes",
     "PassManager", "PassRecord", "PipelineResult", "parse_pipeline", "DEFAULT_PIPELINE",
     "Pattern", "OpPattern", "VarPattern", "Match", "op", "var", "pattern",
-    "Rule", "Rules", "RewriteContext", "RewriteStats", "apply_rules", "copy_op", "register_rules",
+    "Rule", "Rules", "RewriteContext", "RewriteStats", "Decline", "NearMiss", "apply_rules", "copy_op",
+    "register_rules", "collect_near_misses",
 ]

@@ -42,11 +42,14 @@ __all__ = ["Pass", "PassResult", "PassInfo", "register_pass", "get_pass", "regis
 @attrs.frozen
 class PassResult:
     """What a pass did: the program it leaves (usually the one it was given), whether it changed
-    anything, and counts worth reporting (``{"fused": 3}``)."""
+    anything, counts worth reporting (``{"fused": 3}``), and, for passes that explain their
+    decisions at length, a report object of the pass's own type (float16's ``Float16Report``),
+    which the PassManager keeps in the pass's record."""
 
     program: Program
     modified: bool
     stats: Mapping[str, int] = attrs.field(factory=dict)
+    report: Any = None
 
 
 class Pass:

@@ -1,6 +1,6 @@
 """``cancel_casts``: remove the casts of block 0 that change nothing or undo each other.
 
-The cases, repeated until none applies:
+The cases, rules applied by ``apply_rules`` until none applies (each declines with its reason):
 
 1. A cast to the dtype its input already has is removed.
 2. Two casts of one var to one dtype: the later one's readers read the earlier one's output,
@@ -33,9 +33,11 @@ from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.passes.base import PassResult, register_pass
+from halfway.passes.pattern import pattern
 from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
-__all__ = ["CastOptions", "cancel_casts", "exact_round_trip"]
+__all__ = ["CastOptions", "RULES", "cancel_casts", "exact_round_trip"]
 
 
 @attrs.frozen
@@ -47,22 +49,20 @@ class CastOptions:
     lossy: bool = True
 
 
+@attrs.frozen
+class _State:
+    guard: Guard
+    lossy: bool
+
+
 @register_pass("cancel_casts", options=CastOptions)
 def cancel_casts(program: Program, scope: Scope | None, options: CastOptions) -> PassResult:
     """Remove casts to the same dtype, merge duplicate casts, cancel cast round trips."""
     guard = Guard.of(program, options.fetch_names, "cancel_casts")
     block = program.global_block()
     ops_before, vars_before = len(block.ops), len(block.vars)
-    counts = {"casts_removed": 0, "casts_merged": 0, "casts_cancelled": 0}
-    changed = True
-    while changed:
-        changed = False
-        for op in block.ops:
-            if op.block is block and op.type == "cast":
-                kind = _rewrite(block, op, guard, options.lossy)
-                if kind is not None:
-                    counts[kind] += 1
-                    changed = True
+    fired = apply_rules(program, RULES, name="cancel_casts", state=_State(guard, options.lossy)).counts
+    counts = {key: fired[rule.name] for key, rule in _CASES}
     stats = {"ops_removed": ops_before - len(block.ops), "vars_removed": vars_before - len(block.vars), **counts}
     return PassResult(program, modified=any(counts.values()), stats=stats)
 
@@ -81,15 +81,46 @@ def exact_round_trip(a: DType, b: DType) -> bool:
     return bool(np.can_cast(a.numpy, b.numpy, casting="safe"))
 
 
-def _rewrite(block: Block, cast: Operator, guard: Guard, lossy: bool) -> str | None:
-    """Apply the case that fits ``cast``; the name of its count, or None."""
-    x, out = cast.input("X")[0], cast.output("Out")[0]
-    if block.var(x).dtype == block.var(out).dtype:
-        return "casts_removed" if bypass(cast, x, out, guard) else None
+def _same_dtype(cast: Operator) -> bool:
+    """Whether ``cast`` casts to the dtype its input is declared with."""
+    assert cast.block is not None
+    return cast.block.var(cast.input("X")[0]).dtype == cast.block.var(cast.output("Out")[0]).dtype
+
+
+def _converts(cast: Operator) -> bool:
+    return not _same_dtype(cast)
+
+
+def _in_block_0(cast: Operator) -> Block:
+    if cast.block is None or cast.block.idx != 0:
+        raise Decline("the cleanup passes rewrite block 0 only")
+    return cast.block
+
+
+def _remove_noop(ctx: RewriteContext, *, cast: Operator, x: str) -> bool:
+    """Case 1: a cast to the dtype its input has."""
+    _in_block_0(cast)
+    return bypass(cast, x, cast.output("Out")[0], ctx.state.guard)
+
+
+def _has_twin(cast: Operator) -> bool:
+    return cast.block is not None and _converts(cast) and _earlier_twin(cast.block, cast) is not None
+
+
+def _merge_twin(ctx: RewriteContext, *, cast: Operator, x: str) -> bool:
+    """Case 2: a later cast of one var to one dtype reads the earlier one's output."""
+    block = _in_block_0(cast)
     earlier = _earlier_twin(block, cast)
-    if earlier is not None:
-        return "casts_merged" if bypass(cast, earlier.output("Out")[0], out, guard) else None
-    return "casts_cancelled" if _cancel_pair(block, cast, guard, lossy) else None
+    assert earlier is not None  # the pattern's condition
+    return bypass(cast, earlier.output("Out")[0], cast.output("Out")[0], ctx.state.guard)
+
+
+def _after_a_cast(cast: Operator) -> bool:
+    """Whether ``cast`` converts a var that one other cast writes."""
+    if cast.block is None or not _converts(cast):
+        return False
+    first = sole_writer(cast.block, cast.input("X")[0])
+    return first is not None and first.type == "cast"
 
 
 def _earlier_twin(block: Block, cast: Operator) -> Operator | None:
@@ -105,21 +136,36 @@ def _earlier_twin(block: Block, cast: Operator) -> Operator | None:
     return None
 
 
-def _cancel_pair(block: Block, second: Operator, guard: Guard, lossy: bool) -> bool:
+def _cancel_pair(ctx: RewriteContext, *, second: Operator, middle: str) -> bool | Decline:
     """``cast(cast(x))`` back to x's dtype (case 3 of the module docstring)."""
-    middle, out = second.input("X")[0], second.output("Out")[0]
+    block, guard = _in_block_0(second), ctx.state.guard
     first = sole_writer(block, middle)
-    if first is None or first.type != "cast":
-        return False
-    x = first.input("X")[0]
+    assert first is not None  # the pattern's condition
+    x, out = first.input("X")[0], second.output("Out")[0]
     a, b = block.var(x).dtype, block.var(middle).dtype
-    if a is None or b is None or block.var(out).dtype != a or written_between(block, x, first):
-        return False
-    if not (exact_round_trip(a, b) or (lossy and a.is_floating and b.is_floating)):
-        return False
-    if not bypass(second, x, out, guard):
-        return False
+    if a is None or b is None or block.var(out).dtype != a:
+        return ctx.decline(f"the second cast does not go back to {x}'s dtype")
+    if written_between(block, x, first):
+        return ctx.decline(f"{x} is written again after the first cast")
+    if not exact_round_trip(a, b) and not (ctx.state.lossy and a.is_floating and b.is_floating):
+        return ctx.decline(f"{a.name} -> {b.name} -> {a.name} changes values"
+                           + (" (lossy=False)" if a.is_floating and b.is_floating else ""))
+    bypass(second, x, out, guard)
     if not block.uses(middle) and not guard.kept(middle) and not block.var(middle).persistable:
         block.remove_op(first)
         remove_unused_vars(block, [middle], guard)
     return True
+
+
+_CASES = [
+    # cast to its input's dtype -> removed
+    ("casts_removed", Rule(pattern("cast:cast(X=x)", where={"cast": _same_dtype}), _remove_noop,
+                           "cast to the same dtype -> removed", in_place=True)),
+    # cast + the same cast of the same var -> one cast
+    ("casts_merged", Rule(pattern("cast:cast(X=x)", where={"cast": _has_twin}), _merge_twin,
+                          "duplicate cast -> merged", in_place=True)),
+    # cast(A -> B) + cast(B -> A) -> removed
+    ("casts_cancelled", Rule(pattern("second:cast(X=middle)", where={"second": _after_a_cast}), _cancel_pair,
+                             "cast round trip -> removed", in_place=True)),
+]
+RULES = Rules(rule for _, rule in _CASES)

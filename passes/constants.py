@@ -7,10 +7,11 @@ sweep over block 0:
 1. A ``fill_constant`` stays as it is: a fill at run time is cheaper than a stored tensor. Its
    value is computed only when an op that reads it is folded; a fill whose every reader was
    folded is removed.
-2. Any other op whose inputs are all constants is run through the numpy executor on a program
-   holding just that op. Each output someone reads becomes a new parameter with a new unique name
-   (``<output>.folded_N``); its readers read that, and the op and its old output vars go. A new
-   parameter that a later fold leaves unread is removed again, from the program and the scope.
+2. Any other op whose inputs are all constants is run by the reference evaluator
+   (``halfway.kernels.evaluate``) on the numpy kernels. Each output someone reads becomes a new
+   parameter with a new unique name (``<output>.folded_N``); its readers read that, and the op
+   and its old output vars go. A new parameter that a later fold leaves unread is removed again,
+   from the program and the scope.
 
 Never folded: ops with no inputs, ops of ``SIDE_EFFECT_OPS`` or ``RANDOM_OPS``, ops with
 sub-blocks, ops reading or writing anything but dense tensors, ops writing a persistable var, a
@@ -39,6 +40,7 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
+from halfway.kernels.evaluate import evaluate_op
 from halfway.passes.base import PassResult, register_pass
 from halfway.passes.dce import has_side_effects
 from halfway.passes.rewire import Guard, remove_unused_vars, sole_writer
@@ -132,25 +134,12 @@ class _Folder:
         return bool(inputs) and bool(self._read_outputs(op)) and not any(self.guard.kept(n) for n in outputs)
 
     def _run(self, op: Operator) -> dict[str, np.ndarray]:
-        """The op's read outputs, computed by the numpy executor on a program holding only ``op``."""
-        from halfway.executor import CPUPlace, Executor
-
-        program = Program()
-        block = program.global_block()
-        inputs = {n: self.value(n) for n in dict.fromkeys(op.input_names())}
-        for name, value in inputs.items():
-            block.create_var(name, dtype=self.block.var(name).dtype, shape=value.shape, persistable=True)
-        for name in dict.fromkeys(op.output_names()):
-            var = self.block.var(name)
-            block.create_var(name, dtype=var.dtype, shape=var.shape)
-        copy = block.insert_op(0, Operator(op.type, op.inputs, op.outputs))
-        for name, attr in op.typed_attrs().items():
-            copy.set_attr(name, attr.value, attr.type)
+        """The op's read outputs, computed by the reference evaluator from the known constants."""
         wanted = self._read_outputs(op) if op.type != "fill_constant" else op.output("Out")
-        values = Executor(CPUPlace()).run(program, fetch_list=wanted, scope=Scope(inputs))
-        if not all(isinstance(v, np.ndarray) for v in values):
+        results = evaluate_op(op, {n: self.value(n) for n in op.input_names()})
+        if not all(n in results for n in wanted):
             raise HalfwayError(f"fold_constants: {op.describe()} gave no value for some of {wanted}")
-        return dict(zip(wanted, values))
+        return {n: results[n] for n in wanted}
 
     def _too_large(self, op: Operator, results: Mapping[str, np.ndarray]) -> bool:
         stored = sum(self.value(n).nbytes for n in set(op.input_names()) if n not in self.fills)

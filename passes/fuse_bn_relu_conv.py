@@ -27,7 +27,7 @@ import numpy as np
 from halfway.ir.operator import Operator
 from halfway.passes.fuse_channels import conv_channel_dim, is_channel_bias, is_pointwise
 from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES", "clamp_form"]
 
@@ -49,21 +49,21 @@ def clamp_form(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
 
 def _fold(ctx: RewriteContext, *, conv: Operator, act: Operator, bn: Operator, x: str, w: str, scale: str,
           shift: str, mean: str, variance: str, add: Operator | None = None, b: str | None = None
-          ) -> list[Operator] | None:
-    values = [ctx.value(n) for n in (w, scale, shift, mean, variance)]
-    bias = ctx.value(b) if b is not None else None
+          ) -> list[Operator] | Decline:
+    values = ctx.values(w, scale, shift, mean, variance)
+    bias = ctx.values(b)[0] if b is not None else None
     y = (add.output("Out") if add is not None else conv.output("Output"))[0]
     channel_dim = conv_channel_dim(conv)
-    if any(v is None for v in values) or (b is not None and bias is None):
-        return None
     weight = values[0]
-    layouts_agree = channel_dim == (3 if bn.attr("data_layout") == "NHWC" else 1)
-    if not (is_pointwise(conv, weight.shape) and layouts_agree and len(ctx.var(x).shape or ()) == 4
-            and all(v.shape == (weight.shape[1],) for v in values[1:])):
-        return None
+    if not is_pointwise(conv, weight.shape):
+        return ctx.decline("the conv is not an ungrouped, unpadded 1x1 conv")
+    if channel_dim != (3 if bn.attr("data_layout") == "NHWC" else 1) or len(ctx.var(x).shape or ()) != 4:
+        return ctx.decline("batch_norm and the conv disagree on the layout, or the input is not 4-D")
+    if not all(v.shape == (weight.shape[1],) for v in values[1:]):
+        return ctx.decline(f"batch_norm's parameters are not [{weight.shape[1]}], one per conv input channel")
     if add is not None and not is_channel_bias(ctx.var(y).shape or (), ctx.var(b).shape or (), add.attr("axis"),
                                                channel_dim):
-        return None
+        return ctx.decline(f"the add of {b} is not a per-channel bias")
     sign, floor, new_w, new_bias = _folded(*values, bn.attr("epsilon"), bias)
     dtype = weight.dtype
     ops: list[Operator] = []

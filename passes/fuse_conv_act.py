@@ -11,84 +11,57 @@ Rules (applied until nothing matches, so the steps chain):
 3. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
 4. fused_conv2d without activation + activation -> fused_conv2d with it.
 
-Activations and how their attrs map to fuse_alpha / fuse_beta (the fused kernel's meaning):
-relu; leaky_relu (alpha -> fuse_alpha); relu6 (threshold > 0 -> fuse_beta); sigmoid;
-swish (beta != 0 -> fuse_alpha); hard_swish (``X * min(max(X + offset, 0), threshold) / scale``
-with threshold == scale and offset != 0 -> fuse_alpha 1/scale, fuse_beta offset/scale).
-An activation whose attrs fall outside these is left alone.
+The activations are the family rows marked absorbable (``halfway.ir.ops.families``); each row
+says how its attrs map to fuse_alpha / fuse_beta (``halfway.ir.ops.family.fused_params``). An
+activation whose attrs no pair expresses is left alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from halfway.ir.operator import Operator
+from halfway.ir.ops.families import UNARY, absorbable
+from halfway.ir.ops.family import fused_params
 from halfway.passes.fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
 from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES", "fused_activation"]
 
 _CONVS = "|".join(CONVS)
-_ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=x, Filter=w, ...)"
-_ACTS = "relu|relu6|leaky_relu|sigmoid|swish|hard_swish"
-
-
-def _relu6(act: Operator) -> tuple[float, float] | None:
-    threshold = act.attr("threshold")
-    return (0.0, threshold) if threshold > 0 else None
-
-
-def _swish(act: Operator) -> tuple[float, float] | None:
-    beta = act.attr("beta")
-    return (beta, 0.0) if beta != 0 else None
-
-
-def _hard_swish(act: Operator) -> tuple[float, float] | None:
-    threshold, scale, offset = act.attr("threshold"), act.attr("scale"), act.attr("offset")
-    if scale <= 0 or threshold != scale or offset == 0:
-        return None
-    return (1.0 / scale, offset / scale)
-
-
-_PARAMS: dict[str, Callable[[Operator], tuple[float, float] | None]] = {
-    "relu": lambda act: (0.0, 0.0),
-    "leaky_relu": lambda act: (act.attr("alpha"), 0.0),
-    "relu6": _relu6,
-    "sigmoid": lambda act: (0.0, 0.0),
-    "swish": _swish,
-    "hard_swish": _hard_swish,
-}
+_ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=_, Filter=_, ...)"
+_ACTS = "|".join(absorbable())
 
 
 def fused_activation(act: Operator) -> tuple[str, float, float] | None:
     """(fuse_activation, fuse_alpha, fuse_beta) computing ``act``, or None if the fused kernel cannot."""
-    params = _PARAMS[act.type](act) if act.type in _PARAMS else None
+    row = UNARY.get(act.type)
+    params = fused_params(row, {a.name: act.attr(a.name) for a in row.attrs}) if row is not None else None
     return (act.type, *params) if params is not None else None
 
 
-def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, x: str, w: str, b: str) -> Operator | None:
+def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, b: str) -> Operator | Decline:
     out = ctx.var(conv.output("Output")[0]).shape or ()
     if not is_channel_bias(out, ctx.var(b).shape or (), add.attr("axis"), conv_channel_dim(conv)):
-        return None
+        return ctx.decline(f"{b} (shape {list(ctx.var(b).shape or ())}) is not one value per output channel")
     vector = channel_vector(ctx, b)
     if vector is None:
-        return None
+        return ctx.decline(f"the scope holds no value for the bias {b}")
     return copy_op(conv, type="fused_conv2d", inputs={"Bias": vector}, outputs={"Output": add.output("Out")})
 
 
-def _fuse_residual(ctx: RewriteContext, *, add: Operator, conv: Operator, r: str, **_: str) -> Operator | None:
+def _fuse_residual(ctx: RewriteContext, *, add: Operator, conv: Operator, r: str) -> Operator | Decline:
     out, other = ctx.var(conv.output("Output")[0]), ctx.var(r)
-    plain = conv.type != "fused_conv2d" or (conv.attr("fuse_activation") == "" and not conv.input("ResidualData"))
-    if not plain or out.shape != other.shape or out.dtype is not other.dtype or any(d < 0 for d in out.shape or ()):
-        return None
+    if conv.type == "fused_conv2d" and (conv.attr("fuse_activation") != "" or conv.input("ResidualData")):
+        return ctx.decline("the fused conv already has an activation or a residual")
+    if out.shape != other.shape or out.dtype is not other.dtype or any(d < 0 for d in out.shape or ()):
+        return ctx.decline(f"the residual {r} is not a known tensor of the conv output's shape and dtype")
     return copy_op(conv, type="fused_conv2d", inputs={"ResidualData": r}, outputs={"Output": add.output("Out")})
 
 
-def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator, **_: str) -> Operator | None:
+def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator) -> Operator | Decline:
     fused = fused_activation(act)
     if fused is None:
-        return None
+        return ctx.decline(f"the fused conv cannot compute this {act.type} (its attrs are out of range)")
     name, alpha, beta = fused
     return copy_op(conv, type="fused_conv2d", outputs={"Output": act.output("Out")},
                    attrs={"fuse_activation": name, "fuse_alpha": alpha, "fuse_beta": beta})
@@ -96,7 +69,7 @@ def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator, **_: str) -
 
 RULES = Rules([
     # conv2d + elementwise_add(bias) -> fused_conv2d(Bias)
-    Rule(pattern(f"add:elementwise_add(X=conv:{_CONVS}(Input=x, Filter=w), Y=b:param)"), _fuse_bias,
+    Rule(pattern(f"add:elementwise_add(X=conv:{_CONVS}(Input=_, Filter=_), Y=b:param)"), _fuse_bias,
          "conv2d + bias -> fused_conv2d"),
     # conv2d / fused_conv2d (no activation) + elementwise_add(same-shape tensor) -> fused_conv2d(ResidualData)
     Rule(pattern(f"add:elementwise_add(X={_ANY_CONV}, Y=r)"), _fuse_residual, "conv2d + residual -> fused_conv2d"),
@@ -107,10 +80,10 @@ RULES = Rules([
     # sum(same-shape tensor, conv2d) -> fused_conv2d(ResidualData)
     Rule(pattern(f"add:sum(X=[r, {_ANY_CONV}])"), _fuse_residual, "sum(residual, conv2d) -> fused_conv2d"),
     # conv2d + activation -> fused_conv2d(fuse_activation)
-    Rule(pattern(f"act:{_ACTS}(X=conv:{_CONVS}(Input=x, Filter=w))"), _fuse_act,
+    Rule(pattern(f"act:{_ACTS}(X=conv:{_CONVS}(Input=_, Filter=_))"), _fuse_act,
          "conv2d + activation -> fused_conv2d"),
     # fused_conv2d (no activation) + activation -> fused_conv2d(fuse_activation)
-    Rule(pattern(f"act:{_ACTS}(X=conv:fused_conv2d(Input=x, Filter=w, ...))",
+    Rule(pattern(f"act:{_ACTS}(X=conv:fused_conv2d(Input=_, Filter=_, ...))",
                  attrs={"conv": {"fuse_activation": ""}}), _fuse_act,
          "fused_conv2d + activation -> fused_conv2d"),
 ])

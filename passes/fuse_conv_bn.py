@@ -30,14 +30,15 @@ import numpy as np
 from halfway.ir.operator import Operator
 from halfway.passes.fuse_channels import CONVS, conv_channel_dim, is_channel_bias
 from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 
 _BN_PARAMS = "Scale=scale:param, Bias=shift:param, Mean=mean:param, Variance=variance:param"
-_CONV = "conv:conv2d|depthwise_conv2d(Input=x, Filter=w:param)"
-_MATMUL = "conv:matmul_v2(X=x, Y=w:param)"
-_MUL = "conv:mul(X=x, Y=w:param)"
+_BN_SCALE_SHIFT = "Scale=scale:param, Bias=shift:param, Mean=_:param, Variance=_:param"
+_CONV = "conv:conv2d|depthwise_conv2d(Input=_, Filter=w:param)"
+_MATMUL = "conv:matmul_v2(X=_, Y=w:param)"
+_MUL = "conv:mul(X=_, Y=w:param)"
 
 
 def _weight_axis(producer: Operator, w_rank: int) -> int | None:
@@ -65,19 +66,22 @@ def _main_slot(producer: Operator) -> str:
 
 
 def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: str, shift: str, mean: str,
-          variance: str, x: str, add: Operator | None = None, b: str | None = None) -> list[Operator] | None:
-    values = [ctx.value(n) for n in (w, scale, shift, mean, variance)]
-    bias = ctx.value(b) if b is not None else None
-    if any(v is None for v in values) or (b is not None and bias is None):
-        return None
+          variance: str, add: Operator | None = None, b: str | None = None) -> list[Operator] | Decline:
+    values = ctx.values(w, scale, shift, mean, variance)
     weight, gamma, beta, mu, sigma2 = values
+    bias = ctx.values(b)[0] if b is not None else None
     axis, channel_dim = _weight_axis(conv, weight.ndim), _channel_dim(ctx, conv, bn)
-    channels = weight.shape[axis] if axis is not None else -1
-    if axis is None or channel_dim is None or any(v.shape != (channels,) for v in values[1:]):
-        return None
+    if axis is None:
+        return ctx.decline(f"{conv.type}'s weight {w} has no output-channel axis to scale "
+                           "(transposed X, 3-D+ weight or y_num_col_dims != 1)")
+    if channel_dim is None:
+        return ctx.decline(f"the {conv.type} output's channels are not where batch_norm's layout puts them")
+    channels = weight.shape[axis]
+    if any(v.shape != (channels,) for v in values[1:]):
+        return ctx.decline(f"batch_norm's parameters are not [{channels}], one per output channel")
     if add is not None and not is_channel_bias(ctx.var(add.input("X")[0]).shape or (), ctx.var(b).shape or (),
                                                add.attr("axis"), channel_dim):
-        return None
+        return ctx.decline(f"the add of {b} is not a per-channel bias")
     s = gamma.astype(np.float64) / np.sqrt(sigma2.astype(np.float64) + bn.attr("epsilon"))
     shape = [1] * weight.ndim
     shape[axis] = channels
@@ -111,15 +115,14 @@ def _bn_channel_dim(bn: Operator, rank: int) -> int:
     return rank - 1 if bn.attr("data_layout") == "NHWC" else 1
 
 
-def _absorb_affine(ctx: RewriteContext, *, op: Operator, bn: Operator, c: str, scale: str, shift: str,
-                   **_: str) -> Operator | None:
+def _absorb_affine(ctx: RewriteContext, *, op: Operator, bn: Operator, c: str, scale: str,
+                   shift: str) -> Operator | Decline:
     """batch_norm's Scale and Bias times a per-channel factor, or its Bias plus a per-channel shift."""
     x_shape = ctx.var(bn.output("Y")[0]).shape or ()
-    values = [ctx.value(n) for n in (c, scale, shift)]
+    values = ctx.values(c, scale, shift)
     channel_dim = _bn_channel_dim(bn, len(x_shape))
-    if any(v is None for v in values) or not is_channel_bias(x_shape, ctx.var(c).shape or (), op.attr("axis"),
-                                                             channel_dim):
-        return None
+    if not is_channel_bias(x_shape, ctx.var(c).shape or (), op.attr("axis"), channel_dim):
+        return ctx.decline(f"{c} (shape {list(ctx.var(c).shape or ())}) is not one value per channel")
     factor, gamma, beta = (v.reshape(-1).astype(np.float64) for v in values)
     if op.type == "elementwise_mul":
         gamma, beta = gamma * factor, beta * factor
@@ -133,7 +136,7 @@ def _absorb_affine(ctx: RewriteContext, *, op: Operator, bn: Operator, c: str, s
 
 AFFINE_RULES = Rules([
     # batch_norm + elementwise_mul / elementwise_add of per-channel constants -> batch_norm(Scale', Bias')
-    Rule(pattern(f"op:elementwise_mul|elementwise_add(X=bn:batch_norm(X=x, {_BN_PARAMS}), Y=c:param)"),
+    Rule(pattern(f"op:elementwise_mul|elementwise_add(X=bn:batch_norm(X=_, {_BN_SCALE_SHIFT}), Y=c:param)"),
          _absorb_affine, "batch_norm + channel affine -> batch_norm"),
 ])
 RULES = Rules(_rules(_CONV, "conv2d") + _rules(_MATMUL, "matmul_v2") + _rules(_MUL, "mul"))

@@ -9,9 +9,9 @@ Rules (applied until nothing matches, so they chain):
    Gemm's transB) becomes a new parameter holding W.T, when the scope holds W;
 2. mul (2-D parameter W, y_num_col_dims 1) + the same bias add -> fc with in_num_col_dims =
    x_num_col_dims;
-3. fc without activation + an activation its kernel computes with default parameters (relu,
-   sigmoid, relu6 at 6, swish with beta 1, hard_swish with threshold = scale = 6 and offset 3)
-   -> fc with activation_type.
+3. fc without activation + an absorbable activation (``halfway.ir.ops.families``) its epilogue
+   computes without parameters (``fc_absorbable``: relu, sigmoid, relu6 at 6, ...) -> fc with
+   activation_type.
 """
 
 from __future__ import annotations
@@ -19,47 +19,45 @@ from __future__ import annotations
 import numpy as np
 
 from halfway.ir.operator import Operator
+from halfway.ir.ops.families import UNARY, fc_absorbable
 from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 
-_DEFAULT_ATTRS: dict[str, dict[str, float]] = {
-    "relu": {},
-    "sigmoid": {},
-    "relu6": {"threshold": 6.0},
-    "swish": {"beta": 1.0},
-    "hard_swish": {"threshold": 6.0, "scale": 6.0, "offset": 3.0},
-}
+_ACTS = [name for name, row in UNARY.items() if fc_absorbable(row)]
 
 
-def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | None:
+def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | Decline:
     x_shape, w_shape, b_shape = (ctx.var(n).shape or () for n in (x, w, b))
     out_rank = len(ctx.var(add.input("X")[0]).shape or ())
     transposed = mm.type == "matmul_v2" and mm.attr("trans_y")
-    if len(w_shape) != 2 or b_shape != (w_shape[0 if transposed else 1],) or add.attr("axis") not in (-1, out_rank - 1):
-        return None
+    if len(w_shape) != 2:
+        return ctx.decline(f"the weight {w} is not 2-D (shape {list(w_shape)})")
+    if b_shape != (w_shape[0 if transposed else 1],) or add.attr("axis") not in (-1, out_rank - 1):
+        return ctx.decline(f"the add of {b} (shape {list(b_shape)}, axis {add.attr('axis')}) is not a bias "
+                           f"on the last dim")
     if mm.type == "mul":
         if mm.attr("y_num_col_dims") != 1:
-            return None
+            return ctx.decline("mul's y_num_col_dims is not 1")
         cols = mm.attr("x_num_col_dims")
     else:
         if mm.attr("trans_x") or len(x_shape) < 2:
-            return None
+            return ctx.decline("X is transposed or of rank < 2")
         cols = len(x_shape) - 1
         if transposed:
             value = ctx.value(w)
             if value is None:
-                return None
+                return ctx.decline(f"the scope holds no value for the transposed weight {w}")
             w = ctx.new_param(f"{w}.transposed", np.ascontiguousarray(value.T))
     return Operator("fc", {"Input": x, "W": w, "Bias": b}, {"Out": add.output("Out")},
                     {"in_num_col_dims": cols, "activation_type": ""})
 
 
-def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator, **_: str) -> Operator | None:
-    wanted = _DEFAULT_ATTRS[act.type]
-    if any(act.attr(name) != value for name, value in wanted.items()):
-        return None
+def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator) -> Operator | Decline:
+    row = UNARY[act.type]
+    if not fc_absorbable(row, {a.name: act.attr(a.name) for a in row.attrs}):
+        return ctx.decline(f"fc computes {act.type} only with {({a.name: a.default for a in row.attrs})}")
     return copy_op(fc, outputs={"Out": act.output("Out")}, attrs={"activation_type": act.type})
 
 
@@ -69,7 +67,7 @@ RULES = Rules([
     # mul + elementwise_add(bias) -> fc
     Rule(pattern("add:elementwise_add(X=mm:mul(X=x, Y=w:param), Y=b:param)"), _fc, "mul + bias -> fc"),
     # fc (no activation) + activation -> fc(activation_type)
-    Rule(pattern(f"act:{'|'.join(_DEFAULT_ATTRS)}(X=fc:fc(Input=x, W=w, ...))",
+    Rule(pattern(f"act:{'|'.join(_ACTS)}(X=fc:fc(Input=_, W=_, ...))",
                  attrs={"fc": {"activation_type": ""}}), _fc_act, "fc + activation -> fc"),
 ])
 

@@ -1,6 +1,6 @@
 """``remove_identity``: take ops that copy their input out of block 0.
 
-The cases, repeated until none applies:
+The cases, rules applied by ``apply_rules`` until none applies (each declines with its reason):
 
 1. ``dropout`` with ``is_test``: ``upscale_in_train`` (or ``dropout_prob`` 0) passes X through
    and is removed; ``downgrade_in_infer`` computes ``X * (1 - p)`` and becomes that ``scale``
@@ -29,9 +29,11 @@ from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.passes.base import PassResult, register_pass
+from halfway.passes.pattern import pattern
 from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
-__all__ = ["IdentityOptions", "remove_identity"]
+__all__ = ["IdentityOptions", "RULES", "remove_identity"]
 
 
 @attrs.frozen
@@ -47,79 +49,121 @@ def remove_identity(program: Program, scope: Scope | None, options: IdentityOpti
     guard = Guard.of(program, options.fetch_names, "remove_identity")
     block = program.global_block()
     ops_before, vars_before = len(block.ops), len(block.vars)
-    counts = {"dropouts_removed": 0, "dropouts_to_scale": 0, "scales_removed": 0, "assigns_removed": 0,
-              "reshapes_merged": 0, "reshapes_removed": 0}
-    changed = True
-    while changed:
-        changed = False
-        for op in block.ops:
-            if op.block is block:
-                kind = _rewrite(block, op, guard)
-                if kind is not None:
-                    counts[kind] += 1
-                    changed = True
+    fired = apply_rules(program, RULES, name="remove_identity", state=guard).counts
+    counts = {key: fired[rule.name] for key, rule in _CASES}
     stats = {"ops_removed": ops_before - len(block.ops), "vars_removed": vars_before - len(block.vars), **counts}
     return PassResult(program, modified=any(counts.values()), stats=stats)
 
 
-def _rewrite(block: Block, op: Operator, guard: Guard) -> str | None:
-    """Apply the case that fits ``op``; the name of its count, or None."""
-    if op.type == "dropout":
-        return _dropout(block, op, guard)
-    if op.type == "scale" and not op.input("ScaleTensor") and op.attr("scale") == 1 and op.attr("bias") == 0:
-        return "scales_removed" if bypass(op, op.input("X")[0], op.output("Out")[0], guard) else None
-    if op.type == "assign" and op.input("X"):
-        return "assigns_removed" if bypass(op, op.input("X")[0], op.output("Out")[0], guard) else None
-    if op.type == "reshape2" and not (op.input("Shape") or op.input("ShapeTensor")):
-        if _same_shape(block, op.input("X")[0], op.output("Out")[0]):
-            return "reshapes_removed" if bypass(op, op.input("X")[0], op.output("Out")[0], guard) else None
-        return "reshapes_merged" if _merge_reshapes(block, op, guard) else None
-    return None
+def _in_block_0(op: Operator) -> None:
+    if op.block is None or op.block.idx != 0:
+        raise Decline("the cleanup passes rewrite block 0 only")
+
+
+def _passes_through(op: Operator) -> bool:
+    """Whether a dropout at inference passes X through unscaled."""
+    return op.attr("dropout_implementation") == "upscale_in_train" or op.attr("dropout_prob") == 0.0
+
+
+def _scales(op: Operator) -> bool:
+    return not _passes_through(op)
+
+
+def _training(op: Operator) -> Decline | None:
+    return None if op.attr("is_test") else Decline("the dropout is in training mode (is_test is false)")
+
+
+def _remove_dropout(ctx: RewriteContext, *, op: Operator, x: str) -> bool | Decline:
+    """Case 1: an inference dropout that passes X through."""
+    _in_block_0(op)
+    return _training(op) or bypass(op, x, op.output("Out")[0], ctx.state)
+
+
+def _dropout_to_scale(ctx: RewriteContext, *, op: Operator, x: str) -> bool | Decline:
+    """Case 1: an inference downgrade_in_infer dropout computes ``X * (1 - p)``."""
+    _in_block_0(op)
+    training = _training(op)
+    if training is not None:
+        return training
+    keep = 1.0 - op.attr("dropout_prob")
+    block, guard, mask = ctx.block, ctx.state, op.output("Mask")
+    if mask and (guard.kept(mask[0]) or block.uses(mask[0]) or sole_writer(block, mask[0]) is not op):
+        return ctx.decline(f"its Mask {mask[0]} is read, kept or written elsewhere")
+    scale = Operator("scale", {"X": [x]}, {"Out": op.output("Out")}, {"scale": keep, "bias": 0.0,
+                                                                       "bias_after_scale": True})
+    block.replace_op(op, [scale])
+    remove_unused_vars(block, mask, guard)
+    return True
+
+
+def _remove_copy(ctx: RewriteContext, *, op: Operator, x: str) -> bool:
+    """Cases 2, 3 and 5: scale(1, 0), assign, a reshape2 between two equal known shapes."""
+    _in_block_0(op)
+    return bypass(op, x, op.output("Out")[0], ctx.state)
+
+
+def _merge_reshapes(ctx: RewriteContext, *, second: Operator, x: str) -> bool | Decline:
+    """Case 4: ``reshape2(reshape2(x))`` -> ``reshape2(x)``."""
+    _in_block_0(second)
+    block, guard = ctx.block, ctx.state
+    middle = x
+    first = sole_writer(block, middle)
+    if first is None or first is second or first.type != "reshape2":
+        return ctx.decline(f"{middle} is not written by one other reshape2")
+    first_outputs = [n for n in first.output_names() if n != middle]
+    if (guard.kept(middle) or block.var(middle).persistable or [u[0] for u in block.uses(middle)] != [second]
+            or any(guard.kept(n) or block.uses(n) for n in first_outputs + list(second.output("XShape")))):
+        return ctx.decline(f"{middle} or an XShape is read elsewhere, kept or persistable")
+    source = first.input("X")[0]
+    target = _resolved_shape(second.attr("shape"), block.var(middle).shape or ())
+    if target is None:
+        return ctx.decline(f"the shape copies a dim of {middle} that is unknown")
+    if written_between(block, source, first, second):
+        return ctx.decline(f"{source} is written between the two reshapes")
+    second.set_attr("shape", target)
+    second.set_input("X", [source])
+    for xshape in second.output("XShape"):
+        block.var(xshape).set_shape([0, *(block.var(source).shape or ())])
+    block.remove_op(first)
+    remove_unused_vars(block, [middle, *first_outputs], guard)
+    return True
+
+
+def _fixed_reshape(op: Operator) -> bool:
+    """A reshape2 whose X and Out are declared with one fully known shape."""
+    return op.block is not None and _same_shape(op.block, op.input("X")[0], op.output("Out")[0])
+
+
+def _not_fixed_reshape(op: Operator) -> bool:
+    return not _fixed_reshape(op)
+
+
+_CASES = [
+    # dropout (inference, passes X through) -> removed
+    ("dropouts_removed", Rule(pattern("op:dropout(X=x, ...)", where={"op": _passes_through}), _remove_dropout,
+                              "inference dropout -> removed", in_place=True)),
+    # dropout (inference, downgrade_in_infer) -> scale(1 - p)
+    ("dropouts_to_scale", Rule(pattern("op:dropout(X=x, ...)", where={"op": _scales}), _dropout_to_scale,
+                               "inference dropout -> scale(1 - p)", in_place=True)),
+    # scale(1, 0) -> removed
+    ("scales_removed", Rule(pattern("op:scale(X=x)", attrs={"op": {"scale": 1.0, "bias": 0.0}}), _remove_copy,
+                            "scale(1, 0) -> removed", in_place=True)),
+    # assign -> removed
+    ("assigns_removed", Rule(pattern("op:assign(X=x)"), _remove_copy, "assign -> removed", in_place=True)),
+    # reshape2 between equal known shapes -> removed
+    ("reshapes_removed", Rule(pattern("op:reshape2(X=x)", where={"op": _fixed_reshape}), _remove_copy,
+                              "reshape2 to its own shape -> removed", in_place=True)),
+    # reshape2 + reshape2 -> reshape2
+    ("reshapes_merged", Rule(pattern("second:reshape2(X=x)", where={"second": _not_fixed_reshape}),
+                             _merge_reshapes, "reshape2 + reshape2 -> reshape2", in_place=True)),
+]
+RULES = Rules(rule for _, rule in _CASES)
 
 
 def _same_shape(block: Block, x: str, out: str) -> bool:
     """Whether both vars are declared with one fully known shape."""
     shape = block.var(x).shape
     return shape is not None and all(d >= 0 for d in shape) and shape == block.var(out).shape
-
-
-def _dropout(block: Block, op: Operator, guard: Guard) -> str | None:
-    if not op.attr("is_test"):
-        return None
-    x, out = op.input("X")[0], op.output("Out")[0]
-    keep = 1.0 - op.attr("dropout_prob")
-    if op.attr("dropout_implementation") == "upscale_in_train" or keep == 1.0:
-        return "dropouts_removed" if bypass(op, x, out, guard) else None
-    mask = op.output("Mask")
-    if mask and (guard.kept(mask[0]) or block.uses(mask[0]) or sole_writer(block, mask[0]) is not op):
-        return None
-    scale = Operator("scale", {"X": [x]}, {"Out": [out]}, {"scale": keep, "bias": 0.0, "bias_after_scale": True})
-    block.replace_op(op, [scale])
-    remove_unused_vars(block, mask, guard)
-    return "dropouts_to_scale"
-
-
-def _merge_reshapes(block: Block, second: Operator, guard: Guard) -> bool:
-    """``reshape2(reshape2(x))`` -> ``reshape2(x)`` (case 4 of the module docstring)."""
-    middle = second.input("X")[0]
-    first = sole_writer(block, middle)
-    if first is None or first is second or first.type != "reshape2":
-        return False
-    first_outputs = [n for n in first.output_names() if n != middle]
-    if (guard.kept(middle) or block.var(middle).persistable or [u[0] for u in block.uses(middle)] != [second]
-            or any(guard.kept(n) or block.uses(n) for n in first_outputs + list(second.output("XShape")))):
-        return False
-    x = first.input("X")[0]
-    target = _resolved_shape(second.attr("shape"), block.var(middle).shape or ())
-    if target is None or written_between(block, x, first, second):
-        return False
-    second.set_attr("shape", target)
-    second.set_input("X", [x])
-    for xshape in second.output("XShape"):
-        block.var(xshape).set_shape([0, *(block.var(x).shape or ())])
-    block.remove_op(first)
-    remove_unused_vars(block, [middle, *first_outputs], guard)
-    return True
 
 
 def _resolved_shape(target: tuple[int, ...], middle: tuple[int, ...]) -> list[int] | None:

@@ -14,13 +14,16 @@
 3. After each pass the verifier runs (``verify=True``); with ``timing`` each record holds its
    time, with ``count_ops`` the op counts before/after; ``dump_dir`` gets the IR text before
    and after every pass; ``debug`` runs the program on random feeds before and after every pass
-   and compares the outputs (``rtol``/``atol``).
+   and compares the outputs (``rtol``/``atol``), on the reference evaluator
+   (``halfway.kernels.evaluate``), and keeps the rewrite rules' near misses in each record
+   (``record.near_misses``: rule, root op, why it declined), logging them at INFO.
 4. Any failure raises a PassError naming the pass (and position) with the cause chained; the
    caller's program and scope are untouched (with ``in_place`` the program may be half-changed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -28,6 +31,8 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
 import attrs
 import numpy as np
 
@@ -36,7 +41,9 @@ from halfway.ir.dtypes import VarKind
 from halfway.ir.program import FETCH_VAR, Program
 from halfway.ir.scope import Scope
 from halfway.ir.verifier import verify as verify_program
+from halfway.kernels.evaluate import evaluate
 from halfway.passes.base import Pass, PassResult, get_pass
+from halfway.passes.rewrite import NearMiss, collect_near_misses
 
 __all__ = ["PassManager", "PassRecord", "PipelineResult", "parse_pipeline"]
 
@@ -48,8 +55,9 @@ Pipeline = str | Sequence[PassSpec] | None
 
 @attrs.frozen
 class PassRecord:
-    """What one pass did: its stats, and where asked its wall and CPU time (of this process)
-    and op counts (by type)."""
+    """What one pass did: its stats and report (``PassResult.report``), and where asked its wall
+    and CPU time (of this process), op counts (by type), and with ``debug`` the rewrite rules'
+    near misses (matches a rule declined, with the reason)."""
 
     name: str
     modified: bool
@@ -58,6 +66,8 @@ class PassRecord:
     cpu_seconds: float | None = None
     ops_before: Mapping[str, int] | None = None
     ops_after: Mapping[str, int] | None = None
+    report: Any = None
+    near_misses: tuple[NearMiss, ...] = ()
 
     @property
     def op_delta(self) -> dict[str, int]:
@@ -149,8 +159,11 @@ class PassManager:
         self._dump(position, p.name, "before", program)
         trial = staged.new_scope() if staged is not None else None
         start, cpu_start = time.perf_counter(), time.process_time()
-        result = p(program, trial)
+        with collect_near_misses() if self.debug else contextlib.nullcontext([]) as near_misses:
+            result = p(program, trial)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+        for miss in near_misses:
+            log.info("pass %s: near miss: %s", p.name, miss)
         if not isinstance(result, PassResult):
             raise PassError(f"returned {type(result).__name__}, expected a PassResult")
         if self.verify:
@@ -162,7 +175,7 @@ class PassManager:
         self._dump(position, p.name, "after", result.program)
         after = _op_counts(result.program) if self.count_ops else None
         record = PassRecord(p.name, result.modified, dict(result.stats), seconds if self.timing else None,
-                            cpu_seconds if self.timing else None, before, after)
+                            cpu_seconds if self.timing else None, before, after, result.report, tuple(near_misses))
         return result.program, record
 
     def _dump(self, position: int, name: str, when: str, program: Program) -> None:
@@ -221,9 +234,7 @@ class _NumericCheck:
         self.expected = self._run(program)
 
     def _run(self, program: Program) -> list[np.ndarray]:
-        from halfway.executor import Executor
-
-        return Executor().run(program, self.feeds, self.fetches, self.scope)
+        return evaluate(program, self.feeds, self.fetches, self.scope)
 
     def check(self, program: Program) -> None:
         got = self._run(program)

@@ -8,7 +8,8 @@ Build it with ``op``/``var`` or with the compact text form ``pattern``::
     op("relu|relu6", name="act", X=op("conv2d", name="conv", Input=var("x"), Filter=var("w", persistable=True)))
 
 Text form: ``[name:]type[|type...](Slot=operand, ...)[.OutSlot]`` where an operand is another op
-or a var ``name[:param]`` (``:param``: a persistable var), a slot may hold a list ``[a, b]``,
+or a var ``name[:param]`` (``:param``: a persistable var; ``_``: any var, not captured), a slot
+may hold a list ``[a, b]``,
 and a trailing ``...`` lets the op have slots the pattern does not name (otherwise every input
 slot it does not name must be empty). ``.OutSlot`` says which output of an inner op feeds its
 consumer (default: the first output slot of its schema).
@@ -37,6 +38,9 @@ from halfway.ir.variable import Variable
 __all__ = ["OpPattern", "VarPattern", "Pattern", "Match", "op", "var", "pattern"]
 
 AttrCheck = Union[Any, Callable[[Any], bool]]
+
+ANY = "_"
+"""The var name that matches any var and captures nothing."""
 
 
 @attrs.frozen
@@ -125,10 +129,10 @@ class Match:
 class Pattern:
     """A rooted pattern. ``root_types`` index it; ``match(op, claimed)`` tries it at ``op``."""
 
-    __slots__ = ("root", "text")
+    __slots__ = ("root", "text", "captures")
 
     def __init__(self, root: OpPattern, text: str = "") -> None:
-        _check_names(root)
+        self.captures: frozenset[str] = _check_names(root)
         self.root = root
         self.text = text or _describe(root)
 
@@ -170,6 +174,8 @@ def _match_op(node: OpPattern, candidate: Operator, block: Block, claimed: Mappi
 
 
 def _bind_var(operand: VarPattern, name: str, block: Block, found: Match) -> bool:
+    if operand.name == ANY:
+        return block.has_var(name) and operand.accepts(block.var(name))
     bound = found.captures.get(operand.name)
     if bound is not None:
         return bound == name
@@ -198,7 +204,8 @@ def _match_inner(node: OpPattern, name: str, block: Block, claimed: Mapping[int,
     return slot == node.output_slot(producer) and _match_op(node, producer, block, claimed, protected, found)
 
 
-def _check_names(root: OpPattern) -> None:
+def _check_names(root: OpPattern) -> frozenset[str]:
+    """The capture names of the pattern; PassError for an op name used twice or for a var too."""
     seen: set[str] = set()
     var_names: set[str] = set()
 
@@ -213,10 +220,11 @@ def _check_names(root: OpPattern) -> None:
                     visit(operand)
                 elif operand.name in seen:
                     raise PassError(f"pattern uses {operand.name!r} for an op and a var")
-                else:
+                elif operand.name != ANY:
                     var_names.add(operand.name)
 
     visit(root)
+    return frozenset(seen | var_names)
 
 
 def _describe(node: OpPattern) -> str:

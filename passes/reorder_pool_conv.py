@@ -28,33 +28,42 @@ from halfway.ir.ops.nn import window_geometry
 from halfway.ir.operator import Operator
 from halfway.passes.fuse_channels import conv_channel_dim, is_channel_bias, is_pointwise
 from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import RewriteContext, Rule, Rules, copy_op, register_rules
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 
 Shape = tuple[int, ...]
 
 
-def _commutes(ctx: RewriteContext, conv: Operator, pool: Operator, w: str, x: str) -> bool:
-    """Whether ``pool`` and ``conv`` are the linear pair of the module docstring, in one layout."""
+def _why_not_commuting(ctx: RewriteContext, conv: Operator, pool: Operator, w: str, x: str) -> Decline | None:
+    """Why ``pool`` and ``conv`` are not the linear pair of the module docstring in one layout,
+    or None when they are."""
     w_shape, x_shape = tuple(ctx.var(w).shape or ()), tuple(ctx.var(x).shape or ())
-    linear = pool.attr("pooling_type") == "avg" and not pool.attr("adaptive") and not pool.attr("global_pooling")
-    layouts_agree = conv_channel_dim(conv) == (3 if pool.attr("data_format") == "NHWC" else 1)
-    return (linear and layouts_agree and is_pointwise(conv, w_shape) and tuple(conv.attr("strides")) == (1, 1)
-            and len(x_shape) == 4 and min(x_shape) > 0)
+    if pool.attr("pooling_type") != "avg" or pool.attr("adaptive") or pool.attr("global_pooling"):
+        return ctx.decline("the pool is not a plain average pool")
+    if conv_channel_dim(conv) != (3 if pool.attr("data_format") == "NHWC" else 1):
+        return ctx.decline("the pool and the conv disagree on the layout")
+    if not is_pointwise(conv, w_shape) or tuple(conv.attr("strides")) != (1, 1):
+        return ctx.decline("the conv is not an ungrouped, unpadded, unstrided 1x1 conv")
+    if len(x_shape) != 4 or min(x_shape) <= 0:
+        return ctx.decline(f"the input {x} is not 4-D with known dims")
+    return None
 
 
 def _spatial(shape: Shape, channel_dim: int) -> Shape:
     return tuple(d for i, d in enumerate(shape[1:], 1) if i != channel_dim)
 
 
-def _pool_after(ctx: RewriteContext, *, conv: Operator, pool: Operator, x: str, w: str) -> list[Operator] | None:
+def _pool_after(ctx: RewriteContext, *, conv: Operator, pool: Operator, x: str, w: str) -> list[Operator] | Decline:
     """Case 1: pool2d (same size) + conv2d 1x1 narrowing -> conv2d 1x1 + pool2d."""
     x_shape, pooled = tuple(ctx.var(x).shape or ()), tuple(ctx.var(pool.output("Out")[0]).shape or ())
-    if not _commutes(ctx, conv, pool, w, x) or x_shape != pooled:
-        return None
+    why_not = _why_not_commuting(ctx, conv, pool, w, x)
+    if why_not is not None:
+        return why_not
+    if x_shape != pooled:
+        return ctx.decline("the pool changes the size")
     if ctx.var(w).shape[0] >= x_shape[conv_channel_dim(conv)]:
-        return None  # the pool would average as many channels or more
+        return ctx.decline("the conv does not narrow the channels: the pool would average as many or more")
     y = conv.output("Output")[0]
     projected = ctx.new_var(f"{y}.unpooled", like=y)
     return [copy_op(conv, inputs={"Input": x}, outputs={"Output": projected}),
@@ -71,20 +80,25 @@ def _full_windows(pool: Operator, sizes: Shape) -> bool:
 
 
 def _pool_before(ctx: RewriteContext, *, pool: Operator, conv: Operator, x: str, w: str,
-                 add: Operator | None = None, b: str | None = None) -> list[Operator] | None:
+                 add: Operator | None = None, b: str | None = None) -> list[Operator] | Decline:
     """Case 2: conv2d 1x1 [+ bias] + pool2d (shrinking) -> pool2d + conv2d 1x1 [+ bias]."""
     channel_dim = conv_channel_dim(conv)
     x_shape, y = tuple(ctx.var(x).shape or ()), pool.output("Out")[0]
     y_shape = tuple(ctx.var(y).shape or ())
-    if not _commutes(ctx, conv, pool, w, x) or len(y_shape) != 4:
-        return None
+    why_not = _why_not_commuting(ctx, conv, pool, w, x)
+    if why_not is not None:
+        return why_not
+    if len(y_shape) != 4:
+        return ctx.decline(f"the pool's output {y} is not 4-D")
     sizes, out = _spatial(x_shape, channel_dim), _spatial(y_shape, channel_dim)
-    if not (_full_windows(pool, sizes) and out[0] * out[1] < sizes[0] * sizes[1]):
-        return None
+    if not _full_windows(pool, sizes):
+        return ctx.decline("the pool has padded or partial windows")
+    if out[0] * out[1] >= sizes[0] * sizes[1]:
+        return ctx.decline("the pool does not shrink the image")
     conv_out = conv.output("Output")[0]
     if add is not None and not is_channel_bias(ctx.var(conv_out).shape or (), ctx.var(b).shape or (),
                                                add.attr("axis"), channel_dim):
-        return None
+        return ctx.decline(f"the add of {b} is not a per-channel bias")
     pooled_shape = list(x_shape)
     for dim, size in zip([d for d in range(1, 4) if d != channel_dim], out):
         pooled_shape[dim] = size

@@ -16,6 +16,7 @@ from halfway.ir.block import Block
 from halfway.ir.errors import PassError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
+from halfway.passes.rewrite import Decline
 
 __all__ = ["Guard", "bypass", "sole_writer", "written_between", "remove_unused_vars"]
 
@@ -81,27 +82,32 @@ def bypass(op: Operator, src: str, out: str, guard: Guard) -> bool:
         (Out=%src) = conv2d(...)         -> (Out=%out) = conv2d(...)
         (Out=%out) = op(X=%src)          -> removed
 
-    Nothing changes (and False is returned) unless: ``op`` is the only writer of ``out``, ``src``
-    and ``out`` are declared with one dtype, ``out`` is not persistable (nor, going backward,
-    ``src``), ``src`` is neither written again after ``op`` nor used by other blocks, and the
-    op's other outputs (dropout's Mask) are unread, unguarded temporaries. The vars left unused
-    are removed.
+    Nothing changes (and Decline is raised, saying why) unless: ``op`` is the only writer of
+    ``out``, ``src`` and ``out`` are declared with one dtype, ``out`` is not persistable (nor,
+    going backward, ``src``), ``src`` is neither written again after ``op`` nor used by other
+    blocks, and the op's other outputs (dropout's Mask) are unread, unguarded temporaries. The
+    vars left unused are removed. Returns True (the rewrite driver's "done" for in-place rules).
     """
     block = op.block
-    if block is None or src == out or not _removable_outputs(op, out, guard) or sole_writer(block, out) is not op:
-        return False
+    assert block is not None
+    if src == out or sole_writer(block, out) is not op:
+        raise Decline(f"{out} is its own input or has other writers")
+    if not _removable_outputs(op, out, guard):
+        raise Decline("another output of the op is read, kept or written elsewhere")
     if block.var(src).dtype != block.var(out).dtype or block.var(out).persistable:
-        return False
+        raise Decline(f"{src} and {out} differ in dtype, or {out} is persistable")
     if not guard.kept(out):
         return _forward(block, op, src, out, guard)
     if out in guard.fetched and not (out in guard.fed or out in guard.elsewhere):
         return _backward(block, op, src, out, guard)
-    return False
+    raise Decline(f"{out} is fed or used by another block")
 
 
 def _forward(block: Block, op: Operator, src: str, out: str, guard: Guard) -> bool:
-    if written_between(block, src, op) or src in guard.elsewhere or not block.uses(out):
-        return False
+    if written_between(block, src, op) or src in guard.elsewhere:
+        raise Decline(f"{src} is written again after the op, or used by another block")
+    if not block.uses(out):
+        raise Decline(f"nothing reads {out} (it may be the program's output: name it in fetch_names)")
     for reader in {id(r): r for r, _, _ in block.uses(out)}.values():
         reader.rename_input(out, src)
     _remove_op_and_outputs(block, op, guard)
@@ -112,7 +118,8 @@ def _backward(block: Block, op: Operator, src: str, out: str, guard: Guard) -> b
     writer = sole_writer(block, src)
     if (writer is None or guard.kept(src) or block.var(src).persistable
             or [u[0] for u in block.uses(src)] != [op]):
-        return False
+        raise Decline(f"{out} is fetched and {src} cannot take its name (kept, persistable, several "
+                      "writers or other readers)")
     _remove_op_and_outputs(block, op, guard)
     writer.rename_output(src, out)
     block.remove_var(src)

@@ -140,3 +140,62 @@ def test_a_reader_that_goes_away_stops_it_quietly():
     process.stdout.close()
     assert process.wait(timeout=300) == 141
     assert process.stderr.read() == b""
+
+
+# -- bad input: one line, no hang, nothing written -----------------------------------------------------
+@pytest.mark.parametrize("body", ["import sys\nsys.exit(0)\n", "raise SystemExit(3)\n"])
+def test_a_plugin_that_exits_does_not_set_the_exit_code(tmp_path, body):
+    plugin = tmp_path / "quitter.py"
+    plugin.write_text(body)
+    done = halfway("passes", "--plugin", plugin)
+    assert done.returncode == 1
+    one_line_error(done, "plugin", "quitter.py", "called sys.exit(")
+
+
+def test_model_files_that_are_not_regular_files_fail_at_once(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.onnx")
+    os.mkfifo(tmp_path / "pipe.pdmodel")
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    for name in ("pipe.onnx", "pipe.pdmodel", "zero"):
+        one_line_error(halfway("inspect", tmp_path / name), name, "not a regular file")
+
+
+def test_an_npy_header_claiming_more_than_the_file_holds(tmp_path):
+    import io
+
+    import numpy as np
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (10**12,)})
+    (tmp_path / "huge.npy").write_bytes(header.getvalue() + bytes(16))
+    done = halfway("run", RESNET_TINY, "--input", f"image={tmp_path / 'huge.npy'}")
+    one_line_error(done, "huge.npy: the header claims a float32 array of shape [1000000000000]")
+
+
+@pytest.mark.parametrize("args", [("run", RESNET_TINY, "--seed", "-1"), ("diff", RESNET_TINY, RESNET_TINY, "--atol", "nan"),
+                                  ("diff", RESNET_TINY, RESNET_TINY, "--rtol", "-1")])
+def test_out_of_range_numbers_are_usage_errors(args):
+    done = halfway(*args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_an_empty_output_path_writes_nothing(tmp_path):
+    done = halfway("transpile", RESNET_TINY, "-o", "", cwd=tmp_path)
+    one_line_error(done, "empty path")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_command_writes_only_its_error_line(tmp_path):
+    (tmp_path / "taken.pdmodel").mkdir()
+    done = halfway("transpile", RESNET_TINY, "-o", tmp_path / "taken")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("halfway: error: "), done.stderr
+
+
+def test_demo_says_which_model_it_saved_when_the_second_save_fails(tmp_path):
+    (tmp_path / "model_fp16.pdmodel").mkdir()
+    done = halfway("demo", "--out", tmp_path, "--samples", "1", "--place", "cpu")
+    line = one_line_error(done, "model_fp16.pdmodel: cannot write", "the float32 model was saved")
+    assert "model_fp32.pdmodel" in line

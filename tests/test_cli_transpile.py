@@ -33,7 +33,7 @@ def test_default_pipeline_fuses_and_keeps_paddles_outputs(tmp_path):
     done = cli("transpile", RESNET_TINY, "-o", tmp_path / "fused")
     assert done.returncode == 0, done.stderr
     saved = tmp_path / "fused.pdmodel"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fused.pdiparams", "fused.pdmodel"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fused.pdiparams", "fused.pdmodel", "fused.pdmodel.sha256"]
     before, after = proto_op_types(RESNET_TINY), proto_op_types(saved)
     assert "batch_norm" not in after and after["fused_conv2d"] > 0
     assert sum(after.values()) < sum(before.values())
@@ -96,6 +96,22 @@ def test_dump_dir_holds_the_program_around_every_pass(tmp_path):
     before, after = ((tmp_path / "dump" / names[i]).read_text() for i in (1, 0))
     assert before.count(" = batch_norm(") == proto_op_types(RESNET_TINY)["batch_norm"]
     assert after.count(" = batch_norm(") < before.count(" = batch_norm(")
+
+
+def test_fp16_runs_as_a_pass_of_the_pipeline(tmp_path):
+    """--fp16 is the float16 pass run last by the PassManager: timed in the table, verified, dumped."""
+    report = halfway_json("transpile", RESNET_TINY, "-o", tmp_path / "m", "--passes", "fuse_conv_bn", "--fp16",
+                          "--dump-dir", tmp_path / "dump")
+    assert [p["pass"] for p in report["passes"]] == ["fuse_conv_bn", "float16"]
+    float16 = report["passes"][1]
+    assert float16["modified"] and float16["seconds"] > 0 and float16["op_delta"]["cast"] >= 2
+    assert float16["stats"]["casts"] == float16["op_delta"]["cast"]
+    assert report["float16"]["casts inserted"] == str(float16["stats"]["casts"])
+    assert report["ops_fused"] == -sum(report["passes"][0]["op_delta"].values())
+    dumped = (tmp_path / "dump" / "01_float16.after.txt").read_text()
+    assert dumped.count(" = cast(") == float16["op_delta"]["cast"]
+    table = cli("transpile", RESNET_TINY, "-o", tmp_path / "t", "--passes", "none", "--fp16").stdout
+    assert "float16" in table.split("casts inserted")[0] and " ms" in table
 
 
 def test_a_plugin_pass_runs_from_the_command_line(tmp_path):

@@ -88,7 +88,8 @@ def test_any_model_and_saved_results(tmp_path):
                           "--out", tmp_path)
     assert [r["precision"] for r in report["rows"]] == ["float32", "float16"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model_fp16.pdiparams", "model_fp16.pdmodel",
-                                                         "model_fp32.pdiparams", "model_fp32.pdmodel"]
+                                                         "model_fp16.pdmodel.sha256", "model_fp32.pdiparams",
+                                                         "model_fp32.pdmodel", "model_fp32.pdmodel.sha256"]
     assert proto_op_types(tmp_path / "model_fp16.pdmodel")["cast"] == report["rows"][1]["casts_inserted"]
     ops = sum(proto_op_types(RESNET_TINY).values()) - sum(proto_op_types(tmp_path / "model_fp32.pdmodel").values())
     assert report["rows"][0]["ops_fused"] == ops

@@ -12,6 +12,7 @@ from halfway.executor import Executor
 from halfway.ir import DType, PassError
 from halfway.ir.attrs import AttrType
 from halfway.passes import get_pass
+from halfway.passes.float16 import Float16Report
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "paddle"
 EPS16 = float(np.finfo(np.float16).eps)
@@ -351,6 +352,8 @@ def test_pass_runs_in_a_pipeline_and_can_drop_unused_parameters():
     result = halfway.PassManager(["fuse_conv_bn", "float16"]).run(program, scope)
     record = result.records[-1]
     assert record.name == "float16" and record.modified and record.stats["casts"] == 2
+    assert isinstance(record.report, Float16Report) and len(record.report.casts) == record.stats["casts"]
+    assert result.records[0].report is None  # a pass without a report
     (got,), kernels = run(result.program, result.scope, {"image": io["image"]}, fetches)
     check_accuracy(io[fetches[0]], got)
     assert {d for t, d in kernels_by_type(kernels) if t != "cast"} == {DType.float16}

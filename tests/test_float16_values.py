@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from halfway.passes import float16_values
-from halfway.passes.float16_values import Losses, to_float16
+from halfway.passes.float16 import values as float16_values
+from halfway.passes.float16.values import Losses, to_float16
 
 
 def _numpy_float16(x: np.ndarray) -> np.ndarray:

@@ -97,3 +97,12 @@ def test_paddle_resnet_fused_matches_paddle():
     assert types["fc"] == 1 and types["fused_conv2d"] == 3 and "matmul_v2" not in types
     got = Executor().run(result.program, {n: io[n] for n in feeds}, fetches, result.scope)
     np.testing.assert_allclose(got[0], io[fetches[0]], rtol=1e-5, atol=1e-6)
+
+
+def test_an_activation_the_fc_cannot_compute_is_a_near_miss_with_its_reason():
+    prog, scope, outs = _linear(act="relu6", attrs={"threshold": 3.0})
+    result = PassManager("fuse_fc", debug=True).run(prog, scope, fetch=outs)
+    assert [op.type for op in result.program.global_block().ops if op.type != "fetch"] == ["fc", "relu6"]
+    (record,) = result.records
+    assert [(m.rule, m.root.split("(")[0], m.reason) for m in record.near_misses] == [
+        ("fc + activation -> fc", "relu6", "fc computes relu6 only with {'threshold': 6.0}")]

@@ -20,7 +20,8 @@ FEEDS, FETCHES = ["image"], ["softmax_0.tmp_0"]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    """The model files in ``folder`` by name (manifests left out)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if not p.name.endswith(".sha256")}
 
 
 def _hand_built() -> tuple[Program, Scope]:
@@ -94,15 +95,15 @@ def test_resaving_a_paddle_model_is_byte_identical(tmp_path):
     assert (tmp_path / "resnet.pdiparams").read_bytes() == (FIXTURES / "resnet_tiny.pdiparams").read_bytes()
     save_inference_model(tmp_path / "legacy", feeds, fetches, prog, scope, model_filename="__model__")
     assert _files(tmp_path / "legacy") == _files(LEGACY)
-    assert sorted(os.listdir(tmp_path)) == ["legacy", "resnet.pdiparams", "resnet.pdmodel"]
+    assert sorted(os.listdir(tmp_path)) == ["legacy", "resnet.pdiparams", "resnet.pdmodel", "resnet.pdmodel.sha256"]
 
 
 def test_save_into_a_directory(tmp_path):
     prog, feeds, fetches, scope = load_inference_model(RESNET)
     save_inference_model(tmp_path, feeds, fetches, prog, scope)
-    assert sorted(os.listdir(tmp_path)) == ["model.pdiparams", "model.pdmodel"]
+    assert sorted(os.listdir(tmp_path)) == ["model.pdiparams", "model.pdmodel", "model.pdmodel.sha256"]
     save_inference_model(f"{tmp_path / 'new' / 'deeper'}{os.sep}", feeds, fetches, prog, scope)
-    assert sorted(os.listdir(tmp_path / "new" / "deeper")) == ["model.pdiparams", "model.pdmodel"]
+    assert sorted(os.listdir(tmp_path / "new" / "deeper")) == ["model.pdiparams", "model.pdmodel", "model.pdmodel.sha256"]
     _assert_same_values(load_inference_model(tmp_path / "new" / "deeper")[3], scope)
 
 
@@ -296,7 +297,7 @@ def test_program_without_parameters_needs_no_parameter_file(tmp_path):
     block.create_var("y", shape=[2])
     block.append_op("relu", {"X": ["x"]}, {"Out": ["y"]})
     save_inference_model(tmp_path / "relu", ["x"], ["y"], prog, Scope())
-    assert os.listdir(tmp_path) == ["relu.pdmodel"]
+    assert sorted(os.listdir(tmp_path)) == ["relu.pdmodel", "relu.pdmodel.sha256"]
     loaded, feeds, fetches, scope = load_inference_model(tmp_path / "relu")
     assert (feeds, fetches, len(scope)) == (["x"], ["y"], 0)
 

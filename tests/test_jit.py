@@ -61,14 +61,14 @@ def test_channels_last_and_fc_match_numpy(act, shape):
 
 
 def test_arrays_the_loops_do_not_take_run_as_numpy_passes():
-    act = jit.compiled_activation("relu", 0.0, 0.0)
+    act = jit.compiled_activation("relu", {})
     out64 = np.ones((1, 2, 3, 3))
     assert not jit.compiled_epilogue(act, False, out64, out64, None, None)
     strided = _values((2, 3, 8))[..., ::2]
     assert not jit.compiled_epilogue(act, True, np.empty((2, 3, 4), np.float32), strided, None, None)
     got, want = _both((4,), ("relu", 0.0, 0.0), np.empty((2, 3, 4), np.float32), _values((4,)), None, strided)
     np.testing.assert_array_equal(got, want)
-    assert jit.compiled_activation("sigmoid", 0.0, 0.0) is None
+    assert jit.compiled_activation("sigmoid", {}) is None
 
 
 def test_halfway_jit_0_turns_the_loops_off():
@@ -136,7 +136,7 @@ def test_depthwise_3x3_loop_matches_the_reference(monkeypatch, act, case, with_r
 
 
 def test_depthwise_arrays_the_loop_does_not_take_are_refused():
-    act = jit.compiled_activation("", 0.0, 0.0)
+    act = jit.compiled_activation("", {})
     x, w = np.ones((1, 2, 4, 4), np.float32), np.ones((2, 1, 3, 3), np.float32)
     out = np.empty((1, 2, 4, 4), np.float32)
     assert jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, w, None, None)
@@ -178,3 +178,24 @@ def test_pool_loop_matches_the_numpy_passes(monkeypatch, kind, case):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     else:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_the_compiled_loops_come_from_the_user_cache_in_the_next_process(tmp_path):
+    code = ("import numpy as np\n"
+            "from halfway.kernels.numpy import jit\n"
+            "loops = jit._loops()\n"
+            "out, x = np.zeros((1, 2, 5, 5), np.float32), np.ones((1, 2, 5, 5), np.float32)\n"
+            "loops.channels_mid(out, x, np.ones(2, np.float32), x, 1, np.float32(0), np.float32(6))\n"
+            "loops.pool3x3(out, x, 1, 1, 1, 1, None)\n"
+            "stats = [loop.stats for loop in (loops.channels_mid, loops.pool3x3)]\n"
+            "print(sum(len(s.cache_hits) for s in stats), sum(len(s.cache_misses) for s in stats))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"} | {"XDG_CACHE_HOME": str(tmp_path)}
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        return [int(n) for n in done.stdout.split()]
+
+    assert run()[1] > 0  # compiled and written to the cache
+    files = sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*"))
+    assert run() == [2, 0]  # both loops found, nothing compiled
+    assert sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*")) == files

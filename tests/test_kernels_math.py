@@ -19,9 +19,10 @@ from onnx.reference import ReferenceEvaluator
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
-from halfway.ir.ops.math import ACTIVATIONS, ELEMENTWISE_OPS, REDUCE_OPS
+from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
 from halfway.ir.schema import TensorInfo
-from halfway.kernels.numpy.math import KERNELS, erfc
+from halfway.ir.ops.numpy_math import erfc
+from halfway.kernels.numpy.math import KERNELS
 from halfway.kernels.registry import KernelSpec, find_kernel, has_kernel
 from tests.oprun import float16_tolerance, run_op
 
@@ -77,7 +78,7 @@ def uniform(shape: tuple[int, ...], dtype: type, low: float, high: float) -> np.
 
 # -- coverage -----------------------------------------------------------------------------------
 def test_every_math_op_has_kernels():
-    assert set(KERNELS) == set(ELEMENTWISE_OPS) | set(ACTIVATIONS) | set(REDUCE_OPS) | OTHER_OPS
+    assert set(KERNELS) == set(BINARY) | set(UNARY) | set(COMPARE) | set(REDUCE) | OTHER_OPS
     for op_type in KERNELS:
         assert has_kernel(op_type, "numpy", DType.float32) and has_kernel(op_type, "numpy", DType.float16)
 
@@ -181,10 +182,12 @@ def float16_case(op_type: str, dtype: type) -> tuple[dict, dict]:
     x = (HALF_POSITIVE if positive else HALF_X).astype(dtype)
     if op_type == "sum":
         return {"X": [x, (HALF_X * 0.5).astype(dtype)]}, {}
-    if op_type in ELEMENTWISE_OPS:
+    if op_type in BINARY:
         return {"X": x, "Y": HALF_Y.astype(dtype)}, {"axis": 0}
-    if op_type in REDUCE_OPS:
+    if op_type in REDUCE:
         return {"X": x}, {"dim": [-1]}
+    if op_type in COMPARE:
+        return {"X": x, "Y": np.round(x[:, ::-1])} if COMPARE[op_type].arity == 2 else {"X": np.round(x)}, {}
     if op_type == "cast":
         return {"X": x}, {"in_dtype": int(DType.from_any(dtype)), "out_dtype": int(DType.int32)}
     return {"X": x}, HALF_ATTRS.get(op_type, {})

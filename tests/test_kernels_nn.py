@@ -18,6 +18,7 @@ from halfway.ir.dtypes import DType
 from halfway.kernels.numpy import conv as conv_kernels
 from halfway.kernels.numpy.conv import make_epilogue
 from halfway.kernels.registry import KernelSpec, find_kernel
+from halfway.ir.errors import SchemaError
 from halfway.ir.schema import TensorInfo
 from tests.oprun import float16_tolerance, run_op
 
@@ -319,7 +320,7 @@ def test_epilogue_runs_in_place_on_the_callers_buffer():
 
 
 def test_unknown_fused_activation_is_rejected():
-    with pytest.raises(ValueError, match="unknown fused activation 'gelu'"):
+    with pytest.raises(SchemaError, match="unknown fused activation .gelu."):
         make_epilogue((1,), "gelu")
 
 
@@ -681,3 +682,14 @@ def test_conv_kernel_writes_a_fresh_contiguous_output_in_the_requested_layout():
     assert out.flags.c_contiguous and out.shape == (1, 5, 6, 4)
     assert not np.shares_memory(out, x)
     check(out, ref_conv(x, w, {"paddings": [1, 1], "data_format": "NHWC"}), 27)
+
+
+def test_pad_refuses_a_huge_output_before_allocating(monkeypatch):
+    from halfway.ir.limits import TensorSizeError
+
+    monkeypatch.setenv("HALFWAY_MAX_TENSOR_BYTES", "4096")
+    x = rand(2, 3, 4)
+    with pytest.raises(TensorSizeError, match=r"pad: a float32 tensor of shape \[2, 3, 1004\] would take 24,096 "
+                                              r"bytes, more than the limit of 4,096"):
+        run("pad", {"X": x}, {"paddings": [0, 0, 0, 0, 0, 1000], "pad_value": 0.0})
+    assert run("pad", {"X": x}, {"paddings": [0, 0, 0, 0, 0, 10], "pad_value": 0.0})["Out"].shape == (2, 3, 14)

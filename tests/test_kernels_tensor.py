@@ -622,3 +622,14 @@ def test_views_of_a_feed_never_let_it_change() -> None:
     for name in ("assign", "concat", "flatten"):  # flatten of a non-contiguous view must copy
         assert not np.shares_memory(got[name], x), name
     assert_bits(x, before)
+
+
+@pytest.mark.parametrize("shape_at", ["attr", "tensor"])
+def test_fill_constant_refuses_a_huge_shape_before_allocating(shape_at: str) -> None:
+    from halfway.ir.limits import TensorSizeError
+
+    shape = [100000, 100000]
+    inputs = {"ShapeTensor": index_array(shape)} if shape_at == "tensor" else {}
+    with pytest.raises(TensorSizeError, match=r"fill_constant: a float32 tensor of shape \[100000, 100000\] "
+                                              r"would take 40,000,000,000 bytes"):
+        run("fill_constant", inputs, {"dtype": DType.float32.value, "shape": shape, "value": 1.0})

@@ -8,6 +8,7 @@ from halfway import layers
 from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
 from halfway.passes import get_pass
+from halfway.passes.rewrite import collect_near_misses
 from halfway.passes.casts import exact_round_trip
 from tests.passcheck import add_fetch_ops, check_pass, fetch_options, insert_after, load_fixture, random_program, run
 
@@ -176,3 +177,11 @@ def test_pair_read_by_a_sub_block_stays():
     sub.create_var("inner", shape=[2, 4], dtype="float16")
     sub.append_op("relu", {"X": [back]}, {"Out": ["inner"]})
     assert not get_pass("cancel_casts")(program).modified
+
+
+def test_a_round_trip_kept_by_lossy_false_is_a_near_miss_with_its_reason():
+    program, _, fetches = _program(lambda x: layers.cast(layers.cast(x, "float16"), "float32"))
+    with collect_near_misses() as misses:
+        assert not get_pass("cancel_casts", lossy=False)(program).modified
+    assert [(m.rule, m.reason) for m in misses] == [
+        ("cast round trip -> removed", "float32 -> float16 -> float32 changes values (lossy=False)")]

@@ -7,6 +7,7 @@ from halfway import layers
 from halfway.ir.builder import append_op, create_parameter
 from halfway.ir.operator import Operator
 from halfway.passes import get_pass
+from halfway.passes.rewrite import collect_near_misses
 from tests.onnx_zoo import dummy_inputs, light_model, with_random_weights
 from tests.passcheck import add_fetch_ops, check_pass, fetch_options, insert_after, load_fixture, random_program, run
 
@@ -153,7 +154,10 @@ def test_dropout_whose_mask_is_read_stays():
         return outs["Out"][0]
 
     program, _, fetches = _build(body)
-    assert not _apply(program, fetches).modified
+    with collect_near_misses() as misses:
+        assert not _apply(program, fetches).modified
+    assert [(m.rule, m.root.split("(")[0], m.reason) for m in misses] == [
+        ("inference dropout -> removed", "dropout", "another output of the op is read, kept or written elsewhere")]
 
 
 def test_vars_of_sub_blocks_are_not_touched():
@@ -235,3 +239,4 @@ def test_onnx_squeezenet_loses_its_dropout():
     feeds = dummy_inputs(model, seed=2)
     result = check_pass("remove_identity", program, scope, {n: feeds[n] for n in feed_names}, fetch_names)
     assert result.stats["dropouts_removed"] == 1 and "dropout" not in _types(program)
+

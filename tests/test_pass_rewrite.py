@@ -1,3 +1,5 @@
+import logging
+
 import numpy as np
 import pytest
 
@@ -5,7 +7,7 @@ import halfway
 from halfway.ir.errors import IRError, PassError
 from halfway.ir.operator import Operator
 from halfway.passes import Rule, Rules, apply_rules, pattern
-from halfway.passes.rewrite import copy_op
+from halfway.passes.rewrite import Decline, NearMiss, collect_near_misses, copy_op
 
 
 def _relu_chain(n):
@@ -119,3 +121,70 @@ def test_splice_replaces_many_places_at_once():
     with pytest.raises(IRError, match="at least one op"):
         block.splice([([], [Operator("relu", {"X": "x"}, {"Out": "r0"})])])
     assert [o.type for o in block.ops] == ["sigmoid", "relu", "tanh"]
+
+
+def _declining(result):
+    def fn(ctx, *, outer, inner, x):
+        ctx.new_var("tmp", like=x)
+        if isinstance(result, Exception):
+            raise result
+        return result(ctx) if callable(result) else result
+
+    return Rules([Rule(pattern("outer:relu(X=inner:relu(X=x))"), fn, "relu + relu -> relu")])
+
+
+@pytest.mark.parametrize("result, reason", [
+    (lambda ctx: ctx.decline("x is not ready"), "x is not ready"),
+    (Decline("raised with a reason"), "raised with a reason"),
+    (None, "declined without a reason"),
+])
+def test_a_declining_rule_is_a_near_miss_with_its_reason(result, reason, caplog):
+    prog = _relu_chain(2)
+    before = prog.to_bytes()
+    with collect_near_misses() as misses, caplog.at_level(logging.DEBUG, logger="halfway.passes"):
+        stats = apply_rules(prog, _declining(result), name="decline")
+    assert prog.to_bytes() == before and stats.total == 0 and stats.declined == 1
+    assert misses == [NearMiss("relu + relu -> relu", "relu(X=r0) -> (Out=r1)", reason)]
+    assert f"near miss: 'relu + relu -> relu' at relu(X=r0) -> (Out=r1): {reason}" in caplog.text
+
+
+def test_near_misses_are_collected_only_inside_the_block():
+    apply_rules(_relu_chain(2), _declining(None), name="outside")
+    with collect_near_misses() as misses:
+        pass
+    assert misses == []
+
+
+@pytest.mark.parametrize("fn, message", [
+    (lambda ctx, outer, inner, y: None, r"captures \['x'\] but the function has no parameter"),
+    (lambda ctx, outer, inner, x, extra: None, r"parameters \['extra'\] are no capture .*misspelled"),
+    (lambda ctx, outer, **_: None, r"\*\*kwargs, which would hide a misspelled capture"),
+])
+def test_captures_are_checked_against_the_function_when_the_rule_is_made(fn, message):
+    with pytest.raises(PassError, match=f"rule 'checked' .*{message}"):
+        Rule(pattern("outer:relu(X=inner:relu(X=x))"), fn, "checked")
+
+
+def test_optional_parameters_and_anonymous_vars():
+    rule = Rule(pattern("outer:relu(X=inner:relu(X=_))"), lambda ctx, outer, inner, b=None: None, "optional")
+    assert rule.pattern.captures == {"outer", "inner"}
+
+
+def test_an_in_place_rule_edits_the_block_and_returns_true():
+    def drop(ctx, *, op, x):
+        for reader, _, _ in ctx.block.uses(op.output("Out")[0]):
+            reader.rename_input(op.output("Out")[0], x)
+        ctx.block.remove_op(op)
+        return True
+
+    prog = _relu_chain(3)
+    prog.global_block().append_op("fetch", {"X": "r2"}, {"Out": "fetch"}, {"col": 0})
+    rules = Rules([Rule(pattern("op:relu(X=x)", where={"op": lambda o: o.output("Out")[0] != "r2"}), drop,
+                        "relu -> removed", in_place=True)])
+    stats = apply_rules(prog, rules, name="drop")
+    assert [o.type for o in prog.global_block().ops] == ["relu", "fetch"]
+    assert prog.global_block().ops[0].input("X") == ("x",) and stats.counts["relu -> removed"] == 2
+
+    bad = Rules([Rule(pattern("op:relu(X=x)"), lambda ctx, op, x: [op], "bad", in_place=True)])
+    with pytest.raises(PassError, match="an in-place rule returns True or declines"):
+        apply_rules(_relu_chain(1), bad, name="bad")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
 from attrs import frozen
@@ -10,7 +11,8 @@ from attrs import frozen
 from halfway.report.console import Output
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "Command", "UsageError",
-           "add_model", "add_json", "add_places", "add_inputs", "add_repeat", "positive", "non_negative"]
+           "add_model", "add_json", "add_places", "add_inputs", "add_repeat", "positive", "non_negative",
+           "tolerance"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -65,7 +67,7 @@ def add_inputs(parser: argparse.ArgumentParser) -> None:
                             "the inputs (repeatable)")
     group.add_argument("--random", action="store_true",
                        help="feed seeded random values shaped like the inputs (the default without --input)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    parser.add_argument("--seed", type=non_negative, default=0, help="seed of the random inputs (default: 0)")
 
 
 def add_repeat(parser: argparse.ArgumentParser, default: int) -> None:
@@ -86,4 +88,11 @@ def non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a count >= 0, got {text}")
+    return value
+
+
+def tolerance(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
     return value

@@ -21,7 +21,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="seeded random inputs: each program runs once on each, timed (default: 8)")
     parser.add_argument("--warmup", type=non_negative, default=1, metavar="N",
                         help="untimed runs before them (default: 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the first input (default: 0)")
+    parser.add_argument("--seed", type=non_negative, default=0, help="seed of the first input (default: 0)")
     parser.add_argument("--out", metavar="DIR", help="also save the fused float32 and the float16 models in DIR")
     add_json(parser)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from halfway.commands.base import EXIT_DIFFERENT, Command, add_inputs, add_json, add_model, add_places
+from halfway.commands.base import EXIT_DIFFERENT, Command, add_inputs, add_json, add_model, add_places, tolerance
 from halfway.commands.execution import feeds_for, prepare
 from halfway.commands.feeds import convert_feed
 from halfway.commands.measure import compare
@@ -23,8 +23,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add_model(parser, "model_b", "the model compared with it, e.g. MODEL_A after `halfway transpile`")
     add_inputs(parser)
     add_places(parser, several=False)
-    parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default: 1e-5)")
-    parser.add_argument("--rtol", type=float, default=1e-3,
+    parser.add_argument("--atol", type=tolerance, default=1e-5, help="absolute tolerance (default: 1e-5)")
+    parser.add_argument("--rtol", type=tolerance, default=1e-3,
                         help="tolerance relative to the largest reference magnitude (default: 1e-3)")
     add_json(parser)
 

@@ -3,9 +3,11 @@ random values shaped like the model's inputs."""
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from collections.abc import Sequence
+from typing import BinaryIO
 
 import numpy as np
 
@@ -53,8 +55,12 @@ def _read_spec(spec: str) -> dict[str, np.ndarray]:
 
 def _load(path: str, spec: str) -> np.ndarray:
     if not os.path.isfile(path):
-        raise FeedError(f"--input {spec!r}: {path}: no such file")
+        raise FeedError(f"--input {spec!r}: {path}: no such file" if not os.path.exists(path)
+                        else f"--input {spec!r}: {path}: not a regular file")
     try:
+        if not zipfile.is_zipfile(path):
+            with open(path, "rb") as f:
+                _check_header(f, os.path.getsize(path), f"--input {spec!r}: {path}")
         value = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise FeedError(f"--input {spec!r}: {path} is not a readable .npy file ({e})") from None
@@ -63,10 +69,27 @@ def _load(path: str, spec: str) -> np.ndarray:
     return value
 
 
+def _check_header(f: BinaryIO, size: int, what: str) -> None:
+    """FeedError when the .npy header read from ``f`` claims more data than ``size`` bytes hold
+    (checked before numpy allocates the array)."""
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read(f)
+    needed = math.prod(shape) * dtype.itemsize
+    if needed > size - f.tell():
+        raise FeedError(f"{what}: the header claims a {dtype} array of shape {list(shape)} ({needed:,} bytes), "
+                        f"but the file holds {size - f.tell():,} bytes of data")
+
+
 def _load_npz(path: str) -> dict[str, np.ndarray]:
     if not os.path.isfile(path):
-        raise FeedError(f"--input {path!r}: no such file")
+        raise FeedError(f"--input {path!r}: no such file" if not os.path.exists(path)
+                        else f"--input {path!r}: not a regular file")
     try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                with archive.open(info) as member:
+                    _check_header(member, info.file_size, f"--input {path!r}: {info.filename}")
         with np.load(path, allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -12,13 +13,13 @@ from halfway.commands.base import Command, add_json, add_model
 from halfway.commands.feeds import parse_inputs
 from halfway.commands.modelfile import Model, load_model, save_model
 from halfway.float16 import float16_transpile
-from halfway.passes import PassManager, PipelineResult
-from halfway.passes.float16_lists import DEFAULT_BLACK_LIST
+from halfway.passes import Pass, PassManager, PipelineResult, get_pass
+from halfway.passes.float16 import DEFAULT_BLACK_LIST, Float16Report
 from halfway.passes.pipeline import DEFAULT_PIPELINE
 from halfway.report.console import Output
 from halfway.report.tables import table
 
-__all__ = ["COMMAND", "run_passes", "run_float16", "pass_rows", "pass_table", "ops_fused"]
+__all__ = ["COMMAND", "run_passes", "float16_pass", "run_float16", "pass_rows", "pass_table", "ops_fused"]
 
 NO_PASSES = "none"
 
@@ -43,28 +44,34 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add_json(parser)
 
 
-def run_passes(model: Model, passes: str | None, dump_dir: str | None = None) -> tuple[Model, PipelineResult]:
-    """``model`` after the pipeline ``passes`` (None: the default; 'none': no pass)."""
+def run_passes(model: Model, passes: str | None, dump_dir: str | None = None,
+               after: Sequence[Pass] = ()) -> tuple[Model, PipelineResult]:
+    """``model`` after the pipeline ``passes`` (None: the default; 'none': no pass), then ``after``."""
     pipeline = [] if passes == NO_PASSES else passes
-    manager = PassManager(pipeline, timing=True, count_ops=True, dump_dir=dump_dir)
+    manager = PassManager(pipeline, after=after, timing=True, count_ops=True, dump_dir=dump_dir)
     result = manager.run(model.program, model.scope, fetch=model.fetch_names)
     scope = result.scope if result.scope is not None else model.scope
     return Model(model.path, model.format, result.program, model.feed_names, model.fetch_names, scope), result
 
 
-def run_float16(model: Model, *, keep_io_types: bool = True, black_list: tuple[str, ...] = (),
-                calibration: dict[str, np.ndarray] | None = None) -> tuple[Model, Any]:
-    """``model`` transpiled to float16, and the transpiler's report."""
-    program, report = float16_transpile(model.program, model.scope, keep_io_types=keep_io_types,
-                                        black_list=tuple(DEFAULT_BLACK_LIST) + black_list,
-                                        calibration_feeds=calibration)
+def float16_pass(*, keep_io_types: bool = True, black_list: tuple[str, ...] = (),
+                 calibration: dict[str, np.ndarray] | None = None) -> Pass:
+    """The ``float16`` pass with the command's options: ``black_list`` extends the default list."""
+    return get_pass("float16", keep_io_types=keep_io_types, black_list=tuple(DEFAULT_BLACK_LIST) + black_list,
+                    calibration_feeds=calibration)
+
+
+def run_float16(model: Model) -> tuple[Model, Float16Report]:
+    """``model`` transpiled to float16 with the default options, and the transpiler's report."""
+    program, report = float16_transpile(model.program, model.scope)
     feeds, fetches = program.feed_names() or model.feed_names, program.fetch_names() or model.fetch_names
     return Model(model.path, model.format, program, feeds, fetches, model.scope), report
 
 
-def ops_fused(result: PipelineResult) -> int:
-    """How many ops fewer the pipeline left (ops folded into others, or found dead)."""
-    return sum(sum(r.ops_before.values()) - sum(r.ops_after.values()) for r in result.records
+def ops_fused(result: PipelineResult, passes: int | None = None) -> int:
+    """How many ops fewer the first ``passes`` passes (default: all) left (ops folded into
+    others, or found dead)."""
+    return sum(sum(r.ops_before.values()) - sum(r.ops_after.values()) for r in result.records[:passes]
                if r.ops_before is not None and r.ops_after is not None)
 
 
@@ -86,18 +93,17 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     calibration = None
     if args.calibrate:
         calibration = parse_inputs([args.calibrate], model.program, model.feed_names)
-    with output.task("running passes"):
-        model, result = run_passes(model, args.passes, args.dump_dir)
-    report = None
+    after: list[Pass] = []
     if args.fp16:
         black = tuple(op for op in args.black_list.split(",") if op)
-        with output.task("transpiling to float16"):
-            model, report = run_float16(model, keep_io_types=args.keep_io_types, black_list=black,
-                                        calibration=calibration)
+        after.append(float16_pass(keep_io_types=args.keep_io_types, black_list=black, calibration=calibration))
+    with output.task("running passes" + (" and the float16 transpile" if args.fp16 else "")):
+        model, result = run_passes(model, args.passes, args.dump_dir, after)
+    report = result.records[-1].report if args.fp16 else None
     files = save_model(args.output, model)
     if args.json:
         output.json({"model": args.model, "output": [str(f) for f in files], "passes": pass_rows(result),
-                     "ops_fused": ops_fused(result),
+                     "ops_fused": ops_fused(result, len(result.records) - len(after)),
                      "float16": dict(report.summary()) if report is not None else None})
         return 0
     output.print(pass_table(result))

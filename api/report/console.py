@@ -1,9 +1,10 @@
 """Where the command line writes: results on stdout, progress and errors on stderr.
 
 Colours and live progress bars appear only on a terminal (rich turns colour off when a stream is
-not a TTY, and so does ``NO_COLOR``). Off a terminal, each finished step is one plain log line
-and tables are laid out ``COLUMNS`` wide (default 160), so piped output stays readable. In JSON
-mode stdout carries exactly one JSON document and nothing else.
+not a TTY, and so does ``NO_COLOR``). Off a terminal, each finished step is one plain log line,
+written when the command ends without error (``finish``; a failed command writes only its one
+error line), and tables are laid out ``COLUMNS`` wide (default 160), so piped output stays
+readable. In JSON mode stdout carries exactly one JSON document and nothing else.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Output:
         self.json_mode = json_mode
         self.out = _console(stdout or sys.stdout)
         self.err = _console(stderr or sys.stderr)
+        self._done: list[str] = []
 
     def print(self, *items: RenderableType) -> None:
         """Human output on stdout (silent in JSON mode, where only ``json`` writes)."""
@@ -57,7 +59,14 @@ class Output:
         """A side remark on stderr (never mixed into results)."""
         self.err.print(f"[dim]{escape(text)}[/]")
 
+    def finish(self) -> None:
+        """Write the steps held back off a terminal (the command ended without error)."""
+        for line in self._done:
+            self.err.print(line)
+        self._done.clear()
+
     def error(self, text: str) -> None:
+        self._done.clear()
         self.err.print(f"[bold red]halfway: error:[/] {escape(text)}", soft_wrap=True)
 
     @contextmanager
@@ -75,7 +84,11 @@ class Output:
         else:
             yield lambda: None
         seconds = time.perf_counter() - start
-        self.err.print(f"[green]✓[/] {escape(description)} [dim]({seconds:.2f} s)[/]")
+        line = f"[green]✓[/] {escape(description)} [dim]({seconds:.2f} s)[/]"
+        if self.err.is_terminal:
+            self.err.print(line)
+        else:
+            self._done.append(line)
 
 
 def _jsonable(value: Any) -> Any:

@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto, helper
 
+from halfway.frontends.onnx.tensors import tensor_array
 from halfway.ir.block import Block
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
+from halfway.ir.limits import check_tensor_size
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.schema import InferContext, TensorInfo, get_schema
@@ -50,9 +52,10 @@ def node_label(node: NodeProto) -> str:
 class GraphContext:
     """What converters see while one graph is imported."""
 
-    def __init__(self, source: str, opset: int) -> None:
+    def __init__(self, source: str, opset: int, max_bytes: int) -> None:
         self.source = source
         self.opset = opset
+        self.max_bytes = max_bytes
         self.program = Program()
         self.block: Block = self.program.global_block()
         self.scope = Scope()
@@ -76,9 +79,7 @@ class GraphContext:
             if isinstance(value, bytes):
                 value = value.decode()
             elif attr.type == attr.TENSOR:
-                from onnx import numpy_helper
-
-                value = numpy_helper.to_array(value)
+                value = tensor_array(value, f"attr {attr.name!r}")
             values[attr.name] = value
         return values
 
@@ -124,6 +125,20 @@ class GraphContext:
                       f"give the model's inputs fixed shapes (input_shapes=...)")
         return shape
 
+    def axis(self, axis: int, rank: int, what: str = "axis") -> int:
+        """``axis`` in [0, rank), counting negative values from the end; ConversionError when it
+        is outside [-rank, rank)."""
+        if not -rank <= axis < rank:
+            self.fail(f"{what} {axis} is out of range for rank {rank} (expected {-rank} to {rank - 1})")
+        return axis % rank
+
+    def check_size(self, shape: Sequence[int], dtype: np.dtype | type) -> None:
+        """A ConversionError naming the node when a tensor of ``shape`` would exceed the limit."""
+        try:
+            check_tensor_size(shape, dtype, "an output", self.max_bytes)
+        except HalfwayError as e:
+            self.fail(str(e))
+
     # -- building --------------------------------------------------------------------------------
     def var(self, name: str) -> str:
         """The var holding value ``name``, making a parameter of a constant on first use."""
@@ -134,7 +149,7 @@ class GraphContext:
         value = self.consts[name]
         var_name = self.fresh(name)
         self.block.create_var(var_name, dtype=DType.from_any(value.dtype), shape=value.shape, persistable=True)
-        self.scope.set(var_name, np.ascontiguousarray(value))
+        self.scope.set(var_name, np.asarray(value, order="C"))
         self.names[name] = var_name
         return var_name
 
@@ -179,6 +194,7 @@ class GraphContext:
             made = []
             for i, name in enumerate(_listed(names)):
                 info = ctx.outputs[slot][i]
+                self.check_size(info.shape, info.dtype.numpy if info.dtype is not None else np.float32)
                 var_name = self.fresh(name)
                 self.block.create_var(var_name, dtype=info.dtype, shape=info.shape)
                 self.names[name] = var_name

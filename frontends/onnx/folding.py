@@ -5,9 +5,16 @@ run-time value (``Shape``, ``Size`` of a tensor whose dims are known). ``Constan
 ``ConstantOfShape`` and ``Shape`` are computed here; any other op is evaluated by ONNX's own
 reference implementation (``onnx.reference``), so folding agrees with the ONNX spec for every
 op it knows. Random ops never fold (their value is not a constant).
+
+Ops whose output size comes from their input values (ConstantOfShape, Expand, Tile, Range, Pad)
+have it checked against the size limit (``halfway.ir.limits``) before anything is computed;
+every folded value is checked after.
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 import numpy as np
 from onnx import AttributeProto, NodeProto, helper, numpy_helper
@@ -37,6 +44,16 @@ def foldable(ctx: GraphContext, node: NodeProto) -> bool:
 def fold(ctx: GraphContext, node: NodeProto) -> list[np.ndarray]:
     """The values of ``node``'s outputs (``foldable`` must hold)."""
     attrs = ctx.attrs(node)
+    planned = _planned_shape(ctx, node, attrs)
+    if planned is not None:
+        ctx.check_size(planned, _planned_dtype(ctx, node, attrs))
+    values = _values(ctx, node, attrs)
+    for value in values:
+        ctx.check_size(value.shape, value.dtype)
+    return values
+
+
+def _values(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> list[np.ndarray]:
     if node.op_type == "Shape":
         shape = ctx.shape(node.input[0])
         start, end = attrs.get("start", 0), attrs.get("end", len(shape))
@@ -50,6 +67,41 @@ def fold(ctx: GraphContext, node: NodeProto) -> list[np.ndarray]:
     if node.op_type == "Constant" and "value" in attrs:
         return [attrs["value"]]
     return _reference(ctx, node)
+
+
+def _planned_shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> list[int] | None:
+    """The output shape of an op whose size comes from its input values, before computing it."""
+    op, consts = node.op_type, ctx.consts
+    inputs = [consts.get(name) if name else None for name in node.input]
+    if op == "ConstantOfShape":
+        return _ints(inputs[0])
+    if op == "Expand":
+        shape, target = list(inputs[0].shape), _ints(inputs[1])
+        rank = max(len(shape), len(target))
+        shape, target = [1] * (rank - len(shape)) + shape, [1] * (rank - len(target)) + target
+        return [max(a, b) for a, b in zip(shape, target)]
+    if op == "Tile":
+        return [d * r for d, r in zip(inputs[0].shape, _ints(inputs[1]))]
+    if op == "Range":
+        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in inputs[:3])
+        if delta == 0 or not all(math.isfinite(v) for v in (start, limit, delta)):
+            return ctx.fail(f"Range from {start} to {limit} by {delta} has no end")
+        return [max(math.ceil((limit - start) / delta), 0)]
+    if op == "Pad" and ctx.opset >= 11:
+        pads, rank = _ints(inputs[1]), inputs[0].ndim
+        if len(pads) == 2 * rank:
+            return [d + pads[i] + pads[i + rank] for i, d in enumerate(inputs[0].shape)]
+    return None
+
+
+def _planned_dtype(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> np.dtype:
+    if node.op_type == "ConstantOfShape":
+        return attrs.get("value", np.zeros(1, np.float32)).dtype
+    return ctx.consts[node.input[0]].dtype
+
+
+def _ints(value: np.ndarray | None) -> list[int]:
+    return [int(v) for v in np.asarray(value).reshape(-1)]
 
 
 def _reference(ctx: GraphContext, node: NodeProto) -> list[np.ndarray]:

@@ -12,6 +12,7 @@ program gets Paddle's feed and fetch ops and is verified before it is returned.
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,15 +20,17 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from halfway.frontends.onnx import ops_math, ops_nn, ops_tensor  # noqa: F401  (register converters)
 from halfway.frontends.onnx.context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from halfway.frontends.onnx.folding import fold, foldable
 from halfway.frontends.onnx.registry import CONVERTERS
-from halfway.ir.dtypes import DType
+from halfway.frontends.onnx.spec import check_node
+from halfway.frontends.onnx.tensors import TensorError, elem_dtype, read_external_data, tensor_array
 from halfway.ir.errors import HalfwayError, SerdeError
 from halfway.ir.io import set_feed_fetch
+from halfway.ir import limits
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.ir.verifier import verify
@@ -38,28 +41,30 @@ MIN_OPSET = 7
 """The oldest default-domain opset the converters follow (numpy broadcasting came with 7)."""
 
 
-def load(model: str | os.PathLike[str] | ModelProto, *,
-         input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Program, list[str], list[str], Scope]:
+def load(model: str | os.PathLike[str] | ModelProto, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
+         max_tensor_bytes: int | None = None) -> tuple[Program, list[str], list[str], Scope]:
     """Import an ONNX model: ``(program, feed_names, fetch_names, scope)`` as
-    ``load_inference_model`` returns them.
+    ``load_inference_model`` returns them. A ModelProto given is not changed.
 
     ``input_shapes`` fixes the dims of graph inputs by name (symbolic dims are otherwise -1),
-    which lets shape computations on them fold.
+    which lets shape computations on them fold. ``max_tensor_bytes`` bounds every tensor the
+    import computes or the program declares from a shape (``halfway.ir.limits``).
 
     Raises:
         SerdeError: the file is missing, not an ONNX model, truncated, or its external data is
             missing.
         UnsupportedOpError: listing every node whose op has no converter and cannot be folded.
-        ConversionError: a malformed graph (an input nothing defines, a cycle) or a node that
-            cannot be converted (a dynamic shape that cannot be folded, an unsupported attr);
-            the message names the file and the node.
+        ConversionError: a malformed graph (an input nothing defines, a cycle, a node that breaks
+            its op's ONNX spec, a malformed initializer) or a node that cannot be converted (a
+            dynamic shape that cannot be folded, an unsupported attr, a tensor over the size
+            limit); the message names the file and the node.
     """
     proto, source = read_model(model)
     graph = proto.graph
-    ctx = GraphContext(source, _opset(proto, source))
+    ctx = GraphContext(source, _opset(proto, source), limits.max_tensor_bytes(max_tensor_bytes))
     nodes = _sorted_nodes(graph, source)
     _check_supported(nodes, graph, source)
-    feeds = _declare_inputs(ctx, graph, dict(input_shapes or {}))
+    feeds = _declare_inputs(ctx, graph, _input_shapes(input_shapes, source))
     ctx.used = {name for node in nodes for name in node.input} | {out.name for out in graph.output}
     for node in nodes:
         _import_node(ctx, node)
@@ -72,12 +77,16 @@ def load(model: str | os.PathLike[str] | ModelProto, *,
 
 # -- reading ---------------------------------------------------------------------------------------
 def read_model(model: str | os.PathLike[str] | ModelProto) -> tuple[ModelProto, str]:
-    """The ModelProto, with external data loaded, and the name errors use for it."""
+    """The ModelProto, with external data loaded, and the name errors use for it. A ModelProto
+    given is returned as it is: one whose tensors keep their data in external files is refused,
+    as it has no folder to find them in."""
     if isinstance(model, ModelProto):
-        _load_external_data(model, Path.cwd(), "<ModelProto>")
+        _refuse_external_data(model)
         return model, "<ModelProto>"
     path = Path(model)
     source = os.fspath(path)
+    if path.exists() and not path.is_file():
+        raise SerdeError(f"{source}: not a regular file")
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -93,23 +102,44 @@ def read_model(model: str | os.PathLike[str] | ModelProto) -> tuple[ModelProto, 
     return proto, source
 
 
-def _load_external_data(proto: ModelProto, base: Path, source: str) -> None:
-    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor, uses_external_data
+def _external_tensors(proto: ModelProto) -> list[TensorProto]:
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
 
-    for tensor in _get_all_tensors(proto):
-        if not uses_external_data(tensor):
-            continue
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
-        file = base / location
-        if not location or not file.is_file():
-            raise SerdeError(f"{source}: tensor {tensor.name!r} keeps its data in external file "
-                             f"{location!r}, which is missing (looked in {base})")
+    return [tensor for tensor in _get_all_tensors(proto) if uses_external_data(tensor)]
+
+
+def _load_external_data(proto: ModelProto, base: Path, source: str) -> None:
+    for tensor in _external_tensors(proto):
         try:
-            load_external_data_for_tensor(tensor, os.fspath(base))
-        except (OSError, ValueError) as e:
-            raise SerdeError(f"{source}: tensor {tensor.name!r}: cannot read external file {location!r} ({e})") from None
-        tensor.data_location = TensorProto.DEFAULT
-        del tensor.external_data[:]
+            read_external_data(tensor, base, f"tensor {tensor.name!r}")
+        except TensorError as e:
+            raise SerdeError(f"{source}: {e}") from None
+
+
+def _refuse_external_data(proto: ModelProto) -> None:
+    external = [tensor.name for tensor in _external_tensors(proto)]
+    if external:
+        raise SerdeError(f"<ModelProto>: tensors {external[:4]} keep their data in external files, which a "
+                         f"ModelProto has no folder to find; pass the model's path, or read the data first "
+                         f"(onnx.load_external_data_for_model)")
+
+
+def _input_shapes(shapes: Mapping[str, Sequence[int]] | None, source: str) -> dict[str, list[int]]:
+    """``input_shapes`` checked: a mapping from input names to lists of dims (-1 = unknown)."""
+    if shapes is None:
+        return {}
+    if not isinstance(shapes, Mapping):
+        raise ConversionError(f"{source}: input_shapes must map input names to shapes, got {type(shapes).__name__}")
+    checked = {}
+    for name, dims in shapes.items():
+        try:
+            checked[name] = [operator.index(d) for d in dims]
+        except TypeError:
+            checked[name] = None
+        if checked[name] is None or any(d < -1 for d in checked[name]):
+            raise ConversionError(f"{source}: input_shapes[{name!r}] must be a list of dims (ints, -1 = unknown), "
+                                  f"got {dims!r}")
+    return checked
 
 
 def _opset(proto: ModelProto, source: str) -> int:
@@ -118,6 +148,10 @@ def _opset(proto: ModelProto, source: str) -> int:
         raise SerdeError(f"{source}: the model imports no opset of the default domain (a truncated or "
                          f"incomplete file?)")
     version = versions[0]
+    newest = onnx.defs.onnx_opset_version()
+    if version > newest:
+        raise ConversionError(f"{source}: opset {version} is newer than the newest this onnx ({onnx.__version__}) "
+                              f"knows ({newest})")
     if version < MIN_OPSET:
         raise ConversionError(f"{source}: opset {version} is older than the oldest supported ({MIN_OPSET}); "
                               f"upgrade it with onnx.version_converter.convert_version")
@@ -194,7 +228,10 @@ def _check_supported(nodes: list[NodeProto], graph: GraphProto, source: str) -> 
 # -- import ----------------------------------------------------------------------------------------
 def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequence[int]]) -> list[str]:
     for tensor in graph.initializer:
-        ctx.consts[tensor.name] = numpy_helper.to_array(tensor)
+        try:
+            ctx.consts[tensor.name] = tensor_array(tensor, f"initializer {tensor.name!r}")
+        except TensorError as e:
+            raise ConversionError(f"{ctx.source}: {e}") from None
     feeds = []
     for value in graph.input:
         if value.name in ctx.consts:
@@ -206,7 +243,11 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequ
         shape = shapes.pop(value.name, None)
         if shape is None:
             shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
-        dtype = DType.from_any(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        try:
+            dtype = elem_dtype(tensor_type.elem_type, f"graph input {value.name!r}")
+            limits.check_tensor_size(shape, dtype.numpy, f"graph input {value.name!r}", ctx.max_bytes)
+        except HalfwayError as e:
+            raise ConversionError(f"{ctx.source}: {e}") from None
         feeds.append(ctx.declare_input(value.name, shape, dtype))
     if shapes:
         raise ConversionError(f"{ctx.source}: input_shapes names {sorted(shapes)}, which are not graph inputs "
@@ -217,6 +258,7 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequ
 def _import_node(ctx: GraphContext, node: NodeProto) -> None:
     ctx.node = node
     try:
+        check_node(node, ctx.opset)
         if foldable(ctx, node):
             for name, value in zip(node.output, fold(ctx, node)):
                 if name:
@@ -225,7 +267,9 @@ def _import_node(ctx: GraphContext, node: NodeProto) -> None:
         CONVERTERS[node.op_type](ctx, node, ctx.attrs(node))
     except ConversionError:
         raise
-    except (HalfwayError, KeyError, IndexError, ValueError, TypeError) as e:
+    except HalfwayError as e:
+        ctx.fail(str(e))
+    except (KeyError, IndexError, ValueError, TypeError, ArithmeticError, MemoryError) as e:
         ctx.fail(f"{type(e).__name__}: {e}")
 
 

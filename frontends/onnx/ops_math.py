@@ -1,5 +1,8 @@
 """Converters of ONNX's math ops: elementwise binary ops (numpy broadcasting), their variadic
-forms, activations, Clip, Pow, Cast and the reductions."""
+forms, activations, comparisons and logical ops, Clip, Pow, Cast and the reductions.
+
+The one-to-one ops come from the family rows' ``onnx`` entries (``halfway.ir.ops.families``);
+the converters here that name ONNX ops themselves are the special ones."""
 
 from __future__ import annotations
 
@@ -11,34 +14,27 @@ from onnx import NodeProto, helper
 from halfway.frontends.onnx.context import GraphContext
 from halfway.frontends.onnx.registry import converts
 from halfway.ir.dtypes import DType
+from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
+from halfway.ir.schema import get_schema
 
 __all__: list[str] = []
 
-_BINARY = {"Add": "elementwise_add", "Sub": "elementwise_sub", "Mul": "elementwise_mul",
-           "Div": "elementwise_div", "Max": "elementwise_max", "Min": "elementwise_min", "Sum": "elementwise_add"}
-# ONNX op -> (halfway op, {halfway attr: (ONNX attr, ONNX default)})
-_UNARY: dict[str, tuple[str, dict[str, tuple[str, float]]]] = {
-    "Relu": ("relu", {}),
-    "Sigmoid": ("sigmoid", {}),
-    "Tanh": ("tanh", {}),
-    "Exp": ("exp", {}),
-    "Log": ("log", {}),
-    "Sqrt": ("sqrt", {}),
-    "Abs": ("abs", {}),
-    "Softplus": ("softplus", {}),
-    "LeakyRelu": ("leaky_relu", {"alpha": ("alpha", 0.01)}),
-    "HardSigmoid": ("hard_sigmoid", {"slope": ("alpha", 0.2), "offset": ("beta", 0.5)}),
-}
+_ROWS = [row for row in (*BINARY.values(), *COMPARE.values(), *UNARY.values()) if row.onnx is not None]
+_BINARY = {row.onnx.name: row for row in _ROWS if row.arity == 2}
+"""ONNX op -> the binary row it is (Max and Min also take one or more than two inputs)."""
+_UNARY = {row.onnx.name: row for row in _ROWS if row.arity == 1}
+"""ONNX op -> the unary row it is, its attrs mapped by the row."""
 
 
 def _emit_binary(ctx: GraphContext, op_type: str, x: str, y: str, out: str) -> None:
-    ctx.emit(op_type, {"X": x, "Y": y}, {"Out": out}, {"axis": -1})
+    axis = get_schema(op_type).attr_spec("axis") is not None
+    ctx.emit(op_type, {"X": x, "Y": y}, {"Out": out}, {"axis": -1} if axis else {})
 
 
-@converts(*(name for name in _BINARY if name != "Sum"))
+@converts(*_BINARY)
 def binary(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """Two-input elementwise ops; Max and Min also take one or more than two inputs."""
-    _fold_chain(ctx, node, _BINARY[node.op_type])
+    """Two-input elementwise ops and comparisons; Max and Min also take one or more than two inputs."""
+    _fold_chain(ctx, node, _BINARY[node.op_type].name)
 
 
 def _fold_chain(ctx: GraphContext, node: NodeProto, op_type: str) -> None:
@@ -72,9 +68,9 @@ def mean(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts(*_UNARY)
 def unary(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    op_type, mapping = _UNARY[node.op_type]
-    values = {ours: float(attrs.get(theirs, default)) for ours, (theirs, default) in mapping.items()}
-    ctx.emit(op_type, {"X": node.input[0]}, {"Out": node.output[0]}, values)
+    row = _UNARY[node.op_type]
+    values = {ours: float(attrs.get(theirs, default)) for ours, (theirs, default) in row.onnx.attrs.items()}
+    ctx.emit(row.name, {"X": node.input[0]}, {"Out": node.output[0]}, values)
 
 
 @converts("HardSwish")
@@ -159,8 +155,7 @@ def cast(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
              {"in_dtype": int(ctx.info(x).dtype), "out_dtype": int(target)})
 
 
-_REDUCE = {"ReduceMean": "reduce_mean", "ReduceSum": "reduce_sum", "ReduceMax": "reduce_max",
-           "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod"}
+_REDUCE = {row.onnx.name: name for name, row in REDUCE.items() if row.onnx is not None}
 _AXES_AS_INPUT = {"ReduceSum": 13}
 """The opset from which an op takes its axes as an input (18 for the other reductions)."""
 
@@ -172,6 +167,12 @@ def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         axes = [] if axes is None else [int(a) for a in axes.reshape(-1)]
     else:
         axes = list(attrs.get("axes", []))
+    for flag in ("keepdims", "noop_with_empty_axes"):
+        if attrs.get(flag, 0) not in (0, 1):
+            ctx.fail(f"{flag} is {attrs[flag]}; it must be 0 or 1")
+    rank = len(ctx.shape(node.input[0]))
+    if len({ctx.axis(a, rank, "axes entry") for a in axes}) != len(axes):
+        ctx.fail(f"axes {axes} repeat an axis")
     if not axes and attrs.get("noop_with_empty_axes", 0):
         ctx.emit("assign", {"X": node.input[0]}, {"Out": node.output[0]})
         return

@@ -224,6 +224,8 @@ def batch_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
 @converts("LRN")
 def lrn(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     size = attrs["size"]
+    if size < 1:
+        ctx.fail(f"size {size} must be positive")
     ctx.emit("lrn", {"X": node.input[0]}, {"Out": node.output[0], "MidOut": ctx.temp(f"{node.output[0]}.mid")},
              {"n": size, "k": attrs.get("bias", 1.0), "alpha": attrs.get("alpha", 1e-4) / size,
               "beta": attrs.get("beta", 0.75)})

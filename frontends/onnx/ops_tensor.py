@@ -44,7 +44,7 @@ def split(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     sizes = (_ints(ctx.const(node.input[1], "split")) if len(node.input) > 1 and node.input[1] else None) \
         if ctx.opset >= 13 else attrs.get("split")
     if sizes is None and "num_outputs" in attrs:
-        dim = ctx.static_shape(x, "Split with num_outputs")[axis]
+        dim = ctx.static_shape(x, "Split with num_outputs")[ctx.axis(axis, len(ctx.shape(x)))]
         chunk = -(-dim // attrs["num_outputs"])
         sizes = [min(chunk, dim - i * chunk) for i in range(attrs["num_outputs"])]
     split_attrs = {"axis": axis, "sections": list(sizes)} if sizes else {"axis": axis, "num": len(outs)}
@@ -66,7 +66,7 @@ def flatten(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, out = node.input[0], node.output[0]
     rank = len(ctx.shape(x))
     axis = attrs.get("axis", 1)
-    axis = axis + rank if axis < 0 else axis
+    axis = ctx.axis(axis, rank + 1) if axis >= 0 else ctx.axis(axis, rank)
     if axis == 0 or axis == rank:
         ctx.emit("reshape2", {"X": x}, {"Out": out}, {"shape": [1, -1] if axis == 0 else [-1, 1]})
         return
@@ -87,7 +87,11 @@ def transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
 
 @converts("Squeeze")
 def squeeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    axes = _axes(ctx, node, attrs, 13) or []
+    shape = ctx.shape(node.input[0])
+    axes = [ctx.axis(a, len(shape), "axes entry") for a in _axes(ctx, node, attrs, 13) or []]
+    wider = [a for a in axes if shape[a] not in (1, -1)]
+    if wider:
+        ctx.fail(f"cannot squeeze axes {wider} of shape {list(shape)}: only dims of size 1 can be removed")
     ctx.emit("squeeze2", {"X": node.input[0]}, {"Out": node.output[0]}, {"axes": axes})
 
 
@@ -99,7 +103,7 @@ def unsqueeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
     if not axes:
         ctx.fail("Unsqueeze needs axes")
     rank = len(ctx.shape(node.input[0])) + len(axes)
-    normalized = sorted(a % rank for a in axes)
+    normalized = sorted(ctx.axis(a, rank, "axes entry") for a in axes)
     if len(set(normalized)) != len(normalized):
         ctx.fail(f"axes {axes} repeat an axis")
     ctx.emit("unsqueeze2", {"X": node.input[0]}, {"Out": node.output[0]}, {"axes": normalized})
@@ -120,7 +124,12 @@ def slice_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         steps = _ints(given_steps) if given_steps is not None else [1] * len(starts)
     limit = np.iinfo(np.int32)
     starts, ends = ([min(max(v, limit.min), limit.max) for v in values] for values in (starts, ends))
-    axes = [a % rank for a in axes]
+    axes = [ctx.axis(a, rank, "axes entry") for a in axes]
+    if len(set(axes)) != len(axes) or not len(starts) == len(ends) == len(axes) == len(steps):
+        ctx.fail(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} must have one entry per axis, "
+                 f"each axis once")
+    if 0 in steps:
+        ctx.fail(f"steps {steps} hold a 0")
     if all(s == 1 for s in steps):
         ctx.emit("slice", {"Input": x}, {"Out": node.output[0]}, {"axes": axes, "starts": starts, "ends": ends})
     else:
@@ -146,7 +155,9 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         value = float(given.reshape(-1)[0]) if given is not None and given.size else 0.0
     axes = _axes(ctx, node, attrs, 18, index=3)
     per_axis = [(0, 0)] * rank
-    axes = [a % rank for a in axes] if axes is not None else list(range(rank))
+    axes = [ctx.axis(a, rank, "axes entry") for a in axes] if axes is not None else list(range(rank))
+    if len(pads) != 2 * len(axes):
+        ctx.fail(f"pads {pads} must hold two values per padded axis ({len(axes)} axes)")
     for i, a in enumerate(axes):
         per_axis[a] = (pads[i], pads[i + len(axes)])
     if any(p < 0 for pair in per_axis for p in pair):
@@ -171,7 +182,13 @@ def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     are wrapped (``gather`` reads them as they are)."""
     x, index, out = node.input[0], node.input[1], node.output[0]
     shape = ctx.shape(x)
-    axis = attrs.get("axis", 0) % len(shape)
+    axis = ctx.axis(attrs.get("axis", 0), len(shape))
+    if ctx.is_const(index) and shape[axis] >= 0:
+        indices = ctx.consts[index]
+        outside = indices[(indices < -shape[axis]) | (indices >= shape[axis])]
+        if outside.size:
+            ctx.fail(f"indices {outside.reshape(-1)[:4].tolist()} are out of range for axis {axis} of size "
+                     f"{shape[axis]} (expected {-shape[axis]} to {shape[axis] - 1})")
     if ctx.is_const(index) and (ctx.consts[index] < 0).any():
         index = ctx.add_const(f"{index}.wrapped", ctx.consts[index] % ctx.static_shape(x, "negative indices")[axis])
     index_shape = ctx.shape(index)

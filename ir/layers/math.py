@@ -1,9 +1,11 @@
 """Layer functions of the math ops: ``elementwise_add(x, y, axis=-1, act=None)``, ``relu(x)``,
-``leaky_relu(x, alpha=0.02)``, ``reduce_mean(input, dim=None, keep_dim=False)``, ``scale``,
-``clip``, ``cast``, ``sums``, ``mean``, ``pow``.
+``leaky_relu(x, alpha=0.02)``, ``equal(x, y)``, ``logical_not(x)``,
+``reduce_mean(input, dim=None, keep_dim=False)``, ``scale``, ``clip``, ``cast``, ``sums``,
+``mean``, ``pow``.
 
-The elementwise, activation and reduce functions are generated from the op tables of
-``halfway.ir.ops.math``: an activation's parameters are its schema attrs with their defaults.
+The elementwise, activation, comparison and reduce functions are generated from the family
+tables of ``halfway.ir.ops.families``: an activation's parameters are its row's attrs with their
+defaults.
 Every function takes ``name``, the prefix of its output var's name.
 """
 
@@ -18,10 +20,11 @@ import numpy as np
 from halfway.ir.attrs import AttrType
 from halfway.ir.builder import append_op, apply_act
 from halfway.ir.dtypes import DType
-from halfway.ir.ops.math import ACTIVATIONS, ELEMENTWISE_OPS, REDUCE_OPS, Unary
+from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
+from halfway.ir.ops.family import Elementwise
 from halfway.ir.variable import Variable
 
-__all__ = [*ELEMENTWISE_OPS, *ACTIVATIONS, *REDUCE_OPS, "clip", "scale", "sums", "cast", "mean", "pow"]
+__all__ = [*BINARY, *UNARY, *COMPARE, *REDUCE, "clip", "scale", "sums", "cast", "mean", "pow"]
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _PY_TYPES = {AttrType.FLOAT: float, AttrType.BOOLEAN: bool, AttrType.INT: int}
@@ -48,7 +51,20 @@ def _elementwise(op_type: str, doc: str) -> Callable[..., Variable]:
                                   f"activation op type to apply to Out.")
 
 
-def _activation(op_type: str, entry: Unary) -> Callable[..., Variable]:
+def _comparison(op_type: str, row: Elementwise) -> Callable[..., Variable]:
+    def layer(x: Variable, y: Variable, name: str | None = None) -> Variable:
+        attrs = {"axis": -1} if row.axis else {}
+        return _out(op_type, {"X": x, "Y": y}, attrs, name)
+
+    def layer_not(x: Variable, name: str | None = None) -> Variable:
+        return _out(op_type, {"X": x}, {}, name)
+
+    if row.arity == 1:
+        return _named(layer_not, op_type, f"Out = {row.doc}, a bool tensor.")
+    return _named(layer, op_type, f"Out = {row.doc}, a bool tensor (x and y broadcast as numpy does).")
+
+
+def _activation(op_type: str, entry: Elementwise) -> Callable[..., Variable]:
     signature = inspect.Signature(
         [_Param("x", _Param.POSITIONAL_OR_KEYWORD, annotation=Variable)]
         + [_Param(a.name, _Param.POSITIONAL_OR_KEYWORD, default=a.default, annotation=_PY_TYPES[a.type])
@@ -78,13 +94,15 @@ def _reduce(op_type: str, doc: str) -> Callable[..., Variable]:
                                   f"counts from the end; None: all dims, giving shape [] unless keep_dim).")
 
 
-for _type, _doc in ELEMENTWISE_OPS.items():
-    globals()[_type] = _elementwise(_type, _doc)
-for _type, _entry in ACTIVATIONS.items():
-    globals()[_type] = _activation(_type, _entry)
-for _type, _doc in REDUCE_OPS.items():
-    globals()[_type] = _reduce(_type, _doc)
-del _type, _doc, _entry
+for _type, _row in BINARY.items():
+    globals()[_type] = _elementwise(_type, _row.doc)
+for _type, _row in UNARY.items():
+    globals()[_type] = _activation(_type, _row)
+for _type, _row in COMPARE.items():
+    globals()[_type] = _comparison(_type, _row)
+for _type, _reduction in REDUCE.items():
+    globals()[_type] = _reduce(_type, _reduction.doc)
+del _type, _row, _reduction
 
 
 def _scalar_or_tensor(value: float | Variable, slot: str, attr: str,

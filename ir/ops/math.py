@@ -1,8 +1,5 @@
-"""Schemas of the math ops: elementwise binary ops, activations, reductions, scale, clip, cast.
-
-The elementwise binary, activation and reduce families are tables (``ELEMENTWISE_OPS``,
-``ACTIVATIONS``, ``REDUCE_OPS``) registered by one loop each; ``halfway.ir.layers.math`` builds
-its layer functions from the same tables.
+"""Schemas of the math ops: the family rows (``halfway.ir.ops.families``: elementwise binary
+ops, activations, comparisons and logical ops, reductions), scale, clip, pow, sum, cast, mean.
 
 Broadcasting (Paddle's ``ElementwiseRawInferMeta`` + ``funcs::GetBroadcastDimsArrays``): equal
 shapes need nothing (``axis`` is ignored). Otherwise the operand of lower rank, Y or X, is aligned
@@ -22,18 +19,16 @@ int32 otherwise gives int64, as Paddle's does.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
 
 from halfway.ir.attrs import AttrType
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import IRError
+from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
+from halfway.ir.ops.family import Elementwise
 from halfway.ir.schema import (AttrSpec, InferContext, InferError, OpSchema, Slot, register_op,
                                same_as)
 
-__all__ = [
-    "Unary", "ELEMENTWISE_OPS", "ACTIVATIONS", "REDUCE_OPS",
-    "broadcast_shape", "paddle_axis_to_numpy", "numpy_operand_shapes",
-]
+__all__ = ["broadcast_shape", "paddle_axis_to_numpy", "numpy_operand_shapes"]
 
 Shape = tuple[int, ...]
 InferFn = Callable[[InferContext], None]
@@ -153,76 +148,19 @@ def _same_as_x_with_scalars(*scalar_slots: str, check: InferFn | None = None) ->
     return infer
 
 
-# -- elementwise binary ops -----------------------------------------------------------------------
-ELEMENTWISE_OPS: dict[str, str] = {
-    "elementwise_add": "X + Y",
-    "elementwise_sub": "X - Y",
-    "elementwise_mul": "X * Y",
-    "elementwise_div": "X / Y",
-    "elementwise_max": "max(X, Y)",
-    "elementwise_min": "min(X, Y)",
-    "elementwise_pow": "X ** Y",
-}
-"""Op type -> what Out holds (Y broadcast into X by ``broadcast_shape``)."""
-
-
+# -- elementwise binary ops and comparisons ---------------------------------------------------------
 def _infer_elementwise(ctx: InferContext) -> None:
     x, y = ctx.input("X"), ctx.input("Y")
     ctx.check(x.dtype == y.dtype, f"X is {x.dtype.name} but Y is {y.dtype.name}; both operands need "
                                   f"one dtype (cast one of them)")
     try:
-        shape = broadcast_shape(x.shape, y.shape, ctx.attr("axis"))
+        shape = broadcast_shape(x.shape, y.shape, ctx.attr("axis") if ctx.schema.attr_spec("axis") else -1)
     except InferError as e:
         ctx.fail(str(e))
-    ctx.set_output("Out", shape, x.dtype)
-
-
-# -- activations ----------------------------------------------------------------------------------
-class Unary(NamedTuple):
-    """An elementwise X -> Out op: what Out holds, and its attrs."""
-
-    doc: str
-    attrs: tuple[AttrSpec, ...] = ()
-
-
-def _floats(**defaults: float) -> tuple[AttrSpec, ...]:
-    return tuple(AttrSpec(name, AttrType.FLOAT, value) for name, value in defaults.items())
-
-
-ACTIVATIONS: dict[str, Unary] = {
-    "relu": Unary("max(X, 0)"),
-    # Paddle 3 exports write no threshold attr; the default 6 applies.
-    "relu6": Unary("min(max(X, 0), threshold)", _floats(threshold=6.0)),
-    "leaky_relu": Unary("X if X > 0 else alpha * X", _floats(alpha=0.02)),
-    "sigmoid": Unary("1 / (1 + exp(-X))"),
-    "tanh": Unary("tanh(X)"),
-    "hard_swish": Unary("X * min(max(X + offset, 0), threshold) / scale",
-                        _floats(threshold=6.0, scale=6.0, offset=3.0)),
-    "hard_sigmoid": Unary("min(max(slope * X + offset, 0), 1)", _floats(slope=0.2, offset=0.5)),
-    "swish": Unary("X * sigmoid(beta * X)", _floats(beta=1.0)),
-    "silu": Unary("X * sigmoid(X)"),
-    "gelu": Unary("X * Phi(X) (the tanh approximation when approximate)",
-                  (AttrSpec("approximate", AttrType.BOOLEAN, False),)),
-    "softplus": Unary("log(1 + exp(beta * X)) / beta, or X where beta * X > threshold",
-                      _floats(beta=1.0, threshold=20.0)),
-    "exp": Unary("exp(X)"),
-    "log": Unary("log(X)"),
-    "sqrt": Unary("sqrt(X)"),
-    "abs": Unary("|X|"),
-}
-"""Op type -> Unary(doc, attrs) of the X -> Out activations (same shape and dtype, in place)."""
+    ctx.set_output("Out", shape, DType.bool if ctx.schema.type in COMPARE else x.dtype)
 
 
 # -- reductions -----------------------------------------------------------------------------------
-REDUCE_OPS: dict[str, str] = {
-    "reduce_sum": "the sum",
-    "reduce_mean": "the mean",
-    "reduce_max": "the maximum",
-    "reduce_min": "the minimum",
-    "reduce_prod": "the product",
-}
-"""Op type -> what Out holds of X over the dims in attr ``dim``."""
-
 _REDUCE_ATTRS = (
     AttrSpec("dim", AttrType.INTS, (0,)),
     AttrSpec("keep_dim", AttrType.BOOLEAN, False),
@@ -315,18 +253,28 @@ _SCHEMAS = [
 ]
 
 
+def _elementwise_schema(row: Elementwise) -> OpSchema:
+    """X (, Y) -> Out: binary rows broadcast Y into X (from dim ``axis`` where the row has it)."""
+    attrs = [AttrSpec("axis", AttrType.INT, -1)] if row.axis else []
+    inputs = [Slot("X"), Slot("Y")][:row.arity]
+    same_dtype = row.out_dtype is None
+    infer = _infer_elementwise if row.arity == 2 else same_as("X") if same_dtype else _infer_logical_not
+    broadcast = ", Y broadcast into X" + (" from dim axis" if row.axis else "")
+    doc = f"Out = {row.doc}" + (broadcast if row.arity == 2 else "")
+    return OpSchema(row.name, inputs=inputs, outputs=[Slot("Out")], attrs=[*attrs, *row.attrs], infer=infer,
+                    dtype_slots=tuple(s.name for s in inputs), inplace={"X": "Out"} if same_dtype else {}, doc=doc)
+
+
+def _infer_logical_not(ctx: InferContext) -> None:
+    ctx.set_output("Out", ctx.input("X").shape, DType.bool)
+
+
 def _register() -> None:
-    binary: dict[str, Any] = dict(inputs=[Slot("X"), Slot("Y")], outputs=[Slot("Out")],
-                  attrs=[AttrSpec("axis", AttrType.INT, -1)], infer=_infer_elementwise,
-                  dtype_slots=("X", "Y"), inplace={"X": "Out"})
-    for op_type, doc in ELEMENTWISE_OPS.items():
-        register_op(OpSchema(op_type, doc=f"Out = {doc}, Y broadcast into X from dim axis", **binary))
-    for op_type, entry in ACTIVATIONS.items():
-        register_op(OpSchema(op_type, inputs=[Slot("X")], outputs=[Slot("Out")], attrs=entry.attrs,
-                             infer=same_as("X"), inplace={"X": "Out"}, doc=f"Out = {entry.doc}"))
-    for op_type, doc in REDUCE_OPS.items():
+    for row in [*BINARY.values(), *UNARY.values(), *COMPARE.values()]:
+        register_op(_elementwise_schema(row))
+    for op_type, reduction in REDUCE.items():
         register_op(OpSchema(op_type, inputs=[Slot("X")], outputs=[Slot("Out")], attrs=_REDUCE_ATTRS,
-                             infer=_infer_reduce, doc=f"Out = {doc} of X over dims dim"))
+                             infer=_infer_reduce, doc=f"Out = {reduction.doc} of X over dims dim"))
     for schema in _SCHEMAS:
         register_op(schema)
 

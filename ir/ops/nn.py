@@ -23,15 +23,17 @@ from typing import Any, NamedTuple
 
 from halfway.ir.attrs import AttrType
 from halfway.ir.dtypes import DType
+from halfway.ir.ops.families import UNARY, absorbable, fc_absorbable
 from halfway.ir.schema import (AttrSpec, InferContext, InferError, InferFn, OpSchema, Slot, TensorInfo,
                                register_op)
 
 __all__ = ["Window", "window_geometry", "pad_pairs", "FUSABLE_ACTIVATIONS"]
 
 _CHANNEL_LAYOUTS = ("NCHW", "NHWC", "AnyLayout")
-_PLAIN_ACTIVATIONS = ("", "relu", "relu6", "sigmoid", "hard_swish", "swish")
-FUSABLE_ACTIVATIONS = _PLAIN_ACTIVATIONS + ("leaky_relu",)
-"""Activations ``fused_conv2d`` may apply (``fc`` takes those without a parameter)."""
+FUSABLE_ACTIVATIONS = ("", *absorbable())
+"""Activations ``fused_conv2d`` may apply: the absorbable family rows (``halfway.ir.ops.families``)."""
+_PLAIN_ACTIVATIONS = ("", *(name for name in absorbable() if fc_absorbable(UNARY[name])))
+"""Activations ``fc`` may apply: those its epilogue computes without parameters."""
 
 
 # -- shared helpers -------------------------------------------------------------------------------
@@ -243,7 +245,7 @@ _register(
                            AttrSpec("fuse_alpha", AttrType.FLOAT, 0.0), AttrSpec("fuse_beta", AttrType.FLOAT, 0.0)],
     infer=_infer_conv,
     doc="Output = act(conv2d(Input, Filter) + Bias[C] + ResidualData); act = fuse_activation, with "
-        "fuse_alpha its parameter (leaky_relu's slope), as Paddle's fused_conv2d.",
+        "fuse_alpha and fuse_beta its parameters as Paddle's fused_conv2d reads them (0: the default).",
 )
 
 _register(

@@ -49,13 +49,16 @@ widening: float16 storage, float32 GEMMs.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from halfway.ir.ops.families import UNARY, epilogue_op
 from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.jit import CompiledActivation, compiled_activation, compiled_depthwise, compiled_epilogue
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
@@ -70,54 +73,14 @@ columns at a time, so the copy lands in cache and the GEMM reads it from there."
 
 
 # -- the fused epilogue ---------------------------------------------------------------------------
-def _sigmoid_(y: np.ndarray) -> None:
-    """y = 1 / (1 + exp(-y)) in place, from exp(-|y|): no overflow, tiny results stay precise."""
-    e = np.exp(-np.abs(y))
-    np.divide(np.where(y >= 0, 1, e), 1 + e, out=y)
-
-
-def make_activation(name: str, alpha: float = 0.0, beta: float = 0.0) -> Activation | None:
-    """The in-place activation ``name`` with Paddle's fused-op parameters, or None for "".
-
-    As Paddle's oneDNN fusions: ``relu`` and ``leaky_relu`` give ``x`` or ``alpha * x`` below
-    zero; ``relu6`` clips at its threshold (``fuse_beta`` in newer Paddle, ``fuse_alpha`` in
-    older, 6 when both are 0); ``swish`` is ``x * sigmoid(alpha * x)`` (alpha 1 when 0);
-    ``hard_swish`` is ``x * clip(alpha * x + beta, 0, 1)`` (alpha 1/6 and beta 1/2 when 0).
-    """
-    f32 = np.float32
-    if name == "":
-        return None
-    if name in ("relu", "leaky_relu"):
-        slope = f32(alpha)
-        if slope == 0:
-            return lambda y: np.maximum(y, 0, out=y)
-        return lambda y: np.multiply(y, slope, out=y, where=y < 0)
-    if name == "relu6":
-        top = f32(beta if beta > 0 else alpha if alpha > 0 else 6.0)
-        return lambda y: np.clip(y, 0, top, out=y)
-    if name == "sigmoid":
-        return _sigmoid_
-    if name == "swish":
-        scale = f32(alpha if alpha != 0 else 1.0)
-
-        def swish(y: np.ndarray) -> None:
-            gate = y * scale
-            _sigmoid_(gate)
-            y *= gate
-
-        return swish
-    if name == "hard_swish":
-        slope, offset = f32(alpha if alpha != 0 else 1 / 6), f32(beta if beta != 0 else 0.5)
-
-        def hard_swish(y: np.ndarray) -> None:
-            gate = y * slope
-            gate += offset
-            np.clip(gate, 0, 1, out=gate)
-            y *= gate
-
-        return hard_swish
-    raise ValueError(f"unknown fused activation {name!r}; known: relu, leaky_relu, relu6, sigmoid, swish, "
-                     f"hard_swish")
+def make_activation(op_type: str, attrs: Mapping[str, Any]) -> Activation:
+    """Activation ``op_type`` with ``attrs`` (float32 scalars), written in place: the row's numpy
+    math with ``out=y`` where it takes one, else its result copied back."""
+    fn = UNARY[op_type].numpy
+    bound = functools.partial(fn, **{k: np.float32(v) if isinstance(v, float) else v for k, v in attrs.items()})
+    if "out" in inspect.signature(fn).parameters:
+        return lambda y: bound(y, out=y)
+    return lambda y: np.copyto(y, bound(y))
 
 
 class Epilogue(NamedTuple):
@@ -153,8 +116,12 @@ class Epilogue(NamedTuple):
 
 def make_epilogue(bias_shape: Sequence[int], activation: str = "", alpha: float = 0.0,
                   beta: float = 0.0) -> Epilogue:
-    return Epilogue(make_activation(activation, alpha, beta), tuple(bias_shape),
-                    compiled_activation(activation, alpha, beta))
+    """The epilogue of a fused op with ``fuse_activation`` (``fc``'s ``activation_type``) and its
+    parameters (read by ``halfway.ir.ops.families.epilogue_op``)."""
+    op = epilogue_op(activation, alpha, beta)
+    if op is None:
+        return Epilogue(None, tuple(bias_shape), compiled_activation("", {}))
+    return Epilogue(make_activation(*op), tuple(bias_shape), compiled_activation(*op))
 
 
 def slot_positions(spec: KernelSpec) -> dict[str, int]:

@@ -19,24 +19,26 @@ import functools
 import importlib.util
 import logging
 import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.kernels.numpy import jit_windows
-
-__all__ = ["JIT", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
+__all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
            "compiled_pool"]
 
 log = logging.getLogger("halfway.kernels")
 
 _CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3}
+"""The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold."""
 
 
 class _Loops(NamedTuple):
     channels_mid: Any
     channels_last: Any
-    windows: jit_windows.WindowLoops
+    depthwise3x3: Any
+    pool3x3: Any
 
 
 class CompiledActivation(NamedTuple):
@@ -55,70 +57,35 @@ cache, or compiled) at the first epilogue that runs them, not with halfway."""
 @functools.cache
 def _loops() -> _Loops | None:
     """The compiled loops, or None where numba does not import (a release too old for this
-    numpy, say): the epilogues then run as numpy passes."""
+    numpy, say): the epilogues then run as numpy passes. numba caches them in ``cache_dir()``
+    unless ``NUMBA_CACHE_DIR`` says where."""
     try:
-        from numba import njit
+        from numba.core import config
+
+        if not os.environ.get("NUMBA_CACHE_DIR"):
+            config.CACHE_DIR = os.fspath(cache_dir())
+        from halfway.kernels.numpy import jit_epilogue, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
-
-    zero = np.float32(0)
-
-    @njit(cache=True, nogil=True, inline="always")
-    def activate(v, code, alpha, top):  # pragma: no cover - compiled
-        if code == 1:
-            if v <= zero:  # as numpy's maximum: +0 for -0, NaN kept
-                v = zero
-        elif code == 2:
-            if v < zero:  # as numpy's clip: -0 and NaN kept
-                v = zero
-            elif v > top:
-                v = top
-        elif code == 3 and v < zero:
-            v = v * alpha
-        return v
-
-    @njit(cache=True, nogil=True)
-    def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
-        """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``."""
-        images, channels, rows, cols = out.shape
-        for n in range(images):
-            for c in range(channels):
-                b = bias[c] if bias is not None else zero
-                for y in range(rows):
-                    for x in range(cols):
-                        v = source[n, c, y, x]
-                        if bias is not None:
-                            v = v + b
-                        if residual is not None:
-                            v = v + residual[n, c, y, x]
-                        out[n, c, y, x] = activate(v, code, alpha, top)
-
-    @njit(cache=True, nogil=True)
-    def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
-        """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``."""
-        rows, channels = out.shape
-        for m in range(rows):
-            for c in range(channels):
-                v = source[m, c]
-                if bias is not None:
-                    v = v + bias[c]
-                if residual is not None:
-                    v = v + residual[m, c]
-                out[m, c] = activate(v, code, alpha, top)
-
-    return _Loops(channels_mid, channels_last, jit_windows.build(njit, activate))
+    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise3x3,
+                  jit_windows.pool3x3)
 
 
-def compiled_activation(name: str, alpha: float, beta: float) -> CompiledActivation | None:
-    """``name`` with Paddle's fused-op parameters (as ``conv.make_activation`` reads them) for the
-    compiled loops, or None where they lack it or numba is missing."""
-    if not JIT or name not in _CODES:
+def cache_dir() -> Path:
+    """Where numba keeps the compiled loops: ``$XDG_CACHE_HOME/halfway/numba`` (by default
+    ``~/.cache/halfway/numba``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "halfway" / "numba"
+
+
+def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActivation | None:
+    """Activation ``op_type`` ("" for none) with ``attrs`` for the compiled loops, or None where
+    they lack it or numba is missing."""
+    if not JIT or op_type not in _CODES:
         return None
-    if name == "leaky_relu" and np.float32(alpha) == 0:
-        name = "relu"  # as make_activation: a zero slope is relu
-    top = beta if beta > 0 else alpha if alpha > 0 else 6.0
-    return CompiledActivation(_CODES[name], np.float32(alpha), np.float32(top))
+    return CompiledActivation(_CODES[op_type], np.float32(attrs.get("alpha", 0.0)),
+                              np.float32(attrs.get("threshold", 0.0)))
 
 
 def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndarray, source: np.ndarray,
@@ -162,7 +129,7 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
     if loops is None:
         return False
     flat_bias = None if bias is None else bias.reshape(-1)
-    loops.windows.depthwise3x3(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
+    loops.depthwise3x3(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
     return True
 
 
@@ -177,5 +144,5 @@ def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple
     loops = _loops()
     if loops is None:
         return False
-    loops.windows.pool3x3(out, x, *pads, *strides, scale)
+    loops.pool3x3(out, x, *pads, *strides, scale)
     return True

@@ -1,4 +1,4 @@
-"""The compiled window loops that ``halfway.kernels.numpy.jit`` loads: the 3x3 depthwise
+"""The compiled window loops that ``halfway.kernels.numpy.jit`` imports (with numba) at first use: the 3x3 depthwise
 convolution and 3x3 pooling, NCHW.
 
 numpy runs both as a few passes over memory per call (a depthwise conv as small batched GEMMs over
@@ -21,132 +21,127 @@ slower.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
-
 import numpy as np
+from numba import njit, uint64
 
-__all__ = ["WindowLoops", "build"]
+from halfway.kernels.numpy.jit_epilogue import activate
+
+__all__ = ["depthwise3x3", "pool3x3"]
+
+zero = np.float32(0)
 
 
-class WindowLoops(NamedTuple):
-    depthwise3x3: Any
-    pool3x3: Any
+@njit(cache=True, nogil=True)
+def phases(x, hq, wq, pt, pl, sh, sw, taps_h, taps_w, dh, dw, fill):  # pragma: no cover - compiled
+    """The scratch (filled with ``fill``), where each input row starts in it (-1: not
+    needed), per column phase its first input column, offset and column count, and each
+    tap's base offset."""
+    rows, cols = x.shape[2], x.shape[3]
+    plane = hq * wq
+    starts = np.full(rows, -1, np.int64)
+    for y in range(rows):
+        py = y + pt
+        if py // sh < hq:
+            starts[y] = (py % sh) * sw * plane + py // sh * wq
+    firsts, offsets, counts = np.empty(sw, np.int64), np.empty(sw, np.int64), np.empty(sw, np.int64)
+    for b in range(sw):
+        x0 = (b - pl) % sw
+        q0 = (x0 + pl) // sw
+        firsts[b], offsets[b] = x0, b * plane + q0
+        counts[b] = max(0, min((cols - x0 + sw - 1) // sw, wq - q0))
+    base = np.empty(taps_h * taps_w, np.int64)
+    for i in range(taps_h):
+        for j in range(taps_w):
+            base[i * taps_w + j] = (((i * dh) % sh * sw + (j * dw) % sw) * plane + (i * dh) // sh * wq
+                                    + (j * dw) // sw)
+    return np.full(sh * sw * plane, fill, x.dtype), starts, firsts, offsets, counts, base
 
 
-def build(njit: Callable[..., Any], activate: Any) -> WindowLoops:
-    """The loops, compiled by numba's ``njit`` (the caller imports numba), with ``activate`` (a
-    compiled ``(v, code, alpha, top) -> v``) as the depthwise epilogue's activation."""
-    from numba import uint64
-
-    zero = np.float32(0)
-
-    @njit(cache=True, nogil=True)
-    def phases(x, hq, wq, pt, pl, sh, sw, taps_h, taps_w, dh, dw, fill):  # pragma: no cover - compiled
-        """The scratch (filled with ``fill``), where each input row starts in it (-1: not
-        needed), per column phase its first input column, offset and column count, and each
-        tap's base offset."""
-        rows, cols = x.shape[2], x.shape[3]
-        plane = hq * wq
-        starts = np.full(rows, -1, np.int64)
-        for y in range(rows):
-            py = y + pt
-            if py // sh < hq:
-                starts[y] = (py % sh) * sw * plane + py // sh * wq
-        firsts, offsets, counts = np.empty(sw, np.int64), np.empty(sw, np.int64), np.empty(sw, np.int64)
+@njit(cache=True, nogil=True, inline="always")
+def copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw):  # pragma: no cover - compiled
+    for y in range(x.shape[2]):
+        if starts[y] < 0:
+            break
         for b in range(sw):
-            x0 = (b - pl) % sw
-            q0 = (x0 + pl) // sw
-            firsts[b], offsets[b] = x0, b * plane + q0
-            counts[b] = max(0, min((cols - x0 + sw - 1) // sw, wq - q0))
-        base = np.empty(taps_h * taps_w, np.int64)
-        for i in range(taps_h):
-            for j in range(taps_w):
-                base[i * taps_w + j] = (((i * dh) % sh * sw + (j * dw) % sw) * plane + (i * dh) // sh * wq
-                                        + (j * dw) // sw)
-        return np.full(sh * sw * plane, fill, x.dtype), starts, firsts, offsets, counts, base
+            x0, dst = firsts[b], starts[y] + offsets[b]
+            if sw == 1:  # contiguous: a vector copy
+                for u in range(counts[b]):
+                    planes[uint64(dst + u)] = x[n, c, y, uint64(x0 + u)]
+            else:
+                for u in range(counts[b]):
+                    planes[uint64(dst + u)] = x[n, c, y, uint64(x0 + u * sw)]
 
-    @njit(cache=True, nogil=True, inline="always")
-    def copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw):  # pragma: no cover - compiled
-        for y in range(x.shape[2]):
-            if starts[y] < 0:
-                break
-            for b in range(sw):
-                x0, dst = firsts[b], starts[y] + offsets[b]
-                if sw == 1:  # contiguous: a vector copy
-                    for u in range(counts[b]):
-                        planes[uint64(dst + u)] = x[n, c, y, uint64(x0 + u)]
-                else:
-                    for u in range(counts[b]):
-                        planes[uint64(dst + u)] = x[n, c, y, uint64(x0 + u * sw)]
 
-    @njit(cache=True, nogil=True, inline="always")
-    def row_bases(base, row):  # pragma: no cover - compiled
-        """The 9 taps' offsets for the output row starting at ``row``."""
-        return (base[0] + row, base[1] + row, base[2] + row, base[3] + row, base[4] + row, base[5] + row,
-                base[6] + row, base[7] + row, base[8] + row)
+@njit(cache=True, nogil=True, inline="always")
+def row_bases(base, row):  # pragma: no cover - compiled
+    """The 9 taps' offsets for the output row starting at ``row``."""
+    return (base[0] + row, base[1] + row, base[2] + row, base[3] + row, base[4] + row, base[5] + row,
+            base[6] + row, base[7] + row, base[8] + row)
 
-    @njit(cache=True, nogil=True, inline="always")
-    def taps(planes, row, ox):  # pragma: no cover - compiled
-        """The 9 taps of output pixel ``ox`` of the row ``row_bases`` gave."""
-        return (planes[uint64(row[0] + ox)], planes[uint64(row[1] + ox)], planes[uint64(row[2] + ox)],
-                planes[uint64(row[3] + ox)], planes[uint64(row[4] + ox)], planes[uint64(row[5] + ox)],
-                planes[uint64(row[6] + ox)], planes[uint64(row[7] + ox)], planes[uint64(row[8] + ox)])
 
-    @njit(cache=True, nogil=True)
-    def depthwise3x3(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
-        """``out = act(depthwise(x, w) + bias + residual)``; ``w`` is ``[C * mult, 1, 3, 3]``,
-        output channel ``c * mult + m`` reads input channel ``c``."""
-        channels = x.shape[1]
-        outs, oh, ow = w.shape[0], out.shape[2], out.shape[3]
-        mult = outs // channels
-        wq = ow + 2 * dw // sw
-        planes, starts, firsts, offsets, counts, base = phases(x, oh + 2 * dh // sh + 1, wq, pt, pl, sh, sw,
-                                                               3, 3, dh, dw, zero)
-        wf = w.reshape(outs, 9)
-        for n in range(x.shape[0]):
-            for c in range(channels):
-                copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw)
-                for o in range(c * mult, (c + 1) * mult):
-                    w0, w1, w2, w3, w4 = wf[o, 0], wf[o, 1], wf[o, 2], wf[o, 3], wf[o, 4]
-                    w5, w6, w7, w8 = wf[o, 5], wf[o, 6], wf[o, 7], wf[o, 8]
-                    b_o = bias[o] if bias is not None else zero
-                    for oy in range(oh):
-                        row = row_bases(base, oy * wq)
-                        for ox in range(ow):
-                            v0, v1, v2, v3, v4, v5, v6, v7, v8 = taps(planes, row, ox)
-                            v = (w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3 + w4 * v4 + w5 * v5 + w6 * v6 + w7 * v7
-                                 + w8 * v8)
-                            if bias is not None:
-                                v = v + b_o
-                            if residual is not None:
-                                v = v + residual[n, o, oy, ox]
-                            out[n, o, oy, ox] = activate(v, code, alpha, top)
+@njit(cache=True, nogil=True, inline="always")
+def taps(planes, row, ox):  # pragma: no cover - compiled
+    """The 9 taps of output pixel ``ox`` of the row ``row_bases`` gave."""
+    return (planes[uint64(row[0] + ox)], planes[uint64(row[1] + ox)], planes[uint64(row[2] + ox)],
+            planes[uint64(row[3] + ox)], planes[uint64(row[4] + ox)], planes[uint64(row[5] + ox)],
+            planes[uint64(row[6] + ox)], planes[uint64(row[7] + ox)], planes[uint64(row[8] + ox)])
 
-    @njit(cache=True, nogil=True, inline="always")
-    def larger(a, b):  # pragma: no cover - compiled
-        """numpy's maximum: NaN from either side."""
-        return b if (b > a) | (b != b) else a
 
-    @njit(cache=True, nogil=True)
-    def pool3x3(out, x, pt, pl, sh, sw, scale):  # pragma: no cover - compiled
-        """3x3 max pooling (``scale`` None) or average pooling (the sum times ``scale[OH, OW]``,
-        the reciprocal counts)."""
-        oh, ow = out.shape[2], out.shape[3]
-        wq = ow + 2 // sw
-        fill = zero if scale is not None else np.float32(-np.inf)
-        planes, starts, firsts, offsets, counts, base = phases(x, oh + 2 // sh + 1, wq, pt, pl, sh, sw,
-                                                               3, 3, 1, 1, fill)
-        for n in range(x.shape[0]):
-            for c in range(x.shape[1]):
-                copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw)
+@njit(cache=True, nogil=True)
+def depthwise3x3(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
+    """``out = act(depthwise(x, w) + bias + residual)``; ``w`` is ``[C * mult, 1, 3, 3]``,
+    output channel ``c * mult + m`` reads input channel ``c``."""
+    channels = x.shape[1]
+    outs, oh, ow = w.shape[0], out.shape[2], out.shape[3]
+    mult = outs // channels
+    wq = ow + 2 * dw // sw
+    planes, starts, firsts, offsets, counts, base = phases(x, oh + 2 * dh // sh + 1, wq, pt, pl, sh, sw,
+                                                           3, 3, dh, dw, zero)
+    wf = w.reshape(outs, 9)
+    for n in range(x.shape[0]):
+        for c in range(channels):
+            copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw)
+            for o in range(c * mult, (c + 1) * mult):
+                w0, w1, w2, w3, w4 = wf[o, 0], wf[o, 1], wf[o, 2], wf[o, 3], wf[o, 4]
+                w5, w6, w7, w8 = wf[o, 5], wf[o, 6], wf[o, 7], wf[o, 8]
+                b_o = bias[o] if bias is not None else zero
                 for oy in range(oh):
                     row = row_bases(base, oy * wq)
                     for ox in range(ow):
                         v0, v1, v2, v3, v4, v5, v6, v7, v8 = taps(planes, row, ox)
-                        if scale is not None:
-                            out[n, c, oy, ox] = (v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7 + v8) * scale[oy, ox]
-                        else:
-                            out[n, c, oy, ox] = larger(larger(larger(larger(v0, v1), larger(v2, v3)),
-                                                              larger(larger(v4, v5), larger(v6, v7))), v8)
+                        v = (w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3 + w4 * v4 + w5 * v5 + w6 * v6 + w7 * v7
+                             + w8 * v8)
+                        if bias is not None:
+                            v = v + b_o
+                        if residual is not None:
+                            v = v + residual[n, o, oy, ox]
+                        out[n, o, oy, ox] = activate(v, code, alpha, top)
 
-    return WindowLoops(depthwise3x3, pool3x3)
+
+@njit(cache=True, nogil=True, inline="always")
+def larger(a, b):  # pragma: no cover - compiled
+    """numpy's maximum: NaN from either side."""
+    return b if (b > a) | (b != b) else a
+
+
+@njit(cache=True, nogil=True)
+def pool3x3(out, x, pt, pl, sh, sw, scale):  # pragma: no cover - compiled
+    """3x3 max pooling (``scale`` None) or average pooling (the sum times ``scale[OH, OW]``,
+    the reciprocal counts)."""
+    oh, ow = out.shape[2], out.shape[3]
+    wq = ow + 2 // sw
+    fill = zero if scale is not None else np.float32(-np.inf)
+    planes, starts, firsts, offsets, counts, base = phases(x, oh + 2 // sh + 1, wq, pt, pl, sh, sw,
+                                                           3, 3, 1, 1, fill)
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw)
+            for oy in range(oh):
+                row = row_bases(base, oy * wq)
+                for ox in range(ow):
+                    v0, v1, v2, v3, v4, v5, v6, v7, v8 = taps(planes, row, ox)
+                    if scale is not None:
+                        out[n, c, oy, ox] = (v0 + v1 + v2 + v3 + v4 + v5 + v6 + v7 + v8) * scale[oy, ox]
+                    else:
+                        out[n, c, oy, ox] = larger(larger(larger(larger(v0, v1), larger(v2, v3)),
+                                                          larger(larger(v4, v5), larger(v6, v7))), v8)

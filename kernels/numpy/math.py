@@ -1,11 +1,12 @@
 """numpy kernels of the math ops (schemas in ``halfway.ir.ops.math``).
 
-``KERNELS`` maps every math op type to its factory and dtypes, one comment line per entry, and
-one loop registers them. The factories come from a few makers:
+``KERNELS`` maps every math op type to its factory and dtypes and one loop registers them: the
+family rows' (``halfway.ir.ops.families``: their numpy math, dtypes and ``exact_half``) through
+a few makers, and the other math ops one comment line per entry:
 
-- ``binary(fn)``: elementwise X, Y. The operands' numpy shapes under Paddle's ``axis`` rule
-  (``numpy_operand_shapes``) are computed at prepare time; a call reshapes (a view) and lets
-  numpy broadcast.
+- ``binary(fn)``: elementwise X, Y (comparisons too). The operands' numpy shapes under Paddle's
+  ``axis`` rule (``numpy_operand_shapes``) are computed at prepare time; a call reshapes (a view)
+  and lets numpy broadcast.
 - ``unary(fn)``: X -> Out with the op's attrs bound as keyword arguments of ``fn`` (named as
   the schema names them), float attrs as scalars of the kernel dtype.
 - ``reduction(fn)``: ``dim`` / ``reduce_all`` / ``keep_dim`` resolved to numpy axes; sums,
@@ -13,7 +14,7 @@ one loop registers them. The factories come from a few makers:
 
 Float16: the registry widens by default (float16 storage, float32 arithmetic). Entries marked
 ``exact_half`` run on the float16 arrays as they are: each is a single correctly rounded IEEE
-operation (+ - * /, sqrt, max/min, abs, relu, a cast) that numpy's float16 loops compute in
+operation (+ - * /, sqrt, max/min, abs, relu, a comparison, a cast) that numpy's float16 loops compute in
 float32 and round once, which is bit-identical to widening and narrowing (float32's 24 bits are
 at least 2 * 11 + 2, so the double rounding is innocuous) without the two copies.
 
@@ -22,14 +23,13 @@ zero divisor, integer powers go through ``std::pow`` in double, and float attrs 
 of an int kernel (scale, bias, clip bounds, pow factor) are cast to its dtype, truncated toward
 zero (and saturated where they lie outside it). Every kernel returns a new array, never an input,
 unless its spec says it may write in place (``KernelSpec.inplace``): then binary ufuncs, unary
-ufuncs, relu, relu6 and scale write into X.
+ufuncs, the rows' functions that take ``out`` and scale write into X.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -37,14 +37,15 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
+from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
+from halfway.ir.ops.family import FLOATS, NUMBERS, Elementwise, Reduction
 from halfway.ir.ops.math import numpy_operand_shapes
+from halfway.ir.ops.numpy_math import power_via_double
 from halfway.kernels.registry import KernelFactory, KernelSpec, register_kernel
 
-__all__ = ["KERNELS", "Entry", "binary", "unary", "reduction", "erfc"]
+__all__ = ["KERNELS", "Entry", "binary", "unary", "reduction"]
 
 Kernel = Callable[..., Any]
-FLOATS = (DType.float32, DType.float16)
-NUMBERS = FLOATS + (DType.int32, DType.int64)
 CAST_DTYPES = (DType.bool, DType.int8, DType.uint8, DType.int16, DType.int32, DType.int64,
                DType.float16, DType.float32, DType.float64, DType.bfloat16)
 
@@ -80,7 +81,7 @@ def binary(floats: Callable[[np.ndarray, np.ndarray], np.ndarray],
 
     def make(spec: KernelSpec) -> Kernel:
         x, y = spec.input("X").shape, spec.input("Y").shape
-        xs, ys = numpy_operand_shapes(x, y, spec.attrs["axis"])
+        xs, ys = numpy_operand_shapes(x, y, spec.attrs.get("axis", -1))
         fn = floats if spec.dtype.is_floating or ints is None else ints
         if spec.inplace and isinstance(fn, np.ufunc) and xs == tuple(x) == tuple(spec.output("Out").shape):
             return lambda a, b: fn(a, b.reshape(ys), out=a)
@@ -89,18 +90,6 @@ def binary(floats: Callable[[np.ndarray, np.ndarray], np.ndarray],
         return lambda a, b: fn(a.reshape(xs), b.reshape(ys))
 
     return make
-
-
-def _divide_toward_zero(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """C++ integer division: the quotient truncated toward zero; a zero divisor is an error."""
-    if not np.all(y):
-        raise HalfwayError("integer division by zero (Y holds a 0)")
-    return np.floor_divide(x - np.fmod(x, y), y)  # x - fmod(x, y) is an exact multiple of y
-
-
-def _power_via_double(x: np.ndarray, y: np.ndarray | np.generic) -> np.ndarray:
-    """Paddle's integer power: ``std::pow`` in double, converted back to X's int dtype."""
-    return np.power(x.astype(np.float64), y).astype(x.dtype)
 
 
 # -- unary --------------------------------------------------------------------------------------
@@ -119,76 +108,6 @@ def unary(fn: Callable[..., np.ndarray]) -> KernelFactory:
 
     return make
 
-
-def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    return np.maximum(x, 0, out=out)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + exp(-x)) from exp(-|x|): nothing overflows and tiny results keep their precision."""
-    e = np.exp(-np.abs(x))
-    inv = 1 / (1 + e)
-    return np.where(x >= 0, inv, e * inv)
-
-
-def _swish(x: np.ndarray, beta: np.generic) -> np.ndarray:
-    return x * _sigmoid(beta * x)
-
-
-def _silu(x: np.ndarray) -> np.ndarray:
-    return x * _sigmoid(x)
-
-
-def _relu6(x: np.ndarray, threshold: np.generic, out: np.ndarray | None = None) -> np.ndarray:
-    return np.clip(x, 0, threshold, out=out)
-
-
-def _leaky_relu(x: np.ndarray, alpha: np.generic) -> np.ndarray:
-    return np.where(x > 0, x, alpha * x)
-
-
-def _hard_swish(x: np.ndarray, threshold: np.generic, scale: np.generic, offset: np.generic) -> np.ndarray:
-    return x * np.clip(x + offset, 0, threshold) / scale
-
-
-def _hard_sigmoid(x: np.ndarray, slope: np.generic, offset: np.generic) -> np.ndarray:
-    return np.clip(slope * x + offset, 0, 1)
-
-
-def _softplus(x: np.ndarray, beta: np.generic, threshold: np.generic) -> np.ndarray:
-    bx = beta * x
-    return np.where(bx > threshold, x, np.logaddexp(0, bx) / beta)
-
-
-_TWO_SQRT_2_OVER_PI = 2 * math.sqrt(2 / math.pi)
-
-
-def _gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
-    """x * Phi(x): exact through ``erfc`` in float64, or Paddle's tanh approximation
-    0.5 x (1 + tanh(u)), written x * sigmoid(2u) to avoid 1 + tanh's cancellation."""
-    if approximate:
-        return x * _sigmoid(_TWO_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
-    wide = x.astype(np.float64)
-    return (0.5 * wide * erfc(wide * -math.sqrt(0.5))).astype(x.dtype)
-
-
-# Numerical Recipes' erfcc (Chebyshev fit, W. H. Press et al., 2nd ed., section 6.2), highest power first.
-_ERFC_COEFFS = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
-                0.37409196, 1.00002368, -1.26551223)
-
-
-def erfc(x: np.ndarray) -> np.ndarray:
-    """The complementary error function of a float64 array, with a relative error below 1.2e-7
-    everywhere (so ``erfc(-x / sqrt(2)) / 2`` is the normal CDF to float32 precision even far
-    into its lower tail)."""
-    z = np.abs(x)
-    t = 1 / (1 + 0.5 * z)
-    poly = np.zeros_like(t)
-    for c in _ERFC_COEFFS:
-        poly *= t
-        poly += c
-    tail = t * np.exp(poly - z * z)
-    return np.where(x >= 0, tail, 2 - tail)
 
 
 # -- reductions ---------------------------------------------------------------------------------
@@ -251,7 +170,7 @@ def _clip(spec: KernelSpec) -> Kernel:
 
 def _pow(spec: KernelSpec) -> Kernel:
     read = _scalar_reader(spec, [("FactorTensor", "factor")])
-    power = np.power if spec.dtype.is_floating else _power_via_double
+    power = np.power if spec.dtype.is_floating else power_via_double
     return lambda x, *tensor: power(x, *read(*tensor))
 
 
@@ -295,61 +214,18 @@ class Entry(NamedTuple):
     exact_half: bool = False
 
 
+def _elementwise_entry(row: Elementwise) -> Entry:
+    factory = binary(row.numpy, row.ints) if row.arity == 2 else unary(row.numpy)
+    return Entry(factory, row.dtypes, row.exact_half)
+
+
+def _reduce_entry(row: Reduction) -> Entry:
+    return Entry(reduction(row.numpy, accumulates=row.accumulates), row.dtypes, row.exact_half)
+
+
 KERNELS: dict[str, Entry] = {
-    # X + Y, Y broadcast into X from dim axis (Paddle's rule; so for every elementwise_* op)
-    "elementwise_add": Entry(binary(np.add), NUMBERS, exact_half=True),
-    # X - Y
-    "elementwise_sub": Entry(binary(np.subtract), NUMBERS, exact_half=True),
-    # X * Y
-    "elementwise_mul": Entry(binary(np.multiply), NUMBERS, exact_half=True),
-    # X / Y; integers truncate toward zero
-    "elementwise_div": Entry(binary(np.divide, _divide_toward_zero), NUMBERS, exact_half=True),
-    # max(X, Y)
-    "elementwise_max": Entry(binary(np.maximum), NUMBERS, exact_half=True),
-    # min(X, Y)
-    "elementwise_min": Entry(binary(np.minimum), NUMBERS, exact_half=True),
-    # X ** Y; integers through double
-    "elementwise_pow": Entry(binary(np.power, _power_via_double), NUMBERS),
-    # max(X, 0)
-    "relu": Entry(unary(_relu), exact_half=True),
-    # min(max(X, 0), threshold)
-    "relu6": Entry(unary(_relu6)),
-    # X where X > 0, else alpha * X
-    "leaky_relu": Entry(unary(_leaky_relu)),
-    # 1 / (1 + exp(-X)), overflow-free
-    "sigmoid": Entry(unary(_sigmoid)),
-    # tanh(X)
-    "tanh": Entry(unary(np.tanh)),
-    # X * min(max(X + offset, 0), threshold) / scale
-    "hard_swish": Entry(unary(_hard_swish)),
-    # min(max(slope * X + offset, 0), 1)
-    "hard_sigmoid": Entry(unary(_hard_sigmoid)),
-    # X * sigmoid(beta * X)
-    "swish": Entry(unary(_swish)),
-    # X * sigmoid(X)
-    "silu": Entry(unary(_silu)),
-    # X * Phi(X), exact (erfc in float64) or the tanh approximation
-    "gelu": Entry(unary(_gelu)),
-    # log(1 + exp(beta * X)) / beta, or X where beta * X > threshold
-    "softplus": Entry(unary(_softplus)),
-    # exp(X)
-    "exp": Entry(unary(np.exp)),
-    # log(X)
-    "log": Entry(unary(np.log)),
-    # sqrt(X)
-    "sqrt": Entry(unary(np.sqrt), exact_half=True),
-    # |X|, ints too
-    "abs": Entry(unary(np.abs), NUMBERS, exact_half=True),
-    # the sum over dim; bool and int32 sum to int64 unless out_dtype says otherwise
-    "reduce_sum": Entry(reduction(np.sum), NUMBERS + (DType.bool,)),
-    # the mean over dim
-    "reduce_mean": Entry(reduction(np.mean)),
-    # the maximum over dim
-    "reduce_max": Entry(reduction(np.max, accumulates=False), NUMBERS, exact_half=True),
-    # the minimum over dim
-    "reduce_min": Entry(reduction(np.min, accumulates=False), NUMBERS, exact_half=True),
-    # the product over dim
-    "reduce_prod": Entry(reduction(np.prod), NUMBERS),
+    **{name: _elementwise_entry(row) for name, row in {**BINARY, **UNARY, **COMPARE}.items()},
+    **{name: _reduce_entry(row) for name, row in REDUCE.items()},
     # the mean of all of X, 0-d
     "mean": Entry(_mean),
     # min(max(X, min), max), bounds from the attrs or the Min/Max tensors

@@ -40,6 +40,7 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
+from halfway.ir.limits import check_tensor_size
 from halfway.kernels.registry import Kernel, KernelFactory, KernelSpec, register_kernel
 
 __all__ = ["DATA_DTYPES"]
@@ -264,13 +265,16 @@ def _fill_constant(spec: KernelSpec) -> Kernel:
     value_at = _positions(spec).get("ValueTensor")
     shape_of = _int_source(spec, ["ShapeTensor", "ShapeTensorList"], spec.attrs["shape"])
     fixed = _fill_scalar(_attr_value(spec.attrs, dtype), dtype)
+    check_tensor_size(shape or (), dtype, "fill_constant")
 
     if value_at is None and _known(shape):
         return lambda *_: np.full(shape, fixed, dtype)
 
     def run(*args: np.ndarray) -> np.ndarray:
         value = fixed if value_at is None else _fill_scalar(args[value_at][0].reshape(-1)[0].item(), dtype)
-        return np.full(shape_of(args), value, dtype)
+        dims = shape_of(args)
+        check_tensor_size(dims, dtype, "fill_constant")
+        return np.full(dims, value, dtype)
 
     return run
 

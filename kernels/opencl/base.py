@@ -11,8 +11,9 @@ prepare time it gets the ``KernelSpec`` and returns either
 * or ``ALIAS``: the op's first output is its first input's buffer under another shape (reshape2
   and its kin), so there is nothing to run.
 
-A factory raises ``Unsupported`` for a configuration it has no kernel for (an NHWC layout, an
-attr given as a tensor); the executor then runs the op's numpy kernel instead.
+A factory raises ``Unsupported`` (``halfway.kernels.registry.Unsupported``) for a configuration
+it has no kernel for (an NHWC layout, an attr given as a tensor); the registry then picks the
+op's numpy kernel instead.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
-import pyopencl as cl
 from attrs import frozen
 
-from halfway.ir.errors import KernelNotFoundError
-from halfway.kernels.opencl.runtime import Runtime
+from halfway.kernels.opencl.runtime import Runtime, cl
+from halfway.kernels.registry import Unsupported
 
 __all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "INPLACE_OPS", "Unsupported", "source", "launch", "launch_1d",
            "copy_launch", "meta", "element_type", "contiguous_strides"]
@@ -67,10 +67,6 @@ ALIAS = _Alias()
 INPLACE_OPS: set[str] = set()
 """Op types whose OpenCL kernels read each element before writing that element alone, so the
 memory plan may give their output the buffer of the input they overwrite (schema ``inplace``)."""
-
-
-class Unsupported(KernelNotFoundError):
-    """The OpenCL kernel of an op does not cover this configuration (the numpy kernel runs)."""
 
 
 @functools.cache

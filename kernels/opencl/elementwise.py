@@ -1,5 +1,7 @@
-"""OpenCL kernels of the elementwise ops: binary ops with Paddle's broadcasting, activations and
-the other X -> Out ops (``activations.UNARY_OPS``), add_n (``sum``) and float casts.
+"""OpenCL kernels of the elementwise ops: binary ops with Paddle's broadcasting (``OP(a, b)`` from
+the family rows), activations and the other X -> Out ops (``activations.UNARY_OPS``), add_n
+(``sum``) and float casts. Comparisons and logical ops of float operands (``CMP(a, b)`` from the
+family rows) write bool as uchar; logical_not, which has no expression, runs on numpy.
 
 Same-shape operands take the flat kernel (four elements per work-item, ``vload4`` or
 ``vload_half4``); broadcasting ones the indexed kernel, whose per-dim strides (0 where an operand
@@ -13,6 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from halfway.ir.dtypes import DType
+from halfway.ir.ops.families import BINARY, COMPARE
+from halfway.ir.ops.family import FLOATS
 from halfway.ir.ops.math import numpy_operand_shapes
 from halfway.kernels.opencl.activations import UNARY_OPS, unary_activation
 from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, contiguous_strides,
@@ -22,17 +26,7 @@ from halfway.kernels.registry import KernelSpec, register_kernel
 
 __all__ = ["BINARY_OPS", "broadcast_meta"]
 
-FLOATS = (DType.float32, DType.float16)
-
-BINARY_OPS = {
-    "elementwise_add": "((a) + (b))",
-    "elementwise_sub": "((a) - (b))",
-    "elementwise_mul": "((a) * (b))",
-    "elementwise_div": "((a) / (b))",
-    "elementwise_max": "fmax(a, b)",
-    "elementwise_min": "fmin(a, b)",
-    "elementwise_pow": "pow(a, b)",
-}
+BINARY_OPS: dict[str, str] = {name: row.opencl for name, row in BINARY.items()}  # type: ignore[misc]
 """Op type -> OP(a, b) in OpenCL C."""
 
 
@@ -52,23 +46,48 @@ def broadcast_meta(x: Sequence[int], y: Sequence[int], out: Sequence[int]) -> li
     return [max(rank, 1), *dims, *strides]
 
 
+def _operands(spec: KernelSpec) -> tuple[bool, list[int]]:
+    """Whether X, Y and Out have one shape, and the broadcast meta of X and Y under Paddle's axis."""
+    x, y, out = spec.input("X").shape, spec.input("Y").shape, spec.output("Out").shape
+    xs, ys = numpy_operand_shapes(x, y, spec.attrs.get("axis", -1))
+    return tuple(xs) == tuple(ys) == tuple(out), broadcast_meta(xs, ys, out)
+
+
+def _bcast_launch(rt: Runtime, kernel: object, ins: Sequence[DeviceArray], out: DeviceArray,
+                  info: list[int]) -> Launch:
+    return launch_1d(rt, kernel, out.size, ins[0].buffer, ins[1].buffer, out.buffer, meta(rt, info),
+                     np.int32(out.size))
+
+
 def _binary(op: str) -> Binder:
     def make(spec: KernelSpec) -> Binder:
-        x, y, out = spec.input("X").shape, spec.input("Y").shape, spec.output("Out").shape
-        xs, ys = numpy_operand_shapes(x, y, spec.attrs["axis"])
-        flat = tuple(xs) == tuple(ys) == tuple(out)
-        info = broadcast_meta(xs, ys, out)
+        flat, info = _operands(spec)
 
         def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
             o = outs[0]
-            n = np.int32(o.size)
             text = source("elementwise.cl", defines={"OP(a, b)": op})
             options = rt.float_options(spec.dtype)
             if flat:
                 kernel = rt.kernel(text, "binary_flat", options)
-                return [launch_1d(rt, kernel, _quads(o.size), ins[0].buffer, ins[1].buffer, o.buffer, n)]
-            kernel = rt.kernel(text, "binary_bcast", options)
-            return [launch_1d(rt, kernel, o.size, ins[0].buffer, ins[1].buffer, o.buffer, meta(rt, info), n)]
+                return [launch_1d(rt, kernel, _quads(o.size), ins[0].buffer, ins[1].buffer, o.buffer,
+                                  np.int32(o.size))]
+            return [_bcast_launch(rt, rt.kernel(text, "binary_bcast", options), ins, o, info)]
+
+        return bind
+
+    return make
+
+
+def _compare(op: str | None) -> Binder:
+    def make(spec: KernelSpec) -> Binder:
+        if op is None:
+            raise Unsupported(f"{spec.op_type} has no OpenCL expression")
+        _, info = _operands(spec)
+
+        def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+            text = source("elementwise.cl", defines={"CMP(a, b)": op})
+            kernel = rt.kernel(text, "compare_bcast", rt.float_options(spec.dtype))
+            return [_bcast_launch(rt, kernel, ins, outs[0], info)]
 
         return bind
 
@@ -140,6 +159,8 @@ def _register() -> None:
         register_kernel(op_type, "opencl", FLOATS)(_binary(op))
     for op_type in UNARY_OPS:
         register_kernel(op_type, "opencl", FLOATS)(_unary)
+    for op_type, row in COMPARE.items():
+        register_kernel(op_type, "opencl", FLOATS)(_compare(row.opencl_expr({})))
     register_kernel("sum", "opencl", FLOATS)(_sum)
     register_kernel("cast", "opencl", FLOATS)(_cast)
     INPLACE_OPS.update(BINARY_OPS, UNARY_OPS)

@@ -12,6 +12,9 @@ Float16 modes (chosen per device and ``precision``, as MNN does):
 
 Programs are cached per process by (source, build options, device), so each kernel variant
 compiles once; pyopencl's on-disk binary cache spares the compile across processes.
+
+pyopencl is imported at the first use of a device (``cl``), not with this module: the OpenCL
+kernels register, and passes decide per op, on a machine without it.
 """
 
 from __future__ import annotations
@@ -27,20 +30,29 @@ from attrs import frozen
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 
-NEEDS_PYOPENCL = "the OpenCL backend needs pyopencl: pip install 'halfway[opencl]'"
-try:
-    import pyopencl as cl
-except ImportError as e:
-    raise HalfwayError(NEEDS_PYOPENCL) from e
-if not hasattr(cl, "get_platforms"):  # only pocl-binary-distribution's pyopencl/.libs folder, no pyopencl
-    raise HalfwayError(NEEDS_PYOPENCL)
-
 __all__ = ["Float16Mode", "DeviceCaps", "Runtime", "float16_mode", "find_device", "build_error", "get_runtime",
-           "PRECISIONS", "DEVICE_ENV"]
+           "PRECISIONS", "DEVICE_ENV", "cl"]
 
 PRECISIONS = ("low", "normal", "high")
 DEVICE_ENV = "HALFWAY_OPENCL_DEVICE"
 INSTALL_HINT = "pip install 'halfway[opencl]' (pyopencl with the PoCL CPU device), or install your GPU's OpenCL driver"
+
+
+class _PyOpenCL:
+    """pyopencl, imported at the first name read from it; a missing pyopencl is a HalfwayError
+    saying what to install. Every read goes to the module itself (so a test may patch it)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            import pyopencl
+        except ImportError as e:
+            raise HalfwayError(f"the OpenCL backend needs pyopencl: {INSTALL_HINT}") from e
+        if not hasattr(pyopencl, "get_platforms"):  # only pocl-binary-distribution's pyopencl/.libs, no pyopencl
+            raise HalfwayError(f"the OpenCL backend needs pyopencl: {INSTALL_HINT}")
+        return getattr(pyopencl, name)
+
+
+cl: Any = _PyOpenCL()
 
 
 class Float16Mode(str, enum.Enum):

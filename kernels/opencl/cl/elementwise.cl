@@ -1,4 +1,21 @@
-/* Elementwise kernels. Needs OP(a, b) (binary) or ACT(x) (unary), written for REAL and REAL4. */
+/* Elementwise kernels. Needs OP(a, b) (binary) or ACT(x) (unary), written for REAL and REAL4, or
+ * CMP(a, b) (comparisons and logical ops) written for REAL. */
+
+#if defined(OP) || defined(CMP)
+/* Where output element i reads x and y: meta = [rank, out dims, x strides, y strides] (stride 0 on
+ * broadcast dims). */
+inline void bcast_offsets(__constant int* meta, int i, int* xo, int* yo) {
+    int rank = meta[0], rem = i;
+    *xo = 0;
+    *yo = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+        int idx = rem % meta[1 + d];
+        rem /= meta[1 + d];
+        *xo += idx * meta[1 + rank + d];
+        *yo += idx * meta[1 + 2 * rank + d];
+    }
+}
+#endif
 
 #ifdef OP
 /* Same shapes: four elements per work-item. */
@@ -15,19 +32,27 @@ __kernel void binary_flat(__global const T* x, __global const T* y, __global T* 
     }
 }
 
-/* Broadcasting: meta = [rank, out dims, x strides, y strides] (stride 0 on broadcast dims). */
+/* Broadcasting operands. */
 __kernel void binary_bcast(__global const T* x, __global const T* y, __global T* out, __constant int* meta, int n) {
     int i = get_global_id(0);
     if (i >= n) return;
-    int rank = meta[0], rem = i, xo = 0, yo = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-        int idx = rem % meta[1 + d];
-        rem /= meta[1 + d];
-        xo += idx * meta[1 + rank + d];
-        yo += idx * meta[1 + 2 * rank + d];
-    }
+    int xo, yo;
+    bcast_offsets(meta, i, &xo, &yo);
     REAL a = LOAD(x, xo), b = LOAD(y, yo);
     STORE(out, i, OP(a, b));
+}
+#endif
+
+#ifdef CMP
+/* Comparisons and logical ops of broadcasting operands, written as bool (uchar 0 or 1). */
+__kernel void compare_bcast(__global const T* x, __global const T* y, __global uchar* out, __constant int* meta,
+                            int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int xo, yo;
+    bcast_offsets(meta, i, &xo, &yo);
+    REAL a = LOAD(x, xo), b = LOAD(y, yo);
+    out[i] = (CMP(a, b)) ? 1 : 0;
 }
 #endif
 

@@ -30,9 +30,9 @@ from halfway.ir.operator import Operator
 from halfway.ir.schema import get_schema
 from halfway.ir.scope import Scope
 from halfway.ir.variable import Variable
-from halfway.passes.float16_policy import IO_OPS, Plan, State
-from halfway.passes.float16_report import CastEntry, Float16Report, ParamEntry
-from halfway.passes.float16_values import Losses
+from halfway.passes.float16.policy import IO_OPS, Plan, State
+from halfway.passes.float16.report import CastEntry, Float16Report, ParamEntry
+from halfway.passes.float16.values import Losses
 
 __all__ = ["Edges", "VarPlan", "plan_vars", "rewrite"]
 

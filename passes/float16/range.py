@@ -11,10 +11,10 @@ float16 holds magnitudes up to 65504; below 2**-14 it keeps fewer bits (subnorma
   parameter weight, max |input| times the largest sum of |weight| one output adds up;
 * parameters that are converted count their values that become subnormal or zero.
 
-The first and the last are counted while the parameters are converted (``float16_values``).
+The first and the last are counted while the parameters are converted (``values``).
 
-Running the program needs the executor, a layer beside the passes: it is imported when a
-calibration runs, not when this module loads.
+Calibration runs the float32 program on the reference evaluator (``halfway.kernels.evaluate``),
+which records every var's range as it is computed.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from halfway.ir.errors import HalfwayError, PassError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
-from halfway.passes.float16_policy import IO_OPS, float_var
-from halfway.passes.float16_values import Losses
+from halfway.kernels.evaluate import evaluate
+from halfway.passes.float16.policy import float_var
+from halfway.passes.float16.values import Losses
 
 __all__ = ["parameter_pins", "calibrate", "calibration_pins", "ACCUMULATING"]
 
@@ -65,22 +66,21 @@ def parameter_pins(scope: Scope, float16_copies: Mapping[str, tuple[np.ndarray, 
 
 def calibrate(program: Program, scope: Scope, feeds: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
     """Run ``program`` on each feed and return the max finite |value| of every floating var."""
-    from halfway.executor import Executor
-
     block = program.global_block()
-    names = [n for op in block.ops if op.type not in IO_OPS for n in op.output_names()
-             if float_var(block, n) is not None]
-    names = list(dict.fromkeys(names))
     ranges: dict[str, float] = {}
+
+    def record(name: str, value: np.ndarray) -> None:
+        if np.issubdtype(value.dtype, np.floating) and float_var(block, name) is not None:
+            ranges[name] = max(ranges.get(name, 0.0), _max_abs(value))
+
     for i, feed in enumerate(feeds):
         try:
-            values = Executor().run(program, feed, names, scope)
+            evaluate(program, feed, [], scope, observe=record)
         except HalfwayError as e:
             raise PassError(f"pass 'float16': running the float32 program on calibration feed #{i} failed: "
                             f"{e}") from e
-        for name, value in list(zip(names, values)) + [(n, np.asarray(v)) for n, v in feed.items()]:
-            if value is not None and np.issubdtype(value.dtype, np.floating):
-                ranges[name] = max(ranges.get(name, 0.0), _max_abs(value))
+        for name, value in feed.items():
+            record(name, np.asarray(value))
     return ranges
 
 

@@ -37,7 +37,7 @@ from halfway.ir.operator import Operator
 from halfway.ir.schema import InferContext, OpSchema, TensorInfo, get_schema, has_schema
 from halfway.ir.variable import Variable
 from halfway.kernels.registry import has_kernel
-from halfway.passes.float16_lists import LARGE_REDUCTIONS
+from halfway.passes.float16.lists import LARGE_REDUCTIONS
 
 __all__ = ["State", "Policy", "Decision", "Plan", "decide", "float_var", "IO_OPS"]
 

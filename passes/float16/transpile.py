@@ -1,21 +1,21 @@
 """The ``float16`` pass: run what is safe in float16, keep the rest float32, cast in between.
 
     result = get_pass("float16", keep_io_types=True)(program, scope)
-    print(pass_.report)
+    print(result.report)
 
 Steps (nothing is changed until the last one):
 
 1. Check: block 0 only (ops with sub-blocks are refused), the program verifies, calibration runs.
-2. Float16 copies of the float32 parameters (``float16_values``), and range pins
-   (``float16_range``): parameters beyond float16's range, and with calibration feeds, vars and
+2. Float16 copies of the float32 parameters (``values``), and range pins
+   (``range``): parameters beyond float16's range, and with calibration feeds, vars and
    accumulations that exceed ``max_abs_value``, must stay float32.
-3. Decisions (``float16_policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
-   ``float16_lists``, the kernels registered for ``backend``, and the pins.
-4. Rewrite (``float16_casts``): one cast per var crossing a float32/float16 boundary, the float16
+3. Decisions (``policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
+   ``lists``, the kernels registered for ``backend``, and the pins.
+4. Rewrite (``casts``): one cast per var crossing a float32/float16 boundary, the float16
    copies that float16 ops read in the program and the scope (``<name>.fp16``), unused parameters
    removed from the program (and from the scope with ``drop_unused_params``).
 
-The pass fills ``report`` (a ``Float16Report``) on its instance. Running it on its own output
+The result's ``report`` is a ``Float16Report``. Running the pass on its own output
 changes nothing: casts it inserted keep their dtypes and float16 parameters are float16 sources.
 """
 
@@ -36,12 +36,12 @@ from halfway.ir.schema import get_schema, has_schema
 from halfway.ir.scope import Scope
 from halfway.ir.verifier import verify
 from halfway.passes.base import Pass, PassResult, register_pass
-from halfway.passes.float16_casts import Edges, plan_vars, rewrite
-from halfway.passes.float16_lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
-from halfway.passes.float16_policy import IO_OPS, Plan, Policy, State, decide, float_var
-from halfway.passes.float16_range import calibrate, calibration_pins, parameter_pins
-from halfway.passes.float16_report import Float16Report, OpEntry
-from halfway.passes.float16_values import Losses, to_float16
+from halfway.passes.float16.casts import Edges, plan_vars, rewrite
+from halfway.passes.float16.lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
+from halfway.passes.float16.policy import IO_OPS, Plan, Policy, State, decide, float_var
+from halfway.passes.float16.range import calibrate, calibration_pins, parameter_pins
+from halfway.passes.float16.report import Float16Report, OpEntry
+from halfway.passes.float16.values import Losses, to_float16
 
 __all__ = ["Float16Options", "Float16Pass"]
 
@@ -67,7 +67,7 @@ class Float16Options:
     """Options of the ``float16`` pass.
 
     ``keep_io_types``: feeds and fetches stay float32 (casts at the edges). ``black_list`` /
-    ``white_list``: op types that never / always run float16 (defaults in ``float16_lists``).
+    ``white_list``: op types that never / always run float16 (defaults in ``lists``).
     ``backend``: whose float16 kernels count. ``max_float16_reduction``: reductions over more
     elements stay float32. ``calibration_feeds``: feed dicts to run the float32 program on;
     ``max_abs_value``: the largest |value| a float16 var may reach on them (half of 65504 leaves
@@ -93,8 +93,6 @@ class Float16Options:
 class Float16Pass(Pass):
     """Transpile to float16: ALWAYS/FOLLOW/NEVER decisions, minimal casts, float16 parameters."""
 
-    report: Float16Report | None = None
-
     def apply(self, program: Program, scope: Scope | None) -> PassResult:
         assert scope is not None
         options: Float16Options = self.options
@@ -117,8 +115,7 @@ class Float16Pass(Pass):
             for name in report.params_removed:
                 scope.remove(name)
         report.param_bytes_after = _param_bytes(program, scope)
-        self.report = report
-        return PassResult(program, modified=bool(var_plans), stats=_stats(report))
+        return PassResult(program, modified=bool(var_plans), stats=_stats(report), report=report)
 
 
 def _check_program(program: Program) -> None:

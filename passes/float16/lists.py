@@ -8,6 +8,9 @@ TVM's mixed-precision pass names the three classes this module uses:
 * NEVER (``DEFAULT_BLACK_LIST``): stay float32; their float16 inputs are cast back.
 * FOLLOW (everything else): run in the dtype of their floating inputs.
 
+The family rows (``halfway.ir.ops.families``) carry their class and its reason; the lists here
+gather them and add the ops that are no family row.
+
 A reduction (``LARGE_REDUCTIONS``) over more than ``max_float16_reduction`` elements also stays
 float32, however it is classed: its sum can exceed float16's range even when every element fits.
 Softmax is not black-listed by default (the numpy kernel computes it in float32 and its output is
@@ -18,6 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from halfway.ir.ops.families import BINARY, float16_classes
+from halfway.ir.ops.family import Float16
+
 __all__ = ["DEFAULT_WHITE_LIST", "DEFAULT_BLACK_LIST", "LARGE_REDUCTIONS", "FLOAT16_MAX", "FLOAT16_TINY"]
 
 FLOAT16_MAX = 65504.0
@@ -27,7 +33,10 @@ FLOAT16_TINY = 2.0 ** -14
 """The smallest normal float16 (about 6.1e-5); below it values lose precision, below
 ``2 ** -25`` (about 3e-8) they round to zero."""
 
+_FAMILIES = float16_classes()
+
 DEFAULT_WHITE_LIST: Mapping[str, str] = {
+    **{op: why for op, (kind, why) in _FAMILIES.items() if kind is Float16.ALWAYS},
     "conv2d": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
     "depthwise_conv2d": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
     "fused_conv2d": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
@@ -36,16 +45,14 @@ DEFAULT_WHITE_LIST: Mapping[str, str] = {
     "mul": "matrix product: bandwidth bound, accumulates in float32",
     "fc": "matrix product: bandwidth bound, accumulates in float32",
 }
-"""Op type -> why it always runs float16."""
+"""Op type -> why it always runs float16 (the family rows classed ALWAYS, and the convolutions and
+matrix products)."""
 
 DEFAULT_BLACK_LIST: Mapping[str, str] = {
-    "exp": "exp overflows float16 for inputs above 11.1",
-    "log": "log of float16 loses the small inputs (below 6e-8 they are 0, giving -inf)",
-    "pow": "powers leave float16's range quickly (x ** 3 overflows from x = 40.3)",
-    "elementwise_pow": "powers leave float16's range quickly (x ** 3 overflows from x = 40.3)",
-    "reduce_prod": "products of many elements overflow or underflow float16",
+    **{op: why for op, (kind, why) in _FAMILIES.items() if kind is Float16.NEVER},
+    "pow": BINARY["elementwise_pow"].float16_reason,
 }
-"""Op type -> why it stays float32."""
+"""Op type -> why it stays float32 (the family rows classed NEVER, and pow)."""
 
 LARGE_REDUCTIONS: frozenset[str] = frozenset({"reduce_sum", "reduce_mean", "mean", "sum"})
 """Ops whose sum over many elements can exceed float16's range (``max_float16_reduction``)."""

@@ -1,0 +1,233 @@
+"""The preparer: verification aside, everything ``prepare`` does once, for every backend.
+
+1. feeds are bound to their declared (or given) shapes; parameters to their scope values;
+2. per op, in block order: shapes and dtypes are inferred, the dtype that picks the kernel
+   (``halfway.ir.op_dtype``) read, and ``select_kernel`` asked for the kernel that runs it on
+   the backend — or on numpy, with explicit transfers, listed in the report (a strict place
+   refuses them, naming every such op);
+3. the memory plan groups views and in-place outputs (as the backend allows for its kernels)
+   and assigns buffers by liveness; a kernel whose output the plan puts in place is made again
+   with ``spec.inplace``;
+4. the backend allocates a handle per tensor and binds each kernel to its op's handles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from attrs import evolve
+
+from halfway.ir.block import Block
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import FeedError, HalfwayError, KernelNotFoundError
+from halfway.ir.op_dtype import op_dtype
+from halfway.ir.operator import Operator
+from halfway.ir.schema import InferContext, TensorInfo, get_schema
+from halfway.ir.scope import Scope
+from halfway.kernels.registry import KernelSpec, Selection, select_kernel
+from halfway.executor.backend import Backend, ResolvedOp, Run
+from halfway.executor.memory import Value, plan_memory
+from halfway.executor.prepared import PreparedProgram, PrepareReport, Step, read_only
+
+__all__ = ["Preparer", "SKIPPED_OPS"]
+
+SKIPPED_OPS = ("feed", "fetch")
+
+
+class Preparer:
+    """Prepares one block for one backend; used once."""
+
+    def __init__(self, block: Block, backend: Backend, scope: Scope, *, reuse: bool = True,
+                 strict: bool = False) -> None:
+        self.block = block
+        self.backend = backend
+        self.scope = scope
+        self.reuse = reuse
+        self.strict = strict
+        self.infos: dict[str, TensorInfo] = {}
+        self.parameters: dict[str, np.ndarray] = {}
+        self.written = {name for op in block.ops for name in op.output_names()}
+
+    def prepare(self, feed_names: Sequence[str], fetch_names: Sequence[str],
+                feed_shapes: Mapping[str, Sequence[int]]) -> PreparedProgram:
+        feeds = [self._bind_feed(name, feed_shapes.get(name)) for name in feed_names]
+        resolved = [self._resolve(op) for op in self.block.ops if op.type not in SKIPPED_OPS]
+        for name in fetch_names:
+            if name not in self.infos:
+                raise FeedError(f"cannot fetch {name!r}: no op computes it and it is neither fed nor a parameter")
+        report = PrepareReport(backend=self.backend.name, device=self.backend.device,
+                               float16_mode=self.backend.float16_mode)
+        selections = [self._select(r, report) for r in resolved]
+        if report.fallbacks and self.strict:
+            raise KernelNotFoundError(
+                f"strict place {self.backend.place}: these ops would fall back to numpy: " +
+                "; ".join(f"op #{i} {t} ({why})" for i, t, why in report.fallbacks) +
+                " (register kernels for them, or drop strict to run them on numpy with transfers)")
+        report.memory = plan_memory(self._values(resolved, selections, fetch_names), reuse=self.reuse)
+        handles = self.backend.allocate(self.infos, report.memory, self.parameters, list(feed_names))
+        dying = self._dying(resolved, fetch_names)
+        steps = [self._step(r, s, handles, dying.get(i, ()), report) for i, (r, s) in enumerate(zip(resolved, selections))]
+        feed_handles = [(name, handles[name], info) for name, info in feeds]
+        fetches = [(self._handle(handles, n), self.infos[n].dtype) for n in fetch_names]
+        return PreparedProgram(self.backend, steps, feed_handles, fetches, fetch_names, report)
+
+    # -- tensors --------------------------------------------------------------------------------
+    def _bind_feed(self, name: str, shape: Sequence[int] | None) -> tuple[str, TensorInfo]:
+        if not self.block.has_var(name):
+            raise FeedError(f"unknown feed name {name!r}; the program declares no such var")
+        var = self.block.var(name)
+        declared = TensorInfo(var.shape or (), var.dtype if var.dtype is not None else DType.float32)
+        if shape is not None:
+            shape = tuple(shape)
+            if len(shape) != len(declared.shape) or any(d not in (-1, s) for d, s in zip(declared.shape, shape)):
+                raise FeedError(f"feed {name!r} has shape {list(shape)}, expected {list(declared.shape)} (-1 = any)")
+            declared = TensorInfo(shape, declared.dtype)
+        elif any(d < 0 for d in declared.shape):
+            raise FeedError(f"feed {name!r} has unknown dims {list(declared.shape)}; pass feed_shapes to prepare")
+        self.infos[name] = declared
+        return name, declared
+
+    def _input_info(self, op: Operator, name: str) -> TensorInfo:
+        if name in self.infos:
+            return self.infos[name]
+        value = self.scope.find(name)
+        var = self.block.find_var(name)
+        if value is None or not var.persistable:
+            what = "not fed" if not var.persistable else "missing from the scope"
+            raise HalfwayError(f"op {op.describe()}: input {name!r} is {what}")
+        info = TensorInfo(value.shape, DType.from_any(value.dtype))
+        self.infos[name] = info
+        self.parameters[name] = read_only(value)
+        return info
+
+    def _handle(self, handles: Mapping[str, Any], name: str) -> Any:
+        if name not in handles:
+            raise HalfwayError(f"var {name!r} has no {self.backend.name} buffer (a value nobody writes)")
+        return handles[name]
+
+    # -- kernel choice --------------------------------------------------------------------------
+    def _resolve(self, op: Operator) -> ResolvedOp:
+        """Infer ``op``'s output infos and make the spec its kernel is chosen by."""
+        schema = get_schema(op.type)
+        inputs = {s.name: tuple(self._input_info(op, n) for n in op.input(s.name)) for s in schema.inputs
+                  if op.input(s.name)}
+        constants = {slot: [self.scope.find(n) for n in op.input(slot)] for slot in inputs}
+        ctx = InferContext(schema, {s: list(v) for s, v in inputs.items()}, op.attrs, constants)
+        if schema.infer is not None:
+            schema.infer(ctx)
+        outputs = {s.name: tuple(_inferred(ctx, s.name, i, op) for i in range(len(op.output(s.name))))
+                   for s in schema.outputs if op.output(s.name)}
+        for slot, infos in outputs.items():
+            self.infos.update(zip(op.output(slot), infos))
+        spec = KernelSpec(op.type, op_dtype(op, schema, self.infos), schema.resolve_attrs(op.attrs), inputs, outputs,
+                          constants=self._constants(op, inputs))
+        return ResolvedOp(op, schema, spec, tuple(n for s in inputs for n in op.input(s)),
+                          tuple(n for s in outputs for n in op.output(s)))
+
+    def _constants(self, op: Operator, inputs: Mapping[str, Any]) -> dict[str, tuple[np.ndarray | None, ...]]:
+        """Per input slot of ``op``, the bound values of its inputs that are parameters no op
+        writes (None for the others): what the kernel may precompute from."""
+        found = {slot: tuple(None if n in self.written else self.parameters.get(n) for n in op.input(slot))
+                 for slot in inputs}
+        return {slot: values for slot, values in found.items() if any(v is not None for v in values)}
+
+    def _select(self, r: ResolvedOp, report: PrepareReport) -> Selection:
+        try:
+            selection = select_kernel(r.spec, self.backend.name)
+        except HalfwayError as e:
+            raise type(e)(f"op #{r.op.index} {r.op.describe()} with input dtypes {_dtypes(r.spec)}: {e}") from e
+        if selection.fallback is not None:
+            report.fallbacks.append((r.op.index, r.op.type, selection.fallback))
+        return selection
+
+    # -- memory ---------------------------------------------------------------------------------
+    def _nbytes(self, name: str) -> int:
+        info = self.infos[name]
+        return int(np.prod([max(d, 0) for d in info.shape], dtype=np.int64)) * self.backend.storage(info.dtype).itemsize
+
+    def _values(self, resolved: list[ResolvedOp], selections: list[Selection], fetch_names: Sequence[str]) -> list[Value]:
+        """Every value the ops touch, for the memory plan: activations with the op writing them;
+        feeds and parameters (the caller's memory) with none. A fallback's outputs share nothing."""
+        values: dict[str, Value] = {}
+        for i, (r, selection) in enumerate(zip(resolved, selections)):
+            for name in r.inputs:
+                values.setdefault(name, Value(name, self._nbytes(name), None, i)).last = i
+            sources = (((n, None, None) for n, _, _ in r.output_sources()) if selection.fallback is not None
+                       else self.backend.sharing(r, selection.kernel))
+            for name, view_of, inplace_of in sources:
+                if name in values:  # a parameter updated in place, or a var written twice
+                    values[name].last = i
+                    continue
+                owned = name not in self.parameters
+                values[name] = Value(name, self._nbytes(name), i if owned else None, i, view_of, inplace_of)
+        for name in fetch_names:
+            if name in values:
+                values[name].last = len(resolved)
+        return list(values.values())
+
+    def _dying(self, resolved: list[ResolvedOp], fetch_names: Sequence[str]) -> dict[int, list[str]]:
+        """Op index -> the activations and feeds no later op reads and nobody fetches."""
+        keep = {*fetch_names, *self.parameters}
+        last: dict[str, int] = {}
+        for i, r in enumerate(resolved):
+            for name in r.inputs + r.outputs:
+                last[name] = i
+        dying: dict[int, list[str]] = {}
+        for name, i in last.items():
+            if name not in keep:
+                dying.setdefault(i, []).append(name)
+        return dying
+
+    # -- binding --------------------------------------------------------------------------------
+    def _step(self, r: ResolvedOp, selection: Selection, handles: Mapping[str, Any], dying: Sequence[str],
+              report: PrepareReport) -> Step:
+        report.kernels.append((r.op.index, r.op.type, selection.key))
+        kernel = selection.kernel
+        planned = report.memory.inplace
+        if selection.fallback is None and any(source is not None and planned.get(name) == source
+                                              for name, _, source in self.backend.sharing(r, kernel)):
+            kernel = selection.factory(evolve(r.spec, inplace=True))
+        step = Step(r.op, selection.key, kernel, None)
+        ins = [self._handle(handles, n) for n in r.inputs]
+        outs = [handles.get(n) for n in r.outputs]
+        try:
+            if selection.fallback is not None:
+                step.run, launches = self._transfer(r, kernel, ins, outs), 1
+            else:
+                binding = self.backend.bind(kernel, ins, outs, [handles[n] for n in dying if n in handles])
+                step.run, launches = binding.run, binding.launches
+        except HalfwayError as e:
+            raise type(e)(f"while preparing {step.where}: {e}") from e
+        report.launches += launches
+        return step
+
+    def _transfer(self, r: ResolvedOp, kernel: Any, ins: list[Any], outs: list[Any]) -> Run:
+        """A numpy kernel between a download of its inputs (parameters are on the host already)
+        and an upload of its outputs."""
+        backend = self.backend
+        hosts = [self.parameters.get(n) for n in r.inputs]
+        dtypes = [self.infos[n].dtype for n in r.inputs]
+        single = len(outs) == 1
+
+        def run(state: Any) -> None:
+            args = [host if host is not None else backend.download(state, handle, dtype)
+                    for host, handle, dtype in zip(hosts, ins, dtypes)]
+            results = kernel(*args)
+            for out, result in zip(outs, [results] if single else results):
+                if out is not None and result is not None:
+                    backend.upload(state, out, np.asarray(result))
+
+        return run
+
+
+def _inferred(ctx: InferContext, slot: str, index: int, op: Operator) -> TensorInfo:
+    infos = ctx.outputs.get(slot, [])
+    if index < len(infos) and infos[index] is not None:
+        return infos[index]
+    raise HalfwayError(f"op {op.describe()}: shape inference gave no {slot}[{index}]")
+
+
+def _dtypes(spec: KernelSpec) -> str:
+    return ", ".join(f"{slot}={'/'.join(i.dtype.name for i in infos)}" for slot, infos in spec.inputs.items())

@@ -1,0 +1,214 @@
+"""The op family tables: unary elementwise ops and activations (``UNARY``), binary elementwise
+ops (``BINARY``), comparisons and logical ops (``COMPARE``) and reductions (``REDUCE``), one row
+per op (``halfway.ir.ops.family`` describes the fields).
+
+Adding an activation is one row here: its schema, its layer function, its numpy and OpenCL
+kernels, its place in the float16 lists, in the conv/fc epilogues (where ``absorb`` says so) and
+in the ONNX importer (where ``onnx`` names it) all come from the row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from halfway.ir.attrs import AttrType
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import SchemaError
+from halfway.ir.ops import numpy_math as nm
+from halfway.ir.ops.family import (ALL_DTYPES, FLOATS, NUMBERS, Absorb, Attrs, Elementwise, Float16, Onnx, Reduction,
+                                   fused_params, same_attrs, unfused)
+from halfway.ir.schema import AttrSpec
+
+__all__ = ["UNARY", "BINARY", "COMPARE", "REDUCE", "absorbable", "epilogue_op", "fc_absorbable", "float16_classes"]
+
+
+def _floats(**defaults: float) -> tuple[AttrSpec, ...]:
+    return tuple(AttrSpec(name, AttrType.FLOAT, value) for name, value in defaults.items())
+
+
+def _table(rows: Iterable[Any]) -> dict[str, Any]:
+    return {row.name: row for row in rows}
+
+
+# -- epilogue readings where Paddle's fused ops differ from "fuse_alpha/fuse_beta hold attrs" --------
+def _slope(alpha: float, beta: float) -> tuple[str, dict[str, Any]]:
+    """relu and leaky_relu: a nonzero fuse_alpha is the slope below zero."""
+    return ("leaky_relu", {"alpha": float(alpha)}) if alpha != 0 else ("relu", {})
+
+
+def _relu6_top(alpha: float, beta: float) -> tuple[str, dict[str, Any]]:
+    """relu6 clips at fuse_beta (newer Paddle), else fuse_alpha (older), else 6."""
+    return "relu6", {"threshold": float(beta if beta > 0 else alpha if alpha > 0 else 6.0)}
+
+
+def _hard_swish_encode(attrs: Attrs) -> tuple[float, float] | None:
+    scale = attrs["scale"]
+    return (1.0 / scale, attrs["offset"] / scale) if scale > 0 else None
+
+
+def _hard_swish_decode(alpha: float, beta: float) -> tuple[str, dict[str, Any]]:
+    """Paddle's fused hard_swish is x * clip(alpha * x + beta, 0, 1), alpha 1/6 and beta 1/2 when 0."""
+    slope, offset = alpha or 1 / 6, beta or 0.5
+    return "hard_swish", {"threshold": 1 / slope, "scale": 1 / slope, "offset": offset / slope}
+
+
+_SIGMOID = "(R(1) / (R(1) + exp(-(x))))"
+
+
+def _gelu_opencl(attrs: Attrs) -> str:
+    if attrs["approximate"]:
+        u = "((x) + R(0.044715) * (x) * (x) * (x))"
+        return f"((x) / (R(1) + exp(R({-2 * math.sqrt(2 / math.pi)!r}) * {u})))"
+    return f"(R(0.5) * (x) * erfc((x) * R({-math.sqrt(0.5)!r})))"
+
+
+def _unary(name: str, doc: str, numpy: Any, opencl: Any, **fields: Any) -> Elementwise:
+    return Elementwise(name, 1, doc, numpy, opencl, **fields)
+
+
+UNARY: dict[str, Elementwise] = _table([
+    _unary("relu", "max(X, 0)", nm.relu, "fmax(x, R(0))", exact_half=True,
+           absorb=Absorb(decode=_slope), onnx=Onnx("Relu")),
+    # Paddle 3 exports write no threshold attr; the default 6 applies.
+    _unary("relu6", "min(max(X, 0), threshold)", nm.relu6, "clamp(x, R(0), a0)", attrs=_floats(threshold=6.0),
+           params=("threshold",), absorb=Absorb(beta="threshold", decode=_relu6_top)),
+    _unary("leaky_relu", "X if X > 0 else alpha * X", nm.leaky_relu, "(fmax(x, R(0)) + a0 * fmin(x, R(0)))",
+           attrs=_floats(alpha=0.02), params=("alpha",), absorb=Absorb(alpha="alpha", decode=_slope),
+           onnx=Onnx("LeakyRelu", {"alpha": ("alpha", 0.01)})),
+    _unary("sigmoid", "1 / (1 + exp(-X))", nm.sigmoid, _SIGMOID, absorb=Absorb(), onnx=Onnx("Sigmoid")),
+    _unary("tanh", "tanh(X)", np.tanh, "tanh(x)", onnx=Onnx("Tanh")),
+    _unary("hard_swish", "X * min(max(X + offset, 0), threshold) / scale", nm.hard_swish,
+           "((x) * clamp((x) + a2, R(0), a0) / a1)", attrs=_floats(threshold=6.0, scale=6.0, offset=3.0),
+           params=("threshold", "scale", "offset"),
+           absorb=Absorb(encode=_hard_swish_encode, decode=_hard_swish_decode)),
+    _unary("hard_sigmoid", "min(max(slope * X + offset, 0), 1)", nm.hard_sigmoid,
+           "clamp(a0 * (x) + a1, R(0), R(1))", attrs=_floats(slope=0.2, offset=0.5), params=("slope", "offset"),
+           onnx=Onnx("HardSigmoid", {"slope": ("alpha", 0.2), "offset": ("beta", 0.5)})),
+    _unary("swish", "X * sigmoid(beta * X)", nm.swish, "((x) / (R(1) + exp(-a0 * (x))))", attrs=_floats(beta=1.0),
+           params=("beta",), absorb=Absorb(alpha="beta")),
+    _unary("silu", "X * sigmoid(X)", nm.silu, f"((x) * {_SIGMOID})"),
+    _unary("gelu", "X * Phi(X) (the tanh approximation when approximate)", nm.gelu, _gelu_opencl,
+           attrs=(AttrSpec("approximate", AttrType.BOOLEAN, False),)),
+    _unary("softplus", "log(1 + exp(beta * X)) / beta, or X where beta * X > threshold", nm.softplus,
+           "select(log1p(exp(a0 * (x))) / a0, (x), a0 * (x) > a1)", attrs=_floats(beta=1.0, threshold=20.0),
+           params=("beta", "threshold"), onnx=Onnx("Softplus")),
+    _unary("mish", "X * tanh(softplus(X))",
+           lambda x, out=None: np.multiply(x, np.tanh(np.logaddexp(0, x)), out=out),
+           "((x) * tanh(log1p(exp(x))))", absorb=Absorb(), onnx=Onnx("Mish")),
+    _unary("selu", "scale * (X if X > 0 else alpha * (exp(X) - 1))",
+           lambda x, scale, alpha: scale * (np.maximum(x, 0) + alpha * np.expm1(np.minimum(x, 0))),
+           "(a0 * (fmax(x, R(0)) + a1 * expm1(fmin(x, R(0)))))",
+           attrs=_floats(scale=1.0507009873554805, alpha=1.6732632423543772), params=("scale", "alpha"),
+           onnx=Onnx("Selu", {"scale": ("gamma", 1.05070102214813232421875),
+                              "alpha": ("alpha", 1.67326319217681884765625)})),
+    _unary("exp", "exp(X)", np.exp, "exp(x)", float16=Float16.NEVER,
+           float16_reason="exp overflows float16 for inputs above 11.1", onnx=Onnx("Exp")),
+    _unary("log", "log(X)", np.log, "log(x)", float16=Float16.NEVER,
+           float16_reason="log of float16 loses the small inputs (below 6e-8 they are 0, giving -inf)",
+           onnx=Onnx("Log")),
+    _unary("sqrt", "sqrt(X)", np.sqrt, "sqrt(x)", exact_half=True, onnx=Onnx("Sqrt")),
+    _unary("abs", "|X|", np.abs, "fabs(x)", dtypes=NUMBERS, exact_half=True, onnx=Onnx("Abs")),
+])
+"""Op type -> row of the X -> Out activations and unary math ops (same shape and dtype, in place)."""
+
+
+_POWERS = "powers leave float16's range quickly (x ** 3 overflows from x = 40.3)"
+
+
+def _binary(name: str, doc: str, numpy: Any, opencl: str, onnx: str | None = None, **fields: Any) -> Elementwise:
+    return Elementwise(name, 2, doc, numpy, opencl, dtypes=NUMBERS, onnx=Onnx(onnx) if onnx else None, axis=True,
+                       **fields)
+
+
+BINARY: dict[str, Elementwise] = _table([
+    _binary("elementwise_add", "X + Y", np.add, "((a) + (b))", "Add", exact_half=True),
+    _binary("elementwise_sub", "X - Y", np.subtract, "((a) - (b))", "Sub", exact_half=True),
+    _binary("elementwise_mul", "X * Y", np.multiply, "((a) * (b))", "Mul", exact_half=True),
+    # integers truncate toward zero
+    _binary("elementwise_div", "X / Y", np.divide, "((a) / (b))", "Div", exact_half=True,
+            ints=nm.divide_toward_zero),
+    _binary("elementwise_max", "max(X, Y)", np.maximum, "fmax(a, b)", "Max", exact_half=True),
+    _binary("elementwise_min", "min(X, Y)", np.minimum, "fmin(a, b)", "Min", exact_half=True),
+    # integers through double; ONNX's Pow has its own converter (a constant exponent becomes pow)
+    _binary("elementwise_pow", "X ** Y", np.power, "pow(a, b)", ints=nm.power_via_double, float16=Float16.NEVER,
+            float16_reason=_POWERS),
+])
+"""Op type -> row of the elementwise X, Y -> Out ops (Y broadcast into X from dim ``axis``)."""
+
+
+def _compare(name: str, arity: int, doc: str, numpy: Any, opencl: str | None, onnx: str | None,
+             axis: bool) -> Elementwise:
+    return Elementwise(name, arity, doc, numpy, opencl, dtypes=ALL_DTYPES, exact_half=True,
+                       onnx=Onnx(onnx) if onnx else None, out_dtype=DType.bool, axis=axis)
+
+
+COMPARE: dict[str, Elementwise] = _table([
+    _compare("equal", 2, "X == Y", np.equal, "(a) == (b)", "Equal", True),
+    _compare("not_equal", 2, "X != Y", np.not_equal, "(a) != (b)", None, True),
+    _compare("greater_than", 2, "X > Y", np.greater, "(a) > (b)", "Greater", True),
+    _compare("greater_equal", 2, "X >= Y", np.greater_equal, "(a) >= (b)", "GreaterOrEqual", True),
+    _compare("less_than", 2, "X < Y", np.less, "(a) < (b)", "Less", True),
+    _compare("less_equal", 2, "X <= Y", np.less_equal, "(a) <= (b)", "LessOrEqual", True),
+    _compare("logical_and", 2, "X and Y (nonzero is true)", np.logical_and, "(a) != 0 && (b) != 0", "And", False),
+    _compare("logical_or", 2, "X or Y (nonzero is true)", np.logical_or, "(a) != 0 || (b) != 0", "Or", False),
+    _compare("logical_xor", 2, "X xor Y (nonzero is true)", np.logical_xor, "((a) != 0) != ((b) != 0)", "Xor",
+             False),
+    _compare("logical_not", 1, "not X (nonzero is true)", np.logical_not, None, "Not", False),
+])
+"""Op type -> row of the comparisons and logical ops: bool Out, Y broadcast into X (the
+comparisons from dim ``axis``, the logical ops numpy's way)."""
+
+
+REDUCE: dict[str, Reduction] = _table([
+    # bool and int32 sum to int64 unless out_dtype says otherwise
+    Reduction("reduce_sum", "the sum", np.sum, dtypes=NUMBERS + (DType.bool,), onnx=Onnx("ReduceSum")),
+    Reduction("reduce_mean", "the mean", np.mean, dtypes=FLOATS, onnx=Onnx("ReduceMean")),
+    Reduction("reduce_max", "the maximum", np.max, accumulates=False, exact_half=True, onnx=Onnx("ReduceMax")),
+    Reduction("reduce_min", "the minimum", np.min, accumulates=False, exact_half=True, onnx=Onnx("ReduceMin")),
+    Reduction("reduce_prod", "the product", np.prod, float16=Float16.NEVER,
+              float16_reason="products of many elements overflow or underflow float16", onnx=Onnx("ReduceProd")),
+])
+"""Op type -> row of the reduce ops (what Out holds of X over the dims in attr ``dim``)."""
+
+
+def absorbable() -> list[str]:
+    """The activations a fused conv epilogue computes (``fused_conv2d``'s ``fuse_activation``)."""
+    return [name for name, row in UNARY.items() if row.absorb is not None]
+
+
+def epilogue_op(name: str, alpha: float = 0.0, beta: float = 0.0) -> tuple[str, dict[str, Any]] | None:
+    """The activation (op type, attrs) that a fused op's ``fuse_activation`` (``fc``'s
+    ``activation_type``), ``fuse_alpha`` and ``fuse_beta`` compute; None for "" (none).
+
+    Raises:
+        SchemaError: ``name`` is no absorbable row.
+    """
+    if name == "":
+        return None
+    row = UNARY.get(name)
+    if row is None or row.absorb is None:
+        raise SchemaError(f"unknown fused activation {name!r}; known: {', '.join(absorbable())}")
+    return unfused(row, alpha, beta)
+
+
+def fc_absorbable(row: Elementwise, attrs: Attrs | None = None) -> bool:
+    """Whether ``fc``'s ``activation_type`` (an epilogue without parameters, read as
+    fuse_alpha = fuse_beta = 0) computes ``row`` with ``attrs`` (default: the row's defaults)."""
+    if row.absorb is None:
+        return False
+    plain = unfused(row, 0.0, 0.0)
+    pair = fused_params(row, row.defaults() if attrs is None else attrs)
+    if plain[0] != row.name or pair is None:
+        return False
+    op_type, back = unfused(row, *pair)
+    return op_type == row.name and same_attrs(back, plain[1])
+
+
+def float16_classes() -> dict[str, tuple[Float16, str]]:
+    """Op type -> (float16 class, why) of every family row not classed FOLLOW."""
+    rows: list[Elementwise | Reduction] = [*UNARY.values(), *BINARY.values(), *COMPARE.values(), *REDUCE.values()]
+    return {row.name: (row.float16, row.float16_reason) for row in rows if row.float16 is not Float16.FOLLOW}

@@ -1,0 +1,62 @@
+"""The compiled conv/fc epilogues that ``halfway.kernels.numpy.jit`` imports (with numba) at
+first use: ``out = act(source + bias[c] + residual)`` in one pass, numpy's results bit for bit.
+
+Every loop is a module-level function, so numba's on-disk cache finds it again in the next
+process (a loop defined in a function and calling another compiled function gets a new cache
+key in every process, as the callee's identity is part of its closure).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["activate", "channels_mid", "channels_last"]
+
+zero = np.float32(0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def activate(v, code, alpha, top):  # pragma: no cover - compiled
+    if code == 1:
+        if v <= zero:  # as numpy's maximum: +0 for -0, NaN kept
+            v = zero
+    elif code == 2:
+        if v < zero:  # as numpy's clip: -0 and NaN kept
+            v = zero
+        elif v > top:
+            v = top
+    elif code == 3 and v < zero:
+        v = v * alpha
+    return v
+
+
+@njit(cache=True, nogil=True)
+def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
+    """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``."""
+    images, channels, rows, cols = out.shape
+    for n in range(images):
+        for c in range(channels):
+            b = bias[c] if bias is not None else zero
+            for y in range(rows):
+                for x in range(cols):
+                    v = source[n, c, y, x]
+                    if bias is not None:
+                        v = v + b
+                    if residual is not None:
+                        v = v + residual[n, c, y, x]
+                    out[n, c, y, x] = activate(v, code, alpha, top)
+
+
+@njit(cache=True, nogil=True)
+def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
+    """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``."""
+    rows, channels = out.shape
+    for m in range(rows):
+        for c in range(channels):
+            v = source[m, c]
+            if bias is not None:
+                v = v + bias[c]
+            if residual is not None:
+                v = v + residual[m, c]
+            out[m, c] = activate(v, code, alpha, top)
