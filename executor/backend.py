@@ -76,6 +76,10 @@ class Backend(abc.ABC):
     """One place's device as the executor drives it; made anew for every ``prepare``."""
 
     name: ClassVar[str]
+    concurrent_runs: ClassVar[bool] = True
+    """Whether runs of one prepared program may overlap: each run's values live in its own state.
+    A backend whose handles are buffers bound once (OpenCL) says False, and the prepared program
+    lets one run at a time use them."""
 
     def __init__(self, place: Place) -> None:
         self.place = place

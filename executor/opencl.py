@@ -6,7 +6,11 @@
   reshape-like ops (``ALIAS``) share their input's buffer, and the ops of ``INPLACE_OPS`` write
   in place where the plan allows;
 * every kernel's arguments are bound once, so a run uploads the feeds, enqueues the launches
-  back to back on the in-order queue and waits only for the fetches.
+  back to back on the in-order queue and waits only for the fetches;
+* the buffers are the prepared program's, not a run's (``concurrent_runs = False``): runs from
+  several threads take turns, one whole run (upload to download) at a time. Buffers per run
+  would bind every kernel's arguments again each run, and the runs would queue on the one
+  device queue anyway.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = ["OpenCLBackend"]
 @register_backend
 class OpenCLBackend(Backend):
     name = "opencl"
+    concurrent_runs = False
 
     def __init__(self, place: Any) -> None:
         super().__init__(place)

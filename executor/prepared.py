@@ -4,6 +4,8 @@ One class for every backend: feeds, fetches and errors are handled here alone.""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -66,7 +68,13 @@ class PrepareReport:
 
 
 class PreparedProgram:
-    """Runs one program for fixed feed names, fetch names and feed shapes on one backend."""
+    """Runs one program for fixed feed names, fetch names and feed shapes on one backend.
+
+    A prepared program may be run from several threads. On a backend whose runs keep their
+    values apart (numpy: ``Backend.concurrent_runs``) the runs overlap; on one whose buffers are
+    bound once at prepare (OpenCL) a lock lets one run at a time in, from its uploads to its
+    downloads, so every caller gets its own feed's results.
+    """
 
     def __init__(self, backend: Backend, steps: list[Step], feeds: Sequence[tuple[str, Any, TensorInfo]],
                  fetches: Sequence[tuple[Any, DType]], fetch_names: Sequence[str], report: PrepareReport) -> None:
@@ -78,6 +86,8 @@ class PreparedProgram:
         self._fetches = list(fetches)
         self.fetch_names = list(fetch_names)
         self.report = report
+        self._turns: contextlib.AbstractContextManager[Any] = (
+            contextlib.nullcontext() if backend.concurrent_runs else threading.Lock())
 
     @property
     def feed_names(self) -> list[str]:
@@ -85,38 +95,46 @@ class PreparedProgram:
 
     def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
         """Run on ``feed`` (name -> array); returns the fetched arrays in fetch order."""
-        state = self._start(feed)
-        try:
-            for run in self._runs:
-                run(state)
-        except Exception as e:
-            self._fail(state, e, self._running[self._runs.index(run)])
-        return self._finish(state)
+        checked = self._check(feed)
+        with self._turns:
+            state = self._start(checked)
+            try:
+                for run in self._runs:
+                    run(state)
+            except Exception as e:
+                self._fail(state, e, self._running[self._runs.index(run)])
+            return self._finish(state)
 
     def profile(self, feed: Mapping[str, Any]) -> list[tuple[str, float]]:
         """Run once, then once more waiting after every op: (op, seconds) per op, for finding the
         slow ones."""
         self.run(feed)
-        state = self._start(feed)
+        checked = self._check(feed)
         times = []
-        for step in self._steps:
-            start = time.perf_counter()
-            try:
-                if step.run is not None:
-                    step.run(state)
-                self.backend.finish(state)
-            except Exception as e:
-                self._fail(state, e, step)
-            times.append((step.where, time.perf_counter() - start))
-        self._finish(state)
+        with self._turns:
+            state = self._start(checked)
+            for step in self._steps:
+                start = time.perf_counter()
+                try:
+                    if step.run is not None:
+                        step.run(state)
+                    self.backend.finish(state)
+                except Exception as e:
+                    self._fail(state, e, step)
+                times.append((step.where, time.perf_counter() - start))
+            self._finish(state)
         return times
 
-    def _start(self, feed: Mapping[str, Any]) -> Any:
-        """Every feed checked, then handed to the backend: a run's state."""
+    def _check(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
+        """Every feed checked, in feed order."""
         checked = [check_feed(name, feed, info) for name, _, info in self._feeds]
         unknown = set(feed) - set(self.feed_names)
         if unknown:
             raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
+        return checked
+
+    def _start(self, checked: Sequence[np.ndarray]) -> Any:
+        """The checked feeds handed to the backend: a run's state."""
         state = self.backend.start()
         for (_, handle, _), value in zip(self._feeds, checked):
             self.backend.upload(state, handle, value)

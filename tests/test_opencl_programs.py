@@ -5,6 +5,7 @@ float16 fetched as float16, precision="high", one compile per kernel variant."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,23 @@ def test_feed_checks_and_repeated_runs(place):
     first, second, again = (prepared.run({"x": v})[0] for v in (a, b, a))
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, second)
+
+
+def test_one_program_runs_from_several_threads_as_it_runs_alone(place):
+    """Runs from several threads take turns on the program's device buffers: each thread gets its
+    own feed's outputs, as a run alone gives them."""
+    prog, scope, fetch = small_cnn()
+    prepared = Executor(place).prepare(prog, ["x"], [fetch], scope)
+    feeds = [np.random.default_rng(seed).standard_normal((2, 3, 15, 13)).astype(np.float32) for seed in range(8)]
+    alone = [prepared.run({"x": x})[0] for x in feeds]
+
+    def runs(index: int) -> list[np.ndarray]:
+        return [prepared.run({"x": feeds[index]})[0] for _ in range(12)]
+
+    with ThreadPoolExecutor(4) as pool:
+        for index, got in enumerate(pool.map(runs, range(len(feeds)))):
+            for value in got:
+                np.testing.assert_array_equal(value, alone[index])
 
 
 def test_profile_times_every_op(place):
