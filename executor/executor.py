@@ -13,7 +13,7 @@ from halfway.ir.variable import Variable
 from halfway.ir.verifier import verify
 from halfway.executor.backend import backend_for
 from halfway.executor.place import CPUPlace, Place
-from halfway.executor.prepared import PreparedProgram
+from halfway.executor.prepared import PreparedProgram, check_feeds
 from halfway.executor.preparer import Preparer
 
 __all__ = ["Executor"]
@@ -27,8 +27,13 @@ class Executor:
 
     def run(self, program: Program, feed: Mapping[str, np.ndarray] | None = None,
             fetch_list: Sequence[str | Variable] | None = None, scope: Scope | None = None) -> list[np.ndarray]:
-        """Prepare and run once. ``fetch_list`` defaults to the program's fetch ops."""
-        feed = dict(feed or {})
+        """Prepare and run once. ``fetch_list`` defaults to the program's fetch ops.
+
+        Raises:
+            FeedError: ``feed`` is not a dict of var names to numpy arrays, names a var the
+                program does not declare or computes, or a value's dtype or shape does not fit.
+        """
+        feed = dict(check_feeds(feed if feed is not None else {}))
         fetch_names = _names(fetch_list) if fetch_list is not None else program.fetch_names()
         feed_shapes = {n: np.shape(v) for n, v in feed.items()}
         prepared = self.prepare(program, list(feed), fetch_names, scope if scope is not None else Scope(),

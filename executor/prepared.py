@@ -21,7 +21,7 @@ from halfway.kernels.registry import KernelKey
 from halfway.executor.backend import Backend, Run
 from halfway.executor.memory import MemoryPlan
 
-__all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feed", "read_only"]
+__all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feeds", "check_feed", "read_only"]
 
 
 @define
@@ -127,6 +127,7 @@ class PreparedProgram:
 
     def _check(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
         """Every feed checked, in feed order."""
+        check_feeds(feed)
         checked = [check_feed(name, feed, info) for name, _, info in self._feeds]
         unknown = set(feed) - set(self.feed_names)
         if unknown:
@@ -153,13 +154,31 @@ class PreparedProgram:
         raise HalfwayError(f"while executing {step.where}: {type(error).__name__}: {error}") from error
 
 
-def check_feed(name: str, feed: Mapping[str, Any], info: TensorInfo) -> np.ndarray:
-    """The feed value for ``name``, checked against the var's dtype and fixed dims."""
+def check_feeds(feed: object) -> Mapping[str, np.ndarray]:
+    """``feed`` itself, checked to be a mapping of var names to numpy arrays (``Executor.run``
+    derives shapes from it before any program is prepared; ``PreparedProgram.run`` checks it
+    the same way).
+
+    Raises:
+        FeedError: ``feed`` is not a mapping, or a key is not a string or a value not an array.
+    """
+    if not isinstance(feed, Mapping):
+        raise FeedError(f"the feed must be a dict of var name -> numpy array, got {type(feed).__name__}")
+    for name, value in feed.items():
+        if not isinstance(name, str):
+            raise FeedError(f"feed names must be var names (str), got {name!r} ({type(name).__name__})")
+        if not isinstance(value, np.ndarray):
+            hint = "" if value is None else " (np.asarray(value, dtype=...) makes one)"
+            raise FeedError(f"feed {name!r} must be a numpy array, got {type(value).__name__}{hint}")
+    return feed
+
+
+def check_feed(name: str, feed: Mapping[str, np.ndarray], info: TensorInfo) -> np.ndarray:
+    """The feed value for ``name`` (``feed`` passed ``check_feeds``), checked against the var's
+    dtype and fixed dims."""
     if name not in feed:
         raise FeedError(f"missing feed {name!r} ({info.dtype.name}{list(info.shape)})")
     value = feed[name]
-    if not isinstance(value, np.ndarray):
-        raise FeedError(f"feed {name!r} must be a numpy array, got {type(value).__name__}")
     if value.dtype != info.dtype.numpy:
         raise FeedError(f"feed {name!r} has dtype {value.dtype}, expected {info.dtype.name}")
     if value.ndim != len(info.shape) or any(d not in (-1, v) for d, v in zip(info.shape, value.shape)):

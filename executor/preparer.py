@@ -77,6 +77,10 @@ class Preparer:
     def _bind_feed(self, name: str, shape: Sequence[int] | None) -> tuple[str, TensorInfo]:
         if not self.block.has_var(name):
             raise FeedError(f"unknown feed name {name!r}; the program declares no such var")
+        computed = [op for op in self.block.ops if op.type not in SKIPPED_OPS and name in op.output_names()]
+        if computed:
+            raise FeedError(f"cannot feed {name!r}: op #{computed[0].index} {computed[0].describe()} computes it "
+                            f"(feed the program's inputs; fetch {name!r} to read it)")
         var = self.block.var(name)
         declared = TensorInfo(var.shape or (), var.dtype if var.dtype is not None else DType.float32)
         if shape is not None:
@@ -94,9 +98,10 @@ class Preparer:
             return self.infos[name]
         value = self.scope.find(name)
         var = self.block.find_var(name)
-        if value is None or not var.persistable:
-            what = "not fed" if not var.persistable else "missing from the scope"
-            raise HalfwayError(f"op {op.describe()}: input {name!r} is {what}")
+        if not var.persistable:
+            raise FeedError(f"op {op.describe()}: input {name!r} is not fed")
+        if value is None:
+            raise HalfwayError(f"op {op.describe()}: input {name!r} is missing from the scope")
         info = TensorInfo(value.shape, DType.from_any(value.dtype))
         self.infos[name] = info
         self.parameters[name] = read_only(value)

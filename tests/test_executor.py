@@ -71,6 +71,28 @@ def test_bad_feeds_name_the_var(feed, message):
         prepared.run(feed)
 
 
+X23 = np.zeros((2, 3), np.float32)
+
+
+@pytest.mark.parametrize("feed, run_message, prepared_message", [
+    ({"x": [[0.0] * 3, [0.0] * 2]}, "feed 'x' must be a numpy array, got list", None),
+    ([("x", X23)], "the feed must be a dict of var name -> numpy array, got list", None),
+    ({"x": None}, "feed 'x' must be a numpy array, got NoneType$", None),
+    ({3: X23}, "feed names must be var names", None),
+    (None, "input 'x' is not fed", "the feed must be a dict .* got NoneType"),
+    ({"x": X23, "relu.tmp_0": X23}, r"cannot feed 'relu.tmp_0': op #0 relu\(X=x\).* computes it",
+     r"unknown feed name\(s\) \['relu.tmp_0'\]"),
+])
+def test_executor_run_and_prepared_run_refuse_the_same_feeds(feed, run_message, prepared_message):
+    prog, out = _chain()
+    assert prog.global_block().ops[0].output("Out") == ("relu.tmp_0",)
+    with pytest.raises(FeedError, match=run_message):
+        Executor().run(prog, feed, [out])
+    prepared = Executor().prepare(prog, ["x"], [out], halfway.Scope())
+    with pytest.raises(FeedError, match=prepared_message or run_message):
+        prepared.run(feed)
+
+
 def test_non_contiguous_feed_and_nan_propagate_correctly():
     prog, out = _chain()
     big = np.arange(24, dtype=np.float32).reshape(4, 6) / 4 - 3
