@@ -25,6 +25,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Executor": ("halfway.executor", "Executor"),
     "CPUPlace": ("halfway.executor", "CPUPlace"),
     "OpenCLPlace": ("halfway.executor", "OpenCLPlace"),
+    "Float16RangeError": ("halfway.executor", "Float16RangeError"),
 }
 """Public name -> (module, attribute; None: the module itself), imported on first access."""
 

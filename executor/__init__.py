@@ -2,9 +2,11 @@
 
 from halfway.executor.backend import Backend, Binding, backend_for, register_backend, registered_backends
 from halfway.executor.executor import Executor
+from halfway.executor.float16_range import Float16RangeError
 from halfway.executor.memory import MemoryPlan, plan_memory
 from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.executor.prepared import PreparedProgram, PrepareReport
 
-__all__ = ["Backend", "Binding", "backend_for", "register_backend", "registered_backends", "Executor", "MemoryPlan",
+__all__ = ["Backend", "Binding", "backend_for", "register_backend", "registered_backends", "Executor", "Float16RangeError",
+           "MemoryPlan",
            "plan_memory", "CPUPlace", "OpenCLPlace", "Place", "PreparedProgram", "PrepareReport"]

@@ -26,7 +26,8 @@ class Executor:
         self.place = place or CPUPlace()
 
     def run(self, program: Program, feed: Mapping[str, np.ndarray] | None = None,
-            fetch_list: Sequence[str | Variable] | None = None, scope: Scope | None = None) -> list[np.ndarray]:
+            fetch_list: Sequence[str | Variable] | None = None, scope: Scope | None = None, *,
+            check_float16_range: bool = True) -> list[np.ndarray]:
         """Prepare and run once. ``fetch_list`` defaults to the program's fetch ops.
 
         Raises:
@@ -37,25 +38,28 @@ class Executor:
         fetch_names = _names(fetch_list) if fetch_list is not None else program.fetch_names()
         feed_shapes = {n: np.shape(v) for n, v in feed.items()}
         prepared = self.prepare(program, list(feed), fetch_names, scope if scope is not None else Scope(),
-                                feed_shapes=feed_shapes)
+                                feed_shapes=feed_shapes, check_float16_range=check_float16_range)
         return prepared.run(feed)
 
     def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str | Variable],
                 scope: Scope, *, feed_shapes: Mapping[str, Sequence[int]] | None = None,
-                reuse_memory: bool = True) -> PreparedProgram:
+                reuse_memory: bool = True, check_float16_range: bool = True) -> PreparedProgram:
         """Verify, infer shapes, choose kernels, plan memory and bind kernels once for these feeds
         and fetches (``halfway.executor.preparer``).
 
         ``feed_shapes`` fixes dims the program leaves unknown (-1); without it they must be known.
         ``reuse_memory=False`` plans a buffer per value and runs no kernel in place (results are
         the same; a baseline for the memory figures and for checking the plan).
+        ``check_float16_range=False`` drops the checks a program holding float16 values gets
+        around each run (``halfway.executor.float16_range``: a feed beyond float16's range,
+        a fetch gone inf/NaN where float32 stays finite, raise ``Float16RangeError``).
 
         Parameters are bound here, and kernels may precompute from them (Winograd-transformed
         filters, batch norm's per-channel affine): to run with new parameter values, prepare again.
         """
         verify(program, feed_names=feed_names)
         preparer = Preparer(program.global_block(), backend_for(self.place), scope, reuse=reuse_memory,
-                            strict=self.place.strict)
+                            strict=self.place.strict, check_float16_range=check_float16_range)
         return preparer.prepare(list(feed_names), _names(fetch_names), dict(feed_shapes or {}))
 
 

@@ -19,6 +19,7 @@ from halfway.ir.operator import Operator
 from halfway.ir.schema import TensorInfo
 from halfway.kernels.registry import KernelKey
 from halfway.executor.backend import Backend, Run
+from halfway.executor.float16_range import Float16Range
 from halfway.executor.memory import MemoryPlan
 
 __all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feeds", "check_feed", "read_only"]
@@ -70,6 +71,9 @@ class PrepareReport:
 class PreparedProgram:
     """Runs one program for fixed feed names, fetch names and feed shapes on one backend.
 
+    A float16 program checks float16's range around each run (``halfway.executor.float16_range``)
+    unless prepared with ``check_float16_range=False``.
+
     A prepared program may be run from several threads. On a backend whose runs keep their
     values apart (numpy: ``Backend.concurrent_runs``) the runs overlap; on one whose buffers are
     bound once at prepare (OpenCL) a lock lets one run at a time in, from its uploads to its
@@ -77,7 +81,8 @@ class PreparedProgram:
     """
 
     def __init__(self, backend: Backend, steps: list[Step], feeds: Sequence[tuple[str, Any, TensorInfo]],
-                 fetches: Sequence[tuple[Any, DType]], fetch_names: Sequence[str], report: PrepareReport) -> None:
+                 fetches: Sequence[tuple[Any, DType]], fetch_names: Sequence[str], report: PrepareReport,
+                 float16_range: Float16Range | None = None) -> None:
         self.backend = backend
         self._steps = steps
         self._running = [step for step in steps if step.run is not None]
@@ -86,6 +91,7 @@ class PreparedProgram:
         self._fetches = list(fetches)
         self.fetch_names = list(fetch_names)
         self.report = report
+        self._range = float16_range
         self._turns: contextlib.AbstractContextManager[Any] = (
             contextlib.nullcontext() if backend.concurrent_runs else threading.Lock())
 
@@ -103,7 +109,10 @@ class PreparedProgram:
                     run(state)
             except Exception as e:
                 self._fail(state, e, self._running[self._runs.index(run)])
-            return self._finish(state)
+            results = self._finish(state)
+        if self._range is not None:
+            self._range.check_fetches(dict(zip(self.feed_names, checked)), results)
+        return results
 
     def profile(self, feed: Mapping[str, Any]) -> list[tuple[str, float]]:
         """Run once, then once more waiting after every op: (op, seconds) per op, for finding the
@@ -132,6 +141,8 @@ class PreparedProgram:
         unknown = set(feed) - set(self.feed_names)
         if unknown:
             raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
+        if self._range is not None:
+            self._range.check_feeds(checked)
         return checked
 
     def _start(self, checked: Sequence[np.ndarray]) -> Any:

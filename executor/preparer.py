@@ -8,7 +8,9 @@
 3. the memory plan groups views and in-place outputs (as the backend allows for its kernels)
    and assigns buffers by liveness; a kernel whose output the plan puts in place is made again
    with ``spec.inplace``;
-4. the backend allocates a handle per tensor and binds each kernel to its op's handles.
+4. the backend allocates a handle per tensor and binds each kernel to its op's handles;
+5. a program holding float16 values gets float16's range checks around its runs
+   (``halfway.executor.float16_range``) unless ``check_float16_range`` is False.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from halfway.ir.schema import InferContext, TensorInfo, get_schema
 from halfway.ir.scope import Scope
 from halfway.kernels.registry import KernelSpec, Selection, select_kernel
 from halfway.executor.backend import Backend, ResolvedOp, Run
+from halfway.executor.float16_range import float16_range
 from halfway.executor.memory import Value, plan_memory
 from halfway.executor.prepared import PreparedProgram, PrepareReport, Step, read_only
 
@@ -40,12 +43,13 @@ class Preparer:
     """Prepares one block for one backend; used once."""
 
     def __init__(self, block: Block, backend: Backend, scope: Scope, *, reuse: bool = True,
-                 strict: bool = False) -> None:
+                 strict: bool = False, check_float16_range: bool = True) -> None:
         self.block = block
         self.backend = backend
         self.scope = scope
         self.reuse = reuse
         self.strict = strict
+        self.check_float16_range = check_float16_range
         self.infos: dict[str, TensorInfo] = {}
         self.parameters: dict[str, np.ndarray] = {}
         self.written = {name for op in block.ops for name in op.output_names()}
@@ -71,7 +75,9 @@ class Preparer:
         steps = [self._step(r, s, handles, dying.get(i, ()), report) for i, (r, s) in enumerate(zip(resolved, selections))]
         feed_handles = [(name, handles[name], info) for name, info in feeds]
         fetches = [(self._handle(handles, n), self.infos[n].dtype) for n in fetch_names]
-        return PreparedProgram(self.backend, steps, feed_handles, fetches, fetch_names, report)
+        checks = (float16_range([step.op for step in steps], self.infos, self.parameters, list(feed_names), fetch_names)
+                  if self.check_float16_range else None)
+        return PreparedProgram(self.backend, steps, feed_handles, fetches, fetch_names, report, checks)
 
     # -- tensors --------------------------------------------------------------------------------
     def _bind_feed(self, name: str, shape: Sequence[int] | None) -> tuple[str, TensorInfo]:

@@ -8,7 +8,7 @@ import pytest
 
 import halfway
 from halfway import layers
-from halfway.executor import Executor
+from halfway.executor import Executor, Float16RangeError
 from halfway.ir import DType, PassError
 from halfway.ir.attrs import AttrType
 from halfway.passes import get_pass
@@ -37,8 +37,8 @@ def load(name):
     return program, feeds, fetches, scope
 
 
-def run(program, scope, feed, fetches):
-    prepared = Executor().prepare(program, list(feed), fetches, scope)
+def run(program, scope, feed, fetches, **options):
+    prepared = Executor().prepare(program, list(feed), fetches, scope, **options)
     return prepared.run(feed), prepared.report
 
 
@@ -274,9 +274,11 @@ def test_activations_overflowing_float16_stay_float32_with_calibration():
     (ref,), _ = run(prog, scope, feed, [out])
     assert np.all(np.isfinite(ref)) and ref.max() > 65.504
     plain, _ = halfway.float16_transpile(prog, scope, fetch_names=[out])
+    with pytest.raises(Float16RangeError, match=r"op #\d+ matmul_v2\(.*overflowed float16's range"):
+        run(plain, scope, feed, [out])  # without calibration the float16 program overflows
     with pytest.warns(RuntimeWarning, match="overflow"):
-        (bad,), _ = run(plain, scope, feed, [out])
-    assert not np.all(np.isfinite(bad))  # without calibration the float16 program overflows
+        (bad,), _ = run(plain, scope, feed, [out], check_float16_range=False)
+    assert not np.all(np.isfinite(bad))
     half, report = halfway.float16_transpile(prog, scope, fetch_names=[out], calibration_feeds=feed)
     (got,), _ = run(half, scope, feed, [out])
     assert np.all(np.isfinite(got))

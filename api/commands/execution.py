@@ -25,7 +25,8 @@ def feeds_for(args: argparse.Namespace, model: Model) -> dict[str, np.ndarray]:
 
 
 def prepare(program: Program, scope: Scope, feed_names: Sequence[str], fetch_names: Sequence[str],
-            feeds: Mapping[str, np.ndarray], place: Place) -> PreparedProgram:
+            feeds: Mapping[str, np.ndarray], place: Place, *, check_float16_range: bool = True) -> PreparedProgram:
     """``program`` prepared on ``place`` for the shapes of ``feeds``."""
     shapes = {name: feeds[name].shape for name in feed_names}
-    return Executor(place).prepare(program, list(feed_names), list(fetch_names), scope, feed_shapes=shapes)
+    return Executor(place).prepare(program, list(feed_names), list(fetch_names), scope, feed_shapes=shapes,
+                                   check_float16_range=check_float16_range)
