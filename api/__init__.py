@@ -1,21 +1,23 @@
 """halfway: a graph transpiler for inference programs.
 
-The facade is lazy: ``import halfway`` loads the IR (``halfway.ir``) and nothing above it; the
-passes, the float16 transpiler, the importers and the executor load on first use of one of
-their names (``halfway.PassManager``, ``halfway.load``, ``halfway.Executor``, ...).
+The facade is lazy: ``import halfway`` loads nothing but ``halfway.openblas`` (so that the
+``halfway`` command can handle Ctrl-C before numpy and the rest load, ``halfway.entry``). The IR
+(``halfway.ir``: ``halfway.Program``, ``halfway.layers``' vars, ...) loads on first use of one of
+its names; the passes, the float16 transpiler, the importers and the executor on first use of one
+of theirs (``halfway.PassManager``, ``halfway.load``, ``halfway.Executor``, ...).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from halfway import openblas as _openblas
 
 _openblas.choose_core()  # before anything loads numpy, and with it OpenBLAS
 
-from halfway.ir import *  # noqa: E402,F401,F403
-from halfway.ir import __all__ as _ir_all  # noqa: E402
+if TYPE_CHECKING:
+    from halfway.ir import *  # noqa: F401,F403
 
 _LAZY: dict[str, tuple[str, str | None]] = {
     "passes": ("halfway.passes", None),
@@ -29,20 +31,29 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 }
 """Public name -> (module, attribute; None: the module itself), imported on first access."""
 
-__all__ = list(_ir_all) + list(_LAZY)
+
+def _ir() -> Any:
+    return importlib.import_module("halfway.ir")
 
 
 def __getattr__(name: str) -> Any:
-    try:
+    """The lazy names: ``__all__`` and the IR's names load the IR; ``_LAZY``'s their module."""
+    if name == "__all__":
+        value: Any = list(_ir().__all__) + list(_LAZY)
+    elif name in _LAZY:
         module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'halfway' has no attribute {name!r}") from None
-    value = importlib.import_module(module)
-    if attribute is not None:
-        value = getattr(value, attribute)
+        value = importlib.import_module(module)
+        if attribute is not None:
+            value = getattr(value, attribute)
+    elif name == "ir":
+        value = _ir()
+    elif name in _ir().__all__:
+        value = getattr(_ir(), name)
+    else:
+        raise AttributeError(f"module 'halfway' has no attribute {name!r}")
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_ir().__all__) | set(_LAZY))

@@ -2,7 +2,7 @@
 
 import sys
 
-from halfway.cli import main
+from halfway.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -35,7 +35,7 @@ inference model. `halfway COMMAND --help` explains a command.
 
 exit codes: 0 done; 1 an error (a bad model, input or option value: one line on stderr);
 2 a malformed command line; 3 `diff` found outputs differing beyond its tolerance;
-141 the reader of the output went away.
+130 interrupted (Ctrl-C, also while starting); 141 the reader of the output went away.
 
 plugins: modules registering passes, ops and kernels load from the `halfway.plugins` entry-point
 group of installed packages, and from --plugin MODULE_OR_FILE.py (repeatable).

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from attrs import frozen
 
+from halfway.entry import EXIT_INTERRUPTED
 from halfway.report.console import Output
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "Command", "UsageError",
@@ -18,7 +19,6 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_DIFFERENT = 3
-EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 Run = Callable[[argparse.Namespace, Output], int]

@@ -1,0 +1,27 @@
+"""The ``halfway`` command's entry point (the console script and ``python -m halfway``).
+
+It is imported before anything heavy (``import halfway`` loads nothing but
+``halfway.openblas``), so Ctrl-C at any moment of the start-up, while numpy, the IR and the
+commands are being imported, ends the command like an interrupt while it runs: one line on
+stderr and exit code 130, no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["EXIT_INTERRUPTED", "main"]
+
+EXIT_INTERRUPTED = 130
+"""The exit code of an interrupted command (128 + SIGINT, as shells report it)."""
+
+
+def main() -> int:
+    """Run the command line (``halfway.cli.main``), an interrupt while importing it included."""
+    try:
+        from halfway.cli import main as run
+
+        return run()
+    except KeyboardInterrupt:
+        sys.stderr.write("halfway: error: interrupted\n")
+        return EXIT_INTERRUPTED
