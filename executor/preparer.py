@@ -83,7 +83,8 @@ class Preparer:
     def _bind_feed(self, name: str, shape: Sequence[int] | None) -> tuple[str, TensorInfo]:
         if not self.block.has_var(name):
             raise FeedError(f"unknown feed name {name!r}; the program declares no such var")
-        computed = [op for op in self.block.ops if op.type not in SKIPPED_OPS and name in op.output_names()]
+        computed = [op for op in self.block.ops if op.type not in SKIPPED_OPS and name in op.output_names()
+                    and name not in op.input_names()]  # batch_norm's MeanOut updates its fed Mean
         if computed:
             raise FeedError(f"cannot feed {name!r}: op #{computed[0].index} {computed[0].describe()} computes it "
                             f"(feed the program's inputs; fetch {name!r} to read it)")
