@@ -273,6 +273,51 @@ def test_nodes_that_break_the_spec_are_named(node, inputs, inits, match):
         load(_model([node], inputs=inputs, inits=inits))
 
 
+def _ort_refuses(model: onnx.ModelProto) -> bool:
+    ort = pytest.importorskip("onnxruntime")
+    try:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:
+        return True
+    return False
+
+
+def _typed_io(node, x_type, y_type, shape=(2, 3, 4), inits=(), opset=13):
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", x_type, list(shape))],
+                              [helper.make_tensor_value_info("y", y_type, None)],
+                              [numpy_helper.from_array(v, n) for n, v in inits])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("model, match", [
+    (_typed_io(helper.make_node("Pad", ["x", "pads"], ["y"], name="n"), F, F,
+               inits=[("pads", np.zeros(6, np.float64))]),
+     r"input 'pads' \(pads\) is tensor\(double\), which Pad-13 does not allow there: tensor\(int64\)"),
+    (_typed_io(helper.make_node("Unsqueeze", ["x", "a"], ["y"], name="n"), F, F, inits=[("a", np.zeros(1))]),
+     r"input 'a' \(axes\) is tensor\(double\)"),
+    (_typed_io(helper.make_node("Gemm", ["x", "b"], ["y"], name="n"), F, F, shape=(2, 3),
+               inits=[("b", np.ones((3, 4), np.int32))]),
+     r"inputs 'x' \(tensor\(float\)\) and 'b' \(tensor\(int32\)\) share the type T of Gemm-13"),
+    (_typed_io(helper.make_node("Conv", ["x", "w"], ["y"], name="n"), F, F, shape=(1, 1, 3, 3),
+               inits=[("w", np.ones((1, 1, 1, 1), np.int32))]),
+     r"input 'w' \(W\) is tensor\(int32\), which Conv-13 does not allow"),
+    (_typed_io(helper.make_node("Transpose", ["x"], ["y"], name="n", perm=[0, -1, 1]), F, F),
+     r"Transpose perm \[0, -1, 1\] is not a permutation of the 3 dims"),
+    (_typed_io(helper.make_node("Softmax", ["x"], ["y"], name="n", axis=10**9), F, F, shape=(2, 3), opset=11),
+     r"Softmax axis 1000000000 is outside \[-2, 1\]"),
+    (_typed_io(helper.make_node("Transpose", ["x"], ["y"], name="n"), TensorProto.INT32, F),
+     "graph output 'y' is declared FLOAT, but the graph computes it as int32"),
+    (_typed_io(helper.make_node("Transpose", ["x"], ["y"], name="n"), TensorProto.DOUBLE, F),
+     "graph output 'y' is declared FLOAT, but the graph computes it as float64"),
+], ids=["pads-double", "axes-double", "gemm-mixed", "conv-int32", "perm-negative", "softmax-axis", "output-int32",
+        "output-double"])
+def test_types_and_dims_onnx_runtime_refuses_are_refused(model, match):
+    """Invalid graphs the fuzz test found halfway importing: ONNX Runtime refuses each of them."""
+    assert _ort_refuses(model)
+    with pytest.raises(ConversionError, match=match):
+        load(model)
+
+
 @pytest.mark.parametrize("opset", [99, 10**6])
 def test_opsets_newer_than_onnx_knows_are_refused(opset):
     with pytest.raises(ConversionError, match=f"opset {opset} is newer than the newest"):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from halfway.frontends.onnx import ops_math, ops_nn, ops_tensor  # noqa: F401  (register converters)
 from halfway.frontends.onnx.context import ConversionError, GraphContext, UnsupportedOpError, node_label
@@ -66,10 +66,11 @@ def load(model: str | os.PathLike[str] | ModelProto, *, input_shapes: Mapping[st
     _check_supported(nodes, graph, source)
     feeds = _declare_inputs(ctx, graph, _input_shapes(input_shapes, source))
     ctx.used = {name for node in nodes for name in node.input} | {out.name for out in graph.output}
+    declared = _declared_types(graph)
     for node in nodes:
-        _import_node(ctx, node)
+        _import_node(ctx, node, declared)
     ctx.node = None
-    fetches = [_fetchable(ctx, out.name) for out in graph.output]
+    fetches = [_fetchable(ctx, out) for out in graph.output]
     set_feed_fetch(ctx.block, feeds, fetches)
     verify(ctx.program)
     return ctx.program, feeds, fetches, ctx.scope
@@ -255,10 +256,33 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequ
     return feeds
 
 
-def _import_node(ctx: GraphContext, node: NodeProto) -> None:
+def _declared_types(graph: GraphProto) -> dict[str, int]:
+    """The element types the file states: of the graph inputs and the initializers."""
+    types = {value.name: value.type.tensor_type.elem_type for value in graph.input if value.type.HasField("tensor_type")}
+    types.update((tensor.name, tensor.data_type) for tensor in graph.initializer)
+    return types
+
+
+def _input_types(ctx: GraphContext, node: NodeProto, declared: Mapping[str, int]) -> list[int]:
+    """The ONNX element type of each input of ``node`` where it is certain (0 elsewhere): stated
+    by the file, or a floating type computed by the nodes before (halfway may hold the integers
+    ONNX computes in other widths)."""
+    types = []
+    for name in node.input:
+        if name in declared:
+            types.append(declared[name])
+        elif name and ctx.has(name) and ctx.info(name).dtype.numpy.kind == "f":
+            types.append(helper.np_dtype_to_tensor_dtype(ctx.info(name).dtype.numpy))
+        else:
+            types.append(0)
+    return types
+
+
+def _import_node(ctx: GraphContext, node: NodeProto, declared: Mapping[str, int]) -> None:
     ctx.node = node
     try:
-        check_node(node, ctx.opset)
+        rank = len(ctx.info(node.input[0]).shape) if node.input and node.input[0] and ctx.has(node.input[0]) else None
+        check_node(node, ctx.opset, _input_types(ctx, node, declared), rank)
         if foldable(ctx, node):
             for name, value in zip(node.output, fold(ctx, node)):
                 if name:
@@ -273,8 +297,11 @@ def _import_node(ctx: GraphContext, node: NodeProto) -> None:
         ctx.fail(f"{type(e).__name__}: {e}")
 
 
-def _fetchable(ctx: GraphContext, name: str) -> str:
-    """The var to fetch for graph output ``name``: a constant output is copied from its parameter."""
+def _fetchable(ctx: GraphContext, output: ValueInfoProto) -> str:
+    """The var to fetch for graph output ``output``, of the element type it declares: a constant
+    output is copied from its parameter."""
+    name = output.name
+    _check_output_type(ctx, output)
     if name in ctx.names and not ctx.is_const(name):
         return ctx.names[name]
     if not ctx.has(name):
@@ -283,3 +310,16 @@ def _fetchable(ctx: GraphContext, name: str) -> str:
     ctx.consts[value] = ctx.consts.pop(name)
     ctx.emit("assign", {"X": value}, {"Out": name})
     return ctx.names[name]
+
+
+def _check_output_type(ctx: GraphContext, output: ValueInfoProto) -> None:
+    """ConversionError when a graph output declares a floating element type the graph does not
+    compute (a float output computed as int32, float16 or double)."""
+    declared = output.type.tensor_type.elem_type if output.type.HasField("tensor_type") else 0
+    if not declared or not ctx.has(output.name):
+        return
+    computed = ctx.info(output.name).dtype.numpy
+    stated = np.dtype(helper.tensor_dtype_to_np_dtype(declared))
+    if computed != stated and (stated.kind == "f" or computed.kind == "f"):
+        raise ConversionError(f"{ctx.source}: graph output {output.name!r} is declared "
+                              f"{TensorProto.DataType.Name(declared)}, but the graph computes it as {computed}")
