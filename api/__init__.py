@@ -17,16 +17,15 @@ _openblas.choose_core()  # before anything loads numpy, and with it OpenBLAS
 from halfway.ir import *  # noqa: E402,F401,F403
 from halfway.ir import __all__ as _ir_all  # noqa: E402
 
-_LAZY: dict[str, tuple[str, str | None]] = {
-    "passes": ("halfway.passes", None),
-    "PassManager": ("halfway.passes", "PassManager"),
-    "float16_transpile": ("halfway.float16", "float16_transpile"),
-    "load": ("halfway.frontends.load", "load"),
-    "Executor": ("halfway.executor", "Executor"),
-    "CPUPlace": ("halfway.executor", "CPUPlace"),
-    "OpenCLPlace": ("halfway.executor", "OpenCLPlace"),
+_EXPORTS = {
+    "halfway.passes": ("PassManager",), "halfway.float16": ("float16_transpile",), "halfway.frontends.load": ("load",),
+    "halfway.executor": ("Executor", "CPUPlace", "OpenCLPlace"),
 }
-"""Public name -> (module, attribute; None: the module itself), imported on first access."""
+"""Module -> the public names of ``halfway`` it defines, imported on first access."""
+
+_LAZY: dict[str, tuple[str, str | None]] = {"passes": ("halfway.passes", None)}
+_LAZY.update((name, (module, name)) for module, names in _EXPORTS.items() for name in names)
+"""Public name -> (module, attribute; None: the module itself)."""
 
 __all__ = list(_ir_all) + list(_LAZY)
 
