@@ -19,17 +19,15 @@ _openblas.choose_core()  # before anything loads numpy, and with it OpenBLAS
 if TYPE_CHECKING:
     from halfway.ir import *  # noqa: F401,F403
 
-_LAZY: dict[str, tuple[str, str | None]] = {
-    "passes": ("halfway.passes", None),
-    "PassManager": ("halfway.passes", "PassManager"),
-    "float16_transpile": ("halfway.float16", "float16_transpile"),
-    "load": ("halfway.frontends.load", "load"),
-    "Executor": ("halfway.executor", "Executor"),
-    "CPUPlace": ("halfway.executor", "CPUPlace"),
-    "OpenCLPlace": ("halfway.executor", "OpenCLPlace"),
-    "Float16RangeError": ("halfway.executor", "Float16RangeError"),
+_EXPORTS = {
+    "halfway.passes": ("PassManager",), "halfway.float16": ("float16_transpile",), "halfway.frontends.load": ("load",),
+    "halfway.executor": ("Executor", "CPUPlace", "OpenCLPlace", "Float16RangeError"),
 }
-"""Public name -> (module, attribute; None: the module itself), imported on first access."""
+"""Module -> the public names of ``halfway`` it defines, imported on first access."""
+
+_LAZY: dict[str, tuple[str, str | None]] = {"passes": ("halfway.passes", None)}
+_LAZY.update((name, (module, name)) for module, names in _EXPORTS.items() for name in names)
+"""Public name -> (module, attribute; None: the module itself)."""
 
 
 def _ir() -> Any:

@@ -26,7 +26,8 @@ from halfway.ir.dtypes import DType
 from halfway.ir.errors import FeedError, HalfwayError, KernelNotFoundError
 from halfway.ir.op_dtype import op_dtype
 from halfway.ir.operator import Operator
-from halfway.ir.schema import InferContext, TensorInfo, get_schema
+from halfway.ir.infer import infer_outputs
+from halfway.ir.schema import TensorInfo, get_schema
 from halfway.ir.scope import Scope
 from halfway.kernels.registry import KernelSpec, Selection, select_kernel
 from halfway.executor.backend import Backend, ResolvedOp, Run
@@ -126,11 +127,7 @@ class Preparer:
         inputs = {s.name: tuple(self._input_info(op, n) for n in op.input(s.name)) for s in schema.inputs
                   if op.input(s.name)}
         constants = {slot: [self.scope.find(n) for n in op.input(slot)] for slot in inputs}
-        ctx = InferContext(schema, {s: list(v) for s, v in inputs.items()}, op.attrs, constants)
-        if schema.infer is not None:
-            schema.infer(ctx)
-        outputs = {s.name: tuple(_inferred(ctx, s.name, i, op) for i in range(len(op.output(s.name))))
-                   for s in schema.outputs if op.output(s.name)}
+        outputs = infer_outputs(op, schema, inputs, constants)
         for slot, infos in outputs.items():
             self.infos.update(zip(op.output(slot), infos))
         spec = KernelSpec(op.type, op_dtype(op, schema, self.infos), schema.resolve_attrs(op.attrs), inputs, outputs,
@@ -232,13 +229,6 @@ class Preparer:
                     backend.upload(state, out, np.asarray(result))
 
         return run
-
-
-def _inferred(ctx: InferContext, slot: str, index: int, op: Operator) -> TensorInfo:
-    infos = ctx.outputs.get(slot, [])
-    if index < len(infos) and infos[index] is not None:
-        return infos[index]
-    raise HalfwayError(f"op {op.describe()}: shape inference gave no {slot}[{index}]")
 
 
 def _dtypes(spec: KernelSpec) -> str:

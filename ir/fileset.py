@@ -35,7 +35,7 @@ from pathlib import Path
 
 from halfway.ir.errors import SerdeError
 
-__all__ = ["MANIFEST_SUFFIX", "Manifest", "manifest_path", "write_files", "folder_lock"]
+__all__ = ["MANIFEST_SUFFIX", "Manifest", "manifest_path", "read_file", "write_files", "folder_lock"]
 
 MANIFEST_SUFFIX = ".sha256"
 _MANIFEST_LIMIT = 1 << 24
@@ -95,6 +95,21 @@ class Manifest:
 
 
 # -- writing ----------------------------------------------------------------------------------------
+def read_file(path: Path) -> bytes:
+    """The bytes of a regular file; a FIFO, a device or a folder is refused before it is opened
+    (reading one could block forever or never end).
+
+    Raises:
+        SerdeError: naming ``path``, when it is not a regular file or cannot be read.
+    """
+    if path.exists() and not path.is_file():
+        raise SerdeError(f"{path}: not a regular file")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise SerdeError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
 def write_files(files: Mapping[Path, bytes], remove: tuple[Path, ...] = ()) -> None:
     """Write ``files`` (the program file first, in the order they are to be moved into place) and
     their manifest, then remove ``remove``, as the module docstring describes.

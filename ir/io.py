@@ -38,7 +38,7 @@ from halfway.ir.attrs import AttrType
 from halfway.ir.block import Block
 from halfway.ir.dtypes import DType, VarKind
 from halfway.ir.errors import HalfwayError, IRError, SerdeError
-from halfway.ir.fileset import Manifest, folder_lock, write_files
+from halfway.ir.fileset import Manifest, folder_lock, read_file, write_files
 from halfway.ir.operator import Operator
 from halfway.ir.params import (ParamSpec, encode_tensor, param_mismatch, param_specs, read_param_file,
                                read_params, write_params)
@@ -341,12 +341,7 @@ def _read_values(layout: _Layout, specs: list[ParamSpec], manifest: Manifest | N
 
 
 def _read(path: Path, manifest: Manifest | None = None) -> bytes:
-    if path.exists() and not path.is_file():
-        raise SerdeError(f"{path}: not a regular file")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SerdeError(f"{path}: cannot read ({e.strerror or e})") from None
+    data = read_file(path)
     if manifest is not None:
         manifest.check(path, data)
     return data

@@ -21,7 +21,8 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.op_dtype import op_dtype
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
-from halfway.ir.schema import InferContext, TensorInfo, get_schema
+from halfway.ir.infer import infer_outputs
+from halfway.ir.schema import TensorInfo, get_schema
 from halfway.ir.scope import Scope
 from halfway.kernels.registry import KernelSpec, find_kernel
 
@@ -45,11 +46,7 @@ def evaluate_op(op: Operator, values: Mapping[str, np.ndarray]) -> dict[str, np.
         raise HalfwayError(f"op {op.describe()}: no value for input(s) {missing}")
     arrays = {s.name: [_read_only(values[n]) for n in op.input(s.name)] for s in schema.inputs if op.input(s.name)}
     inputs = {slot: tuple(TensorInfo(a.shape, DType.from_any(a.dtype)) for a in items) for slot, items in arrays.items()}
-    ctx = InferContext(schema, {slot: list(infos) for slot, infos in inputs.items()}, op.attrs, arrays)
-    if schema.infer is not None:
-        schema.infer(ctx)
-    outputs = {s.name: tuple(_inferred(ctx, s.name, i, op) for i in range(len(op.output(s.name))))
-               for s in schema.outputs if op.output(s.name)}
+    outputs = infer_outputs(op, schema, inputs, arrays)
     infos = {n: info for slot, items in inputs.items() for n, info in zip(op.input(slot), items)}
     infos.update((n, info) for slot, items in outputs.items() for n, info in zip(op.output(slot), items))
     dtype = op_dtype(op, schema, infos)
@@ -112,13 +109,6 @@ def _parameter(op: Operator, name: str, scope: Scope) -> np.ndarray:
     if value is None:
         raise HalfwayError(f"op {op.describe()}: input {name!r} is neither fed, computed nor in the scope")
     return value
-
-
-def _inferred(ctx: InferContext, slot: str, index: int, op: Operator) -> TensorInfo:
-    infos = ctx.outputs.get(slot, [])
-    if index < len(infos) and infos[index] is not None:
-        return infos[index]
-    raise HalfwayError(f"op {op.describe()}: shape inference gave no {slot}[{index}]")
 
 
 def _read_only(value: np.ndarray) -> np.ndarray:

@@ -61,10 +61,11 @@ def _fold(ctx: RewriteContext, *, conv: Operator, act: Operator, bn: Operator, x
         return ctx.decline("batch_norm and the conv disagree on the layout, or the input is not 4-D")
     if not all(v.shape == (weight.shape[1],) for v in values[1:]):
         return ctx.decline(f"batch_norm's parameters are not [{weight.shape[1]}], one per conv input channel")
-    if add is not None and not is_channel_bias(ctx.var(y).shape or (), ctx.var(b).shape or (), add.attr("axis"),
+    if add is not None and b is not None and not is_channel_bias(ctx.var(y).shape or (), ctx.var(b).shape or (), add.attr("axis"),
                                                channel_dim):
         return ctx.decline(f"the add of {b} is not a per-channel bias")
-    sign, floor, new_w, new_bias = _folded(*values, bn.attr("epsilon"), bias)
+    gamma, beta, mu, sigma2 = values[1:]
+    sign, floor, new_w, new_bias = _folded(weight, gamma, beta, mu, sigma2, bn.attr("epsilon"), bias)
     dtype = weight.dtype
     ops: list[Operator] = []
     source = x

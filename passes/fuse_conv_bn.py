@@ -79,7 +79,7 @@ def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: s
     channels = weight.shape[axis]
     if any(v.shape != (channels,) for v in values[1:]):
         return ctx.decline(f"batch_norm's parameters are not [{channels}], one per output channel")
-    if add is not None and not is_channel_bias(ctx.var(add.input("X")[0]).shape or (), ctx.var(b).shape or (),
+    if add is not None and b is not None and not is_channel_bias(ctx.var(add.input("X")[0]).shape or (), ctx.var(b).shape or (),
                                                add.attr("axis"), channel_dim):
         return ctx.decline(f"the add of {b} is not a per-channel bias")
     s = gamma.astype(np.float64) / np.sqrt(sigma2.astype(np.float64) + bn.attr("epsilon"))

@@ -62,7 +62,7 @@ def _in_block_0(op: Operator) -> None:
 
 def _passes_through(op: Operator) -> bool:
     """Whether a dropout at inference passes X through unscaled."""
-    return op.attr("dropout_implementation") == "upscale_in_train" or op.attr("dropout_prob") == 0.0
+    return bool(op.attr("dropout_implementation") == "upscale_in_train" or op.attr("dropout_prob") == 0.0)
 
 
 def _scales(op: Operator) -> bool:

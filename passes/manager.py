@@ -159,7 +159,9 @@ class PassManager:
         self._dump(position, p.name, "before", program)
         trial = staged.new_scope() if staged is not None else None
         start, cpu_start = time.perf_counter(), time.process_time()
-        with collect_near_misses() if self.debug else contextlib.nullcontext([]) as near_misses:
+        collector: contextlib.AbstractContextManager[list[NearMiss]] = (
+            collect_near_misses() if self.debug else contextlib.nullcontext([]))
+        with collector as near_misses:
             result = p(program, trial)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         for miss in near_misses:

@@ -178,7 +178,7 @@ def _bind_var(operand: VarPattern, name: str, block: Block, found: Match) -> boo
         return block.has_var(name) and operand.accepts(block.var(name))
     bound = found.captures.get(operand.name)
     if bound is not None:
-        return bound == name
+        return bool(bound == name)
     try:
         variable = block.find_var(name)
     except IRError:

@@ -62,7 +62,7 @@ def _pool_after(ctx: RewriteContext, *, conv: Operator, pool: Operator, x: str, 
         return why_not
     if x_shape != pooled:
         return ctx.decline("the pool changes the size")
-    if ctx.var(w).shape[0] >= x_shape[conv_channel_dim(conv)]:
+    if ctx.var(w).tensor_shape[0] >= x_shape[conv_channel_dim(conv)]:
         return ctx.decline("the conv does not narrow the channels: the pool would average as many or more")
     y = conv.output("Output")[0]
     projected = ctx.new_var(f"{y}.unpooled", like=y)
@@ -96,7 +96,7 @@ def _pool_before(ctx: RewriteContext, *, pool: Operator, conv: Operator, x: str,
     if out[0] * out[1] >= sizes[0] * sizes[1]:
         return ctx.decline("the pool does not shrink the image")
     conv_out = conv.output("Output")[0]
-    if add is not None and not is_channel_bias(ctx.var(conv_out).shape or (), ctx.var(b).shape or (),
+    if add is not None and b is not None and not is_channel_bias(ctx.var(conv_out).shape or (), ctx.var(b).shape or (),
                                                add.attr("axis"), channel_dim):
         return ctx.decline(f"the add of {b} is not a per-channel bias")
     pooled_shape = list(x_shape)

@@ -330,6 +330,9 @@ class _Driver:
                 raise PassError(f"rewrite {self.name!r}, rule {rule.name!r}: an in-place rule returns True "
                                 f"or declines, got {result!r}")
             return []
+        if result is True:
+            raise PassError(f"rewrite {self.name!r}, rule {rule.name!r}: only an in-place rule returns True; "
+                            f"return the replacement op(s) or decline")
         new = [result] if isinstance(result, Operator) else list(result)
         _check_replacement(block, rule, found.ops, new, ctx, self.name)
         return new

@@ -188,3 +188,9 @@ def test_an_in_place_rule_edits_the_block_and_returns_true():
     bad = Rules([Rule(pattern("op:relu(X=x)"), lambda ctx, op, x: [op], "bad", in_place=True)])
     with pytest.raises(PassError, match="an in-place rule returns True or declines"):
         apply_rules(_relu_chain(1), bad, name="bad")
+
+
+def test_a_replacing_rule_that_returns_true_is_an_error_naming_it():
+    bad = Rules([Rule(pattern("op:relu(X=x)"), lambda ctx, op, x: True, "says true")])
+    with pytest.raises(PassError, match="rule 'says true': only an in-place rule returns True"):
+        apply_rules(_relu_chain(1), bad, name="bad")

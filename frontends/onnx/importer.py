@@ -29,6 +29,7 @@ from halfway.frontends.onnx.registry import CONVERTERS
 from halfway.frontends.onnx.spec import check_node
 from halfway.frontends.onnx.tensors import TensorError, elem_dtype, read_external_data, tensor_array
 from halfway.ir.errors import HalfwayError, SerdeError
+from halfway.ir.fileset import read_file
 from halfway.ir.io import set_feed_fetch
 from halfway.ir import limits
 from halfway.ir.program import Program
@@ -86,12 +87,7 @@ def read_model(model: str | os.PathLike[str] | ModelProto) -> tuple[ModelProto, 
         return model, "<ModelProto>"
     path = Path(model)
     source = os.fspath(path)
-    if path.exists() and not path.is_file():
-        raise SerdeError(f"{source}: not a regular file")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SerdeError(f"{source}: cannot read ({e.strerror or e})") from None
+    data = read_file(path)
     proto = ModelProto()
     try:
         proto.ParseFromString(data)

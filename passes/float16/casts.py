@@ -86,7 +86,7 @@ def plan_vars(block: Block, plan: Plan, edges: Edges) -> list[VarPlan]:
 
 def _produced(name: str, var: Variable, state: State, edges: Edges) -> DType:
     if var.persistable:
-        return var.dtype
+        return var.tensor_dtype
     if name in edges.feeds and edges.keep_io_types and var.dtype is DType.float32:
         return DType.float32
     return state.dtype
@@ -134,7 +134,7 @@ def _retype_user_casts(block: Block, retyped: set[str]) -> None:
     that input changed dtype, ``in_dtype`` follows it."""
     for op in block.ops:
         if op.type == "cast" and op.input("X")[0] in retyped:
-            op.set_attr("in_dtype", int(block.find_var(op.input("X")[0]).dtype))
+            op.set_attr("in_dtype", int(block.find_var(op.input("X")[0]).tensor_dtype))
 
 
 def _alternate_name(block: Block, scope: Scope, name: str, dtype: DType) -> str:
@@ -205,7 +205,7 @@ def _add_reader_copy(block: Block, var: Variable, dtype: DType, vp: VarPlan, rep
     src, src_dtype, upstream = vp.name, vp.home, _writing_cast(block, vp.name)
     if upstream is not None:
         src = upstream.input("X")[0]
-        src_dtype = block.find_var(src).dtype
+        src_dtype = block.find_var(src).tensor_dtype
     if src_dtype is dtype:
         _point_readers(vp.readers, vp.name, src)
     else:

@@ -128,7 +128,7 @@ def _decide_op(block: Block, op: Operator, policy: Policy, plan: Plan) -> Decisi
     names = [n for _, n in compute_inputs(op, schema)]
     wide = [n for n in names if _is_wide_float(block, n)]
     if wide:
-        return Decision(None, f"reads {block.find_var(wide[0]).dtype.name} {wide[0]!r}: left as it is")
+        return Decision(None, f"reads {block.find_var(wide[0]).tensor_dtype.name} {wide[0]!r}: left as it is")
     floats = [n for n in names if float_var(block, n) is not None]
     if op.type == "cast" or not floats:
         return Decision(None, "sets its own output dtype" if op.type == "cast" else "no floating input")
@@ -184,7 +184,7 @@ def _is_wide_float(block: Block, name: str) -> bool:
 def _set_outputs(block: Block, op: Operator, decision: Decision, plan: Plan) -> None:
     outputs = [n for n in op.output_names() if float_var(block, n) is not None]
     if decision.state is None:
-        plan.states.update((n, State.of(block.find_var(n).dtype)) for n in outputs)
+        plan.states.update((n, State.of(block.find_var(n).tensor_dtype)) for n in outputs)
         return
     dtype = decision.state.dtype if decision.state is not State.FREE else DType.float16
     inferred = output_dtypes(block, op, dtype) if _outputs_may_differ(block, op) else {}

@@ -6,6 +6,7 @@ rich is installed (``rich.print(report)`` picks it up), without this module requ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from attrs import define, field, frozen
@@ -112,7 +113,7 @@ class Float16Report:
         return Group(ops, totals)
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join("-" * w for w in widths)
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
