@@ -79,8 +79,9 @@ def run_op(op_type: str, inputs: Inputs, attrs: Mapping[str, Any] | None = None,
                 in_vars[slot].append(var)
         out_vars = append_op(op_type, in_vars, attrs, outputs)
     made = [(slot, var) for slot, vs in out_vars.items() for var in vs]
-    prepared = Executor(place).prepare(prog, list(feed), [v.name for _, v in made], scope,
-                                       feed_shapes={n: a.shape for n, a in feed.items()})
+    prepared = Executor(place).prepare(prog, list(feed), [v.name for _, v in made], scope,  # a kernel's overflow is
+                                       feed_shapes={n: a.shape for n, a in feed.items()},  # what some tests check
+                                       check_float16_range=False)
     results = prepared.run(feed)
     for slot, arrays in given.items():
         for array, copy in zip(arrays, before[slot]):
