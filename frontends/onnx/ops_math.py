@@ -183,11 +183,14 @@ def cast(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 
 _REDUCE = {row.onnx.name: name for name, row in REDUCE.items() if row.onnx is not None}
+_COMPOSED = {"ReduceL1": ("abs", None), "ReduceL2": ("square", "sqrt"), "ReduceSumSquare": ("square", None),
+             "ReduceLogSum": (None, "log"), "ReduceLogSumExp": ("exp", "log")}
+"""ONNX reductions that are a sum between a unary op before (on X) and one after (on the sum)."""
 _AXES_AS_INPUT = {"ReduceSum": 13}
 """The opset from which an op takes its axes as an input (18 for the other reductions)."""
 
 
-@converts(*_REDUCE)
+@converts(*_REDUCE, *_COMPOSED)
 def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if ctx.opset >= _AXES_AS_INPUT.get(node.op_type, 18):
         axes = ctx.optional_const(node, 1, "axes")
@@ -200,8 +203,16 @@ def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     rank = len(ctx.shape(node.input[0]))
     if len({ctx.axis(a, rank, "axes entry") for a in axes}) != len(axes):
         ctx.fail(f"axes {axes} repeat an axis")
+    before, after = _COMPOSED.get(node.op_type, (None, None))
+    x, out = node.input[0], node.output[0]
+    if before is not None:
+        x = ctx.temp(f"{out}.{before}")
+        ctx.emit(before, {"X": node.input[0]}, {"Out": x})
     if not axes and attrs.get("noop_with_empty_axes", 0):
-        ctx.emit("assign", {"X": node.input[0]}, {"Out": node.output[0]})
+        ctx.emit(after or "assign", {"X": x}, {"Out": out})
         return
-    ctx.emit(_REDUCE[node.op_type], {"X": node.input[0]}, {"Out": node.output[0]},
+    total = out if after is None else ctx.temp(f"{out}.sum")
+    ctx.emit(_REDUCE.get(node.op_type, "reduce_sum"), {"X": x}, {"Out": total},
              {"dim": axes, "keep_dim": bool(attrs.get("keepdims", 1)), "reduce_all": not axes})
+    if after is not None:
+        ctx.emit(after, {"X": total}, {"Out": out})

@@ -248,23 +248,24 @@ def dropout(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
                  {"in_dtype": int(DType.uint8), "out_dtype": int(DType.bool)})
 
 
-@converts("Softmax")
+@converts("Softmax", "LogSoftmax")
 def softmax(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """Opset 13 on: softmax along ``axis`` (default -1). Before: X flattened to 2-D at ``axis``
-    (default 1), softmax over the second dim, reshaped back."""
+    """Opset 13 on: (log_)softmax along ``axis`` (default -1). Before: X flattened to 2-D at
+    ``axis`` (default 1), (log_)softmax over the second dim, reshaped back."""
     x, out = node.input[0], node.output[0]
+    op_type = "softmax" if node.op_type == "Softmax" else "log_softmax"
     rank = len(ctx.shape(x))
     if ctx.opset >= 13:
-        ctx.emit("softmax", {"X": x}, {"Out": out}, {"axis": attrs.get("axis", -1)})
+        ctx.emit(op_type, {"X": x}, {"Out": out}, {"axis": attrs.get("axis", -1)})
         return
-    axis = attrs.get("axis", 1) % max(rank, 1)
+    axis = ctx.axis(attrs.get("axis", 1), max(rank, 1))
     if axis == rank - 1:
-        ctx.emit("softmax", {"X": x}, {"Out": out}, {"axis": -1})
+        ctx.emit(op_type, {"X": x}, {"Out": out}, {"axis": -1})
         return
-    shape = ctx.static_shape(x, "Softmax before opset 13 over several dims")
+    shape = ctx.static_shape(x, f"{node.op_type} before opset 13 over several dims")
     flat, soft = ctx.temp(f"{out}.2d"), ctx.temp(f"{out}.soft")
     ctx.emit("reshape2", {"X": x}, {"Out": flat}, {"shape": [int(np.prod(shape[:axis])), -1]})
-    ctx.emit("softmax", {"X": flat}, {"Out": soft}, {"axis": -1})
+    ctx.emit(op_type, {"X": flat}, {"Out": soft}, {"axis": -1})
     ctx.emit("reshape2", {"X": soft}, {"Out": out}, {"shape": list(shape)})
 
 
