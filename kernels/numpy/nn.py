@@ -320,7 +320,7 @@ def dropout(spec: KernelSpec) -> Kernel:
     return run
 
 
-@register_kernel("softmax")
+@register_kernel("softmax", dtypes=(DType.float32, DType.float16, DType.float64))
 def softmax(spec: KernelSpec) -> Kernel:
     rank = len(spec.input("X").shape)
     if rank == 0:
@@ -337,7 +337,7 @@ def softmax(spec: KernelSpec) -> Kernel:
 
 
 # -- matrix products ------------------------------------------------------------------------------
-@register_kernel("matmul_v2", dtypes=(DType.float32, DType.float16, DType.int32, DType.int64))
+@register_kernel("matmul_v2", dtypes=(DType.float32, DType.float16, DType.float64, DType.int32, DType.int64))
 def matmul_v2(spec: KernelSpec) -> Kernel:
     flip_x = spec.attrs["trans_x"] and len(spec.input("X").shape) > 1
     flip_y = spec.attrs["trans_y"] and len(spec.input("Y").shape) > 1
