@@ -171,7 +171,7 @@ def _put_along_axis(spec: KernelSpec) -> Kernel:
 
     def run(x: np.ndarray, index: np.ndarray, value: np.ndarray) -> np.ndarray:
         index = _in_range("put_along_axis", index, x.shape[axis])
-        grid = list(np.indices(index.shape, sparse=True))
+        grid: list[np.ndarray] = list(np.indices(index.shape, sparse=True))
         grid[axis] = index
         return _scatter(x.copy(), tuple(grid), np.broadcast_to(value, index.shape), reduce)
 

@@ -1,5 +1,5 @@
 """numpy kernels of the normalisations (``halfway.ir.ops.norm``): layer_norm, instance_norm,
-group_norm, log_softmax and prelu. float16 runs widened to float32 (the registry's default);
+group_norm and prelu (log_softmax sits beside softmax in ``nn``). float16 runs widened to float32 (the registry's default);
 statistics are float32 (float64 for float64 inputs)."""
 
 from __future__ import annotations
@@ -87,20 +87,6 @@ def _group_norm(spec: KernelSpec) -> Kernel:
         return y, mean.reshape(x.shape[0], groups), variance.reshape(x.shape[0], groups)
 
     return _present(spec, run)
-
-
-@register_kernel("log_softmax", dtypes=_FLOATS)
-def _log_softmax(spec: KernelSpec) -> Kernel:
-    rank = len(spec.input("X").shape)
-    if rank == 0:
-        return lambda x: np.zeros_like(x)
-    axis = spec.attrs["axis"] % rank
-
-    def run(x: np.ndarray) -> np.ndarray:
-        shifted = x - x.max(axis=axis, keepdims=True)
-        return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
-
-    return run
 
 
 @register_kernel("prelu", dtypes=_FLOATS)
