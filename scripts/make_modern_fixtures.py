@@ -32,8 +32,10 @@ on this machine; pin it so that pip never picks another)::
     /work/torchvenv/bin/python scripts/make_modern_fixtures.py [--only bert,gpt2]
 
 The script rewrites the folder (all of it, or the fixtures of ``--only`` families, keeping the
-others' manifest entries); then run ``pytest tests/test_modern_models.py`` and update the
-expected-failure table in ``tests/modern.py``.
+others' manifest entries; run it from the repository root or anywhere, not with the root as the
+working directory of an interactive ``python``, whose ``kernels/`` folder would shadow a package of
+that name); then ``.venv/bin/python -m tests.modern`` prints each fixture's first failure in
+halfway, from which ``EXPECTED_FAILURES`` in ``tests/modern.py`` is updated.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
+import onnxscript
 import torch
 import transformers
 from torch import nn
@@ -493,7 +496,7 @@ def make_fixture(family: Family, exporter: str, attention: str | None) -> dict:
 
 def versions() -> dict[str, str]:
     return {"torch": torch.__version__, "transformers": transformers.__version__, "onnx": onnx.__version__,
-            "onnxruntime": ort.__version__}
+            "onnxscript": onnxscript.__version__, "onnxruntime": ort.__version__}
 
 
 def main() -> None:
@@ -511,6 +514,8 @@ def main() -> None:
     for family in FAMILIES:
         if family.name not in only:
             continue
+        for stale in itertools.chain(OUT_DIR.glob(f"{family.name}_*.onnx"), OUT_DIR.glob(f"{family.name}_*.npz")):
+            stale.unlink()
         for exporter, attention in itertools.product(EXPORTERS, family.attentions):
             entry = make_fixture(family, exporter, attention)
             print(f"{entry['name']:40s} {entry.get('failed', 'ok')} {entry.get('error', '')}", flush=True)

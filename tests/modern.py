@@ -57,7 +57,8 @@ EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
         ('mobilevit_torchscript', 'mobilevit_dynamo'),
     'unsupported ONNX ops: Resize':
         ('yolo_torchscript', 'yolo_dynamo'),
-    "numeric mismatch: logits off by 4.0e-01 of their magnitude at every case":
+    ("numeric mismatch: logits off by 4.0e-01 of their magnitude: AveragePool (kernel 320 over a smaller map, "
+     "ceil_mode=1) divides by the whole kernel, ONNX Runtime by the window clipped to the input"):
         ('efficientnet_dynamo',),
     "Reshape's shape depends on run-time values (dynamic shape not supported)":
         ('efficientnet_torchscript',),
