@@ -35,59 +35,25 @@ ATOL = 1e-5
 """allclose's atol, in units of the reference's largest magnitude (at least 1)."""
 
 EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
-    'unsupported ONNX ops: Erf, LayerNormalization':
-        ('vit_eager_torchscript', 'vit_sdpa_torchscript', 'vit_eager_dynamo', 'convnext_torchscript',
-         'convnext_dynamo', 'swin_eager_torchscript', 'swin_sdpa_torchscript', 'swin_eager_dynamo',
-         'whisper_encoder_eager_torchscript', 'whisper_encoder_sdpa_torchscript', 'whisper_encoder_eager_dynamo',
-         'whisper_encoder_sdpa_dynamo'),
-    'unsupported ONNX ops: Erf, LayerNormalization, Resize':
-        ('segformer_eager_torchscript', 'segformer_sdpa_torchscript', 'segformer_eager_dynamo',
-         'segformer_sdpa_dynamo'),
-    'unsupported ONNX ops: Expand, Where':
-        ('llama_eager_torchscript', 't5_encoder_eager_torchscript', 't5_encoder_sdpa_torchscript'),
-    'unsupported ONNX ops: Erf, Expand, IsNaN, LayerNormalization, Where':
-        ('bert_sdpa_torchscript', 'distilbert_sdpa_torchscript'),
-    'unsupported ONNX ops: Erf, Expand, LayerNormalization, Where':
-        ('bert_eager_torchscript', 'distilbert_eager_torchscript'),
-    'unsupported ONNX ops: Erf, GatherND, IsNaN, LayerNormalization, Where':
-        ('bert_sdpa_dynamo', 'distilbert_sdpa_dynamo'),
-    'unsupported ONNX ops: Erf, GatherND, LayerNormalization, Where':
-        ('bert_eager_dynamo', 'distilbert_eager_dynamo'),
-    'unsupported ONNX ops: LayerNormalization, Resize':
-        ('mobilevit_torchscript', 'mobilevit_dynamo'),
+    "dynamic shapes: Expand reads a value computed from run-time shapes":
+        ('roberta_eager_torchscript', 'roberta_sdpa_torchscript', 'roberta_eager_dynamo', 'roberta_sdpa_dynamo',
+        'vit_eager_dynamo', 'vit_sdpa_dynamo'),
+    "dynamic shapes: Gather needs its input's static shape (symbolic batch/sequence dims)":
+        ('distilbert_eager_torchscript', 'distilbert_sdpa_torchscript', 'distilbert_eager_dynamo',
+        'distilbert_sdpa_dynamo', 'llama_eager_torchscript', 'llama_sdpa_torchscript', 'llama_eager_dynamo',
+        'llama_sdpa_dynamo', 't5_encoder_eager_torchscript', 't5_encoder_sdpa_torchscript', 't5_encoder_eager_dynamo'),
+    "dynamic shapes: LayerNormalization needs its input's static shape (symbolic batch/sequence dims)":
+        ('convnext_torchscript', 'convnext_dynamo', 'whisper_encoder_eager_torchscript',
+        'whisper_encoder_sdpa_torchscript', 'whisper_encoder_eager_dynamo', 'whisper_encoder_sdpa_dynamo'),
+    "dynamic shapes: Reshape reads a value computed from run-time shapes":
+        ('gpt2_eager_torchscript', 'gpt2_sdpa_torchscript', 'gpt2_eager_dynamo', 'gpt2_sdpa_dynamo',
+        'vit_eager_torchscript', 'vit_sdpa_torchscript', 'efficientnet_torchscript', 'swin_eager_torchscript',
+        'swin_sdpa_torchscript', 'swin_eager_dynamo'),
+    "dynamic shapes: Slice reads a value computed from run-time shapes":
+        ('bert_eager_torchscript', 'bert_sdpa_torchscript', 'bert_eager_dynamo', 'bert_sdpa_dynamo'),
     'unsupported ONNX ops: Resize':
-        ('yolo_torchscript', 'yolo_dynamo'),
-    ("numeric mismatch: logits off by 4.0e-01 of their magnitude: AveragePool (kernel 320 over a smaller map, "
-     "ceil_mode=1) divides by the whole kernel, ONNX Runtime by the window clipped to the input"):
-        ('efficientnet_dynamo',),
-    "Reshape's shape depends on run-time values (dynamic shape not supported)":
-        ('efficientnet_torchscript',),
-    'unsupported ONNX ops: CumSum, Erf, Expand, GatherElements, IsNaN, LayerNormalization, Where':
-        ('roberta_sdpa_torchscript',),
-    'unsupported ONNX ops: CumSum, Erf, Expand, GatherElements, LayerNormalization, Where':
-        ('roberta_eager_torchscript',),
-    'unsupported ONNX ops: CumSum, Erf, GatherElements, GatherND, IsNaN, LayerNormalization, Where':
-        ('roberta_sdpa_dynamo',),
-    'unsupported ONNX ops: CumSum, Erf, GatherElements, GatherND, LayerNormalization, Where':
-        ('roberta_eager_dynamo',),
-    'unsupported ONNX ops: Erf, IsNaN, LayerNormalization, Where':
-        ('vit_sdpa_dynamo',),
-    'unsupported ONNX ops: Expand, GatherND, IsNaN, Where':
-        ('llama_sdpa_dynamo',),
-    'unsupported ONNX ops: Expand, GatherND, Where':
-        ('llama_eager_dynamo',),
-    'unsupported ONNX ops: Expand, IsNaN, LayerNormalization, Where':
-        ('gpt2_sdpa_torchscript',),
-    'unsupported ONNX ops: Expand, IsNaN, Where':
-        ('llama_sdpa_torchscript',),
-    'unsupported ONNX ops: Expand, LayerNormalization, Where':
-        ('gpt2_eager_torchscript',),
-    'unsupported ONNX ops: GatherND, IsNaN, LayerNormalization, Where':
-        ('gpt2_sdpa_dynamo',),
-    'unsupported ONNX ops: GatherND, LayerNormalization, Where':
-        ('gpt2_eager_dynamo',),
-    'unsupported ONNX ops: GatherND, Where':
-        ('t5_encoder_eager_dynamo',),
+        ('mobilevit_torchscript', 'mobilevit_dynamo', 'segformer_eager_torchscript', 'segformer_sdpa_torchscript',
+        'segformer_eager_dynamo', 'segformer_sdpa_dynamo', 'yolo_torchscript', 'yolo_dynamo'),
 }
 """First failure -> the fixtures that hit it today, as imported and after the passes. A reason
 starting "numeric mismatch" is an AssertionError, any other a HalfwayError: a fixture that starts
