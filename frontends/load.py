@@ -16,9 +16,10 @@ from typing import Any
 from halfway.ir.errors import SerdeError
 from halfway.ir.io import load_inference_model
 from halfway.ir.program import Program
+from halfway.ir.schema import has_schema
 from halfway.ir.scope import Scope
 
-__all__ = ["load", "model_format"]
+__all__ = ["load", "model_format", "UnknownOpError", "check_known_ops"]
 
 ONNX_SUFFIX = ".onnx"
 _PADDLE_SUFFIXES = (".pdmodel", ".pdiparams")
@@ -75,4 +76,21 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
         return load_onnx(model, input_shapes=input_shapes, max_tensor_bytes=max_tensor_bytes)
     if input_shapes:
         raise SerdeError(f"{model}: input_shapes applies to ONNX models only")
-    return load_inference_model(model, **paddle_options)
+    loaded = load_inference_model(model, **paddle_options)
+    check_known_ops(loaded[0], os.fspath(model))
+    return loaded
+
+
+class UnknownOpError(SerdeError):
+    """A Paddle model uses op types halfway has no schema for; the message lists every one."""
+
+
+def check_known_ops(program: Program, source: str) -> None:
+    """UnknownOpError naming ``source`` and every op (block, index, type) without a schema."""
+    unknown = [f"block {block.idx} op #{i} {op.type}" for block in program.blocks
+               for i, op in enumerate(block.ops) if not has_schema(op.type)]
+    if unknown:
+        types = sorted({entry.rsplit(" ", 1)[1] for entry in unknown})
+        raise UnknownOpError(f"{source}: {len(unknown)} op(s) of {len(types)} type(s) halfway does not know "
+                             f"({', '.join(types)}): {', '.join(unknown)}; register their schemas "
+                             f"(halfway.ir.schema.register_op, or a plugin) to load this model")

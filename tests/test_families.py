@@ -30,12 +30,15 @@ from tests.oprun import run_op
 
 RNG = np.random.default_rng(21)
 ELEMENTWISE: dict[str, Elementwise] = {**BINARY, **UNARY, **COMPARE}
-POSITIVE = ("log", "sqrt")
+POSITIVE = ("log", "sqrt", "acosh")
+UNIT = ("asin", "acos", "atanh")
 
 
 def _input(name: str, shape: tuple[int, ...] = (2, 3, 11), dtype: type = np.float32) -> np.ndarray:
     if name in POSITIVE:
-        return RNG.uniform(0.1, 4.0, shape).astype(dtype)
+        return RNG.uniform(1.0, 4.0, shape).astype(dtype)
+    if name in UNIT:
+        return RNG.uniform(-0.95, 0.95, shape).astype(dtype)
     return (RNG.standard_normal(shape) * 3).astype(dtype)
 
 

@@ -55,6 +55,9 @@ ELEMENTWISE_REF = {
     "elementwise_max": np.maximum,
     "elementwise_min": np.minimum,
     "elementwise_pow": np.power,
+    "elementwise_mod": np.mod,
+    "elementwise_fmod": np.fmod,
+    "elementwise_floordiv": np.floor_divide,
 }
 
 # (X shape, Y shape, axis, the lower-rank operand reshaped by hand for numpy)

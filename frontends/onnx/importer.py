@@ -22,7 +22,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
-from halfway.frontends.onnx import ops_math, ops_nn, ops_tensor  # noqa: F401  (register converters)
+from halfway.frontends.onnx import ops_indexing, ops_math, ops_nn, ops_norm, ops_tensor  # noqa: F401  (register converters)
 from halfway.frontends.onnx.context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from halfway.frontends.onnx.folding import fold, foldable
 from halfway.frontends.onnx.registry import CONVERTERS
@@ -284,7 +284,12 @@ def _import_node(ctx: GraphContext, node: NodeProto, declared: Mapping[str, int]
                 if name:
                     ctx.consts[name] = np.asarray(value)
             return
-        CONVERTERS[node.op_type](ctx, node, ctx.attrs(node))
+        convert = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if convert is None:
+            domain = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
+            raise UnsupportedOpError(f"{ctx.source}: {node_label(node)}: halfway has no converter for "
+                                     f"{domain}{node.op_type}, and its inputs are not constants it could fold")
+        convert(ctx, node, ctx.attrs(node))
     except ConversionError:
         raise
     except HalfwayError as e:

@@ -87,12 +87,35 @@ def gelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("gelu", {"X": node.input[0]}, {"Out": node.output[0]}, {"approximate": approximate == "tanh"})
 
 
-@converts("Neg", "Reciprocal")
-def neg_reciprocal(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    if node.op_type == "Neg":
-        ctx.emit("scale", {"X": node.input[0]}, {"Out": node.output[0]}, {"scale": -1.0})
-    else:
-        ctx.emit("pow", {"X": node.input[0]}, {"Out": node.output[0]}, {"factor": -1.0})
+@converts("Neg")
+def neg(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("scale", {"X": node.input[0]}, {"Out": node.output[0]}, {"scale": -1.0})
+
+
+@converts("Mod")
+def mod(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """fmod 0: the remainder takes the divisor's sign (Python's); fmod 1: the dividend's (C's)."""
+    op_type = "elementwise_fmod" if attrs.get("fmod", 0) else "elementwise_mod"
+    _emit_binary(ctx, op_type, node.input[0], node.input[1], node.output[0])
+
+
+@converts("IsInf")
+def is_inf(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """isinf, and'ed with a sign test when one of the infinities is not detected (neither: all false)."""
+    x, out = node.input[0], node.output[0]
+    negative, positive = attrs.get("detect_negative", 1), attrs.get("detect_positive", 1)
+    if negative and positive:
+        ctx.emit("isinf", {"X": x}, {"Out": out})
+        return
+    inf = ctx.temp(f"{out}.inf")
+    ctx.emit("isinf", {"X": x}, {"Out": inf})
+    if not (negative or positive):
+        ctx.emit("logical_xor", {"X": inf, "Y": inf}, {"Out": out})
+        return
+    zero = ctx.add_const(f"{out}.zero", np.zeros((), ctx.info(x).dtype.numpy))
+    side = ctx.temp(f"{out}.side")
+    _emit_binary(ctx, "less_than" if negative else "greater_than", x, zero, side)
+    ctx.emit("logical_and", {"X": inf, "Y": side}, {"Out": out})
 
 
 @converts("Identity")
@@ -147,20 +170,27 @@ def _cast_to(ctx: GraphContext, name: str, dtype: DType, hint: str) -> str:
     return out
 
 
-@converts("Cast")
+@converts("Cast", "CastLike")
 def cast(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    target = DType.from_any(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+    """Cast to attr ``to``; CastLike to the dtype of its second input."""
+    if node.op_type == "CastLike":
+        target = ctx.info(node.input[1]).dtype
+    else:
+        target = DType.from_any(helper.tensor_dtype_to_np_dtype(attrs["to"]))
     x = node.input[0]
     ctx.emit("cast", {"X": x}, {"Out": node.output[0]},
              {"in_dtype": int(ctx.info(x).dtype), "out_dtype": int(target)})
 
 
 _REDUCE = {row.onnx.name: name for name, row in REDUCE.items() if row.onnx is not None}
+_COMPOSED = {"ReduceL1": ("abs", None), "ReduceL2": ("square", "sqrt"), "ReduceSumSquare": ("square", None),
+             "ReduceLogSum": (None, "log"), "ReduceLogSumExp": ("exp", "log")}
+"""ONNX reductions that are a sum between a unary op before (on X) and one after (on the sum)."""
 _AXES_AS_INPUT = {"ReduceSum": 13}
 """The opset from which an op takes its axes as an input (18 for the other reductions)."""
 
 
-@converts(*_REDUCE)
+@converts(*_REDUCE, *_COMPOSED)
 def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if ctx.opset >= _AXES_AS_INPUT.get(node.op_type, 18):
         axes = ctx.optional_const(node, 1, "axes")
@@ -173,8 +203,16 @@ def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     rank = len(ctx.shape(node.input[0]))
     if len({ctx.axis(a, rank, "axes entry") for a in axes}) != len(axes):
         ctx.fail(f"axes {axes} repeat an axis")
+    before, after = _COMPOSED.get(node.op_type, (None, None))
+    x, out = node.input[0], node.output[0]
+    if before is not None:
+        x = ctx.temp(f"{out}.{before}")
+        ctx.emit(before, {"X": node.input[0]}, {"Out": x})
     if not axes and attrs.get("noop_with_empty_axes", 0):
-        ctx.emit("assign", {"X": node.input[0]}, {"Out": node.output[0]})
+        ctx.emit(after or "assign", {"X": x}, {"Out": out})
         return
-    ctx.emit(_REDUCE[node.op_type], {"X": node.input[0]}, {"Out": node.output[0]},
+    total = out if after is None else ctx.temp(f"{out}.sum")
+    ctx.emit(_REDUCE.get(node.op_type, "reduce_sum"), {"X": x}, {"Out": total},
              {"dim": axes, "keep_dim": bool(attrs.get("keepdims", 1)), "reduce_all": not axes})
+    if after is not None:
+        ctx.emit(after, {"X": total}, {"Out": out})

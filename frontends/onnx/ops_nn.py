@@ -176,11 +176,31 @@ def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     kernel = list(attrs["kernel_shape"])
     window = _window_attrs(ctx, node, attrs, kernel, [1, 1])
     ceil_mode = bool(attrs.get("ceil_mode", 0))
+    exclusive = not attrs.get("count_include_pad", 0)
+    pooling = "max" if node.op_type == "MaxPool" else "avg"
+    if _covers_input(ctx, node, kernel, window, ceil_mode, exclusive or not any(window["paddings"])):
+        ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]},
+                 {"pooling_type": pooling, "ksize": [1, 1], "global_pooling": True})
+        return
     if ceil_mode and window["padding_algorithm"] == "EXPLICIT":
+        # ONNX counts the explicit pads, never a ceil-mode window's overhang past them
+        exclusive = exclusive or not any(window["paddings"])
         window["paddings"], ceil_mode = _ceil_pads(ctx, node, kernel, window)
     ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]}, window | {
-        "pooling_type": "max" if node.op_type == "MaxPool" else "avg", "ksize": kernel, "ceil_mode": ceil_mode,
-        "exclusive": not attrs.get("count_include_pad", 0)})
+        "pooling_type": pooling, "ksize": kernel, "ceil_mode": ceil_mode, "exclusive": exclusive})
+
+
+def _covers_input(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], window: dict[str, Any],
+                  ceil_mode: bool, counts_input_only: bool) -> bool:
+    """Whether the pool is one window over the whole input, averaging (or maximising) the input
+    alone: a global pool (an exporter's pooler with a kernel larger than the map)."""
+    sizes = _spatial(ctx, node, node.input[0])
+    pads = window["paddings"]
+    if window["padding_algorithm"] != "EXPLICIT" or any(s < 0 for s in sizes) or pads[0] or pads[2]:
+        return False
+    outs = [_onnx_pool_out(size, k, s, pads[2 * i], pads[2 * i + 1], ceil_mode)
+            for i, (size, k, s) in enumerate(zip(sizes, kernel, window["strides"]))]
+    return outs == [1, 1] and all(k >= size for k, size in zip(kernel, sizes)) and counts_input_only
 
 
 def _ceil_pads(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], window: dict[str, Any]) -> tuple[list[int], bool]:
@@ -199,7 +219,14 @@ def _ceil_pads(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], window
 
 @converts("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    _spatial(ctx, node, node.input[0])
+    """pool2d for a 4-D input; the mean or maximum over the spatial dims for any other rank."""
+    rank = len(ctx.shape(node.input[0]))
+    if rank != 4:
+        if rank < 3:
+            ctx.fail(f"the input needs a batch, a channel and spatial dims, has rank {rank}")
+        ctx.emit("reduce_max" if node.op_type == "GlobalMaxPool" else "reduce_mean", {"X": node.input[0]},
+                 {"Out": node.output[0]}, {"dim": list(range(2, rank)), "keep_dim": True})
+        return
     ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]}, {
         "pooling_type": "max" if node.op_type == "GlobalMaxPool" else "avg", "ksize": [1, 1],
         "global_pooling": True})
@@ -248,23 +275,24 @@ def dropout(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
                  {"in_dtype": int(DType.uint8), "out_dtype": int(DType.bool)})
 
 
-@converts("Softmax")
+@converts("Softmax", "LogSoftmax")
 def softmax(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """Opset 13 on: softmax along ``axis`` (default -1). Before: X flattened to 2-D at ``axis``
-    (default 1), softmax over the second dim, reshaped back."""
+    """Opset 13 on: (log_)softmax along ``axis`` (default -1). Before: X flattened to 2-D at
+    ``axis`` (default 1), (log_)softmax over the second dim, reshaped back."""
     x, out = node.input[0], node.output[0]
+    op_type = "softmax" if node.op_type == "Softmax" else "log_softmax"
     rank = len(ctx.shape(x))
     if ctx.opset >= 13:
-        ctx.emit("softmax", {"X": x}, {"Out": out}, {"axis": attrs.get("axis", -1)})
+        ctx.emit(op_type, {"X": x}, {"Out": out}, {"axis": attrs.get("axis", -1)})
         return
-    axis = attrs.get("axis", 1) % max(rank, 1)
+    axis = ctx.axis(attrs.get("axis", 1), max(rank, 1))
     if axis == rank - 1:
-        ctx.emit("softmax", {"X": x}, {"Out": out}, {"axis": -1})
+        ctx.emit(op_type, {"X": x}, {"Out": out}, {"axis": -1})
         return
-    shape = ctx.static_shape(x, "Softmax before opset 13 over several dims")
+    shape = ctx.static_shape(x, f"{node.op_type} before opset 13 over several dims")
     flat, soft = ctx.temp(f"{out}.2d"), ctx.temp(f"{out}.soft")
     ctx.emit("reshape2", {"X": x}, {"Out": flat}, {"shape": [int(np.prod(shape[:axis])), -1]})
-    ctx.emit("softmax", {"X": flat}, {"Out": soft}, {"axis": -1})
+    ctx.emit(op_type, {"X": flat}, {"Out": soft}, {"axis": -1})
     ctx.emit("reshape2", {"X": soft}, {"Out": out}, {"shape": list(shape)})
 
 

@@ -112,6 +112,44 @@ UNARY: dict[str, Elementwise] = _table([
            onnx=Onnx("Log")),
     _unary("sqrt", "sqrt(X)", np.sqrt, "sqrt(x)", exact_half=True, onnx=Onnx("Sqrt")),
     _unary("abs", "|X|", np.abs, "fabs(x)", dtypes=NUMBERS, exact_half=True, onnx=Onnx("Abs")),
+    _unary("erf", "erf(X)", nm.erf, "erf(x)", onnx=Onnx("Erf")),
+    _unary("ceil", "ceil(X)", np.ceil, "ceil(x)", exact_half=True, onnx=Onnx("Ceil")),
+    _unary("floor", "floor(X)", np.floor, "floor(x)", exact_half=True, onnx=Onnx("Floor")),
+    # Paddle's round takes halves away from zero (std::round, OpenCL's round)
+    _unary("round", "X rounded to the nearest integer, halves away from zero", nm.round_half_away, "round(x)",
+           exact_half=True),
+    _unary("round_half_even", "X rounded to the nearest integer, halves to even", np.rint, "rint(x)",
+           exact_half=True, onnx=Onnx("Round")),
+    _unary("sign", "-1, 0 or 1 as X is negative, zero or positive", np.sign, "sign(x)", dtypes=NUMBERS,
+           exact_half=True, onnx=Onnx("Sign")),
+    _unary("reciprocal", "1 / X", np.reciprocal, "(R(1) / (x))", exact_half=True, onnx=Onnx("Reciprocal")),
+    _unary("sin", "sin(X)", np.sin, "sin(x)", onnx=Onnx("Sin")),
+    _unary("cos", "cos(X)", np.cos, "cos(x)", onnx=Onnx("Cos")),
+    _unary("tan", "tan(X)", np.tan, "tan(x)", onnx=Onnx("Tan")),
+    _unary("asin", "asin(X)", np.arcsin, "asin(x)", onnx=Onnx("Asin")),
+    _unary("acos", "acos(X)", np.arccos, "acos(x)", onnx=Onnx("Acos")),
+    _unary("atan", "atan(X)", np.arctan, "atan(x)", onnx=Onnx("Atan")),
+    _unary("sinh", "sinh(X)", np.sinh, "sinh(x)", float16=Float16.NEVER,
+           float16_reason="sinh overflows float16 for inputs above 11.8", onnx=Onnx("Sinh")),
+    _unary("cosh", "cosh(X)", np.cosh, "cosh(x)", float16=Float16.NEVER,
+           float16_reason="cosh overflows float16 for inputs above 11.8", onnx=Onnx("Cosh")),
+    _unary("asinh", "asinh(X)", np.arcsinh, "asinh(x)", onnx=Onnx("Asinh")),
+    _unary("acosh", "acosh(X)", np.arccosh, "acosh(x)", onnx=Onnx("Acosh")),
+    _unary("atanh", "atanh(X)", np.arctanh, "atanh(x)", onnx=Onnx("Atanh")),
+    _unary("softsign", "X / (1 + |X|)", lambda x: x / (1 + np.abs(x)), "((x) / (R(1) + fabs(x)))",
+           onnx=Onnx("Softsign")),
+    _unary("elu", "X if X > 0 else alpha * (exp(X) - 1)", nm.elu, "select(a0 * expm1(x), (x), (x) > R(0))",
+           attrs=_floats(alpha=1.0), params=("alpha",), onnx=Onnx("Elu", {"alpha": ("alpha", 1.0)})),
+    _unary("celu", "max(X, 0) + min(0, alpha * (exp(X / alpha) - 1))", nm.celu,
+           "(fmax(x, R(0)) + fmin(R(0), a0 * expm1((x) / a0)))", attrs=_floats(alpha=1.0), params=("alpha",),
+           onnx=Onnx("Celu", {"alpha": ("alpha", 1.0)})),
+    _unary("thresholded_relu", "X if X > threshold else value", nm.thresholded_relu,
+           "select(a1, (x), (x) > a0)", attrs=_floats(threshold=1.0, value=0.0), params=("threshold", "value"),
+           onnx=Onnx("ThresholdedRelu", {"threshold": ("alpha", 1.0)})),
+    _unary("hard_shrink", "X if |X| > threshold else 0", nm.hard_shrink, "select(R(0), (x), fabs(x) > a0)",
+           attrs=_floats(threshold=0.5), params=("threshold",)),
+    _unary("logsigmoid", "log(sigmoid(X))", lambda x: -np.logaddexp(0, -x), "(-log1p(exp(-(x))))"),
+    _unary("square", "X * X", np.square, "((x) * (x))", dtypes=NUMBERS, exact_half=True),
 ])
 """Op type -> row of the X -> Out activations and unary math ops (same shape and dtype, in place)."""
 
@@ -134,6 +172,11 @@ BINARY: dict[str, Elementwise] = _table([
     _binary("elementwise_max", "max(X, Y)", np.maximum, "fmax(a, b)", "Max", exact_half=True),
     _binary("elementwise_min", "min(X, Y)", np.minimum, "fmin(a, b)", "Min", exact_half=True),
     # integers through double; ONNX's Pow has its own converter (a constant exponent becomes pow)
+    # Python's remainder and floor division: the remainder takes the divisor's sign
+    _binary("elementwise_mod", "X mod Y (the sign of Y)", np.mod, "((a) - floor((a) / (b)) * (b))",
+            ints=nm.int_mod),
+    _binary("elementwise_fmod", "C's fmod(X, Y) (the sign of X)", np.fmod, "fmod(a, b)", ints=nm.int_fmod),
+    _binary("elementwise_floordiv", "floor(X / Y)", np.floor_divide, "floor((a) / (b))", ints=nm.int_floordiv),
     _binary("elementwise_pow", "X ** Y", np.power, "pow(a, b)", ints=nm.power_via_double, float16=Float16.NEVER,
             float16_reason=_POWERS),
 ])
@@ -158,6 +201,9 @@ COMPARE: dict[str, Elementwise] = _table([
     _compare("logical_xor", 2, "X xor Y (nonzero is true)", np.logical_xor, "((a) != 0) != ((b) != 0)", "Xor",
              False),
     _compare("logical_not", 1, "not X (nonzero is true)", np.logical_not, None, "Not", False),
+    _compare("isnan", 1, "X is NaN", np.isnan, None, "IsNaN", False),
+    _compare("isinf", 1, "X is infinite", np.isinf, None, None, False),
+    _compare("isfinite", 1, "X is neither infinite nor NaN", np.isfinite, None, None, False),
 ])
 """Op type -> row of the comparisons and logical ops: bool Out, Y broadcast into X (the
 comparisons from dim ``axis``, the logical ops numpy's way)."""

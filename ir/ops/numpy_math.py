@@ -14,7 +14,8 @@ import numpy as np
 from halfway.ir.errors import HalfwayError
 
 __all__ = ["relu", "relu6", "leaky_relu", "sigmoid", "hard_swish", "hard_sigmoid", "swish", "silu", "gelu",
-           "softplus", "erfc", "divide_toward_zero", "power_via_double"]
+           "softplus", "erfc", "erf", "round_half_away", "elu", "celu", "thresholded_relu", "hard_shrink",
+           "divide_toward_zero", "power_via_double", "int_mod", "int_fmod", "int_floordiv"]
 
 Out = np.ndarray | None
 
@@ -98,10 +99,63 @@ def erfc(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, tail, 2 - tail)
 
 
-def divide_toward_zero(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """C++ integer division: the quotient truncated toward zero; a zero divisor is an error."""
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf in float64: its Taylor series below 0.5 (where 1 - erfc cancels), 1 - erfc above."""
+    wide = x.astype(np.float64)
+    small = np.abs(wide) < 0.5
+    x2, term = wide * wide, wide.copy()
+    series = wide.copy()
+    for n in range(1, 12):
+        term *= -x2 / n
+        series += term / (2 * n + 1)
+    return np.where(small, series * (2 / math.sqrt(math.pi)), 1 - erfc(wide)).astype(x.dtype)
+
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    return np.copysign(np.floor(np.abs(x) + 0.5), x).astype(x.dtype)
+
+
+def elu(x: np.ndarray, alpha: np.generic) -> np.ndarray:
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def celu(x: np.ndarray, alpha: np.generic) -> np.ndarray:
+    return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
+
+
+def thresholded_relu(x: np.ndarray, threshold: np.generic, value: np.generic) -> np.ndarray:
+    return np.where(x > threshold, x, value).astype(x.dtype)
+
+
+def hard_shrink(x: np.ndarray, threshold: np.generic) -> np.ndarray:
+    return np.where(np.abs(x) > threshold, x, 0).astype(x.dtype)
+
+
+def _nonzero(y: np.ndarray) -> None:
     if not np.all(y):
         raise HalfwayError("integer division by zero (Y holds a 0)")
+
+
+def int_mod(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Python's integer remainder (the sign of the divisor); a zero divisor is an error."""
+    _nonzero(y)
+    return np.mod(x, y)
+
+
+def int_fmod(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """C's integer remainder (the sign of the dividend); a zero divisor is an error."""
+    _nonzero(y)
+    return np.fmod(x, y)
+
+
+def int_floordiv(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    _nonzero(y)
+    return np.floor_divide(x, y)
+
+
+def divide_toward_zero(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """C++ integer division: the quotient truncated toward zero; a zero divisor is an error."""
+    _nonzero(y)
     return np.floor_divide(x - np.fmod(x, y), y)  # x - fmod(x, y) is an exact multiple of y
 
 

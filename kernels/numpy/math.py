@@ -254,11 +254,16 @@ def _zero_d_safe(factory: KernelFactory) -> KernelFactory:
     return make
 
 
+def _with_float64(dtypes: tuple[DType, ...]) -> tuple[DType, ...]:
+    """numpy runs float64 wherever it runs float32 (ONNX models compute in double at times)."""
+    return dtypes + (DType.float64,) if DType.float32 in dtypes and DType.float64 not in dtypes else dtypes
+
+
 def _register() -> None:
     for op_type, entry in KERNELS.items():
         factory = _zero_d_safe(entry.factory)
         native = (DType.float16,) if entry.exact_half and DType.float16 in entry.dtypes else ()
-        register_kernel(op_type, dtypes=[d for d in entry.dtypes if d not in native])(factory)
+        register_kernel(op_type, dtypes=[d for d in _with_float64(entry.dtypes) if d not in native])(factory)
         if native:
             register_kernel(op_type, dtypes=native)(factory)
 

@@ -320,24 +320,40 @@ def dropout(spec: KernelSpec) -> Kernel:
     return run
 
 
-@register_kernel("softmax")
-def softmax(spec: KernelSpec) -> Kernel:
+def _over_axis(spec: KernelSpec, zero_d: Callable[[np.ndarray], np.ndarray],
+               fn: Callable[[np.ndarray, int], np.ndarray]) -> Kernel:
+    """``fn(x, axis)`` with attr ``axis`` resolved; ``zero_d`` for a 0-d X."""
     rank = len(spec.input("X").shape)
     if rank == 0:
-        return lambda x: np.ones_like(x)
+        return zero_d
     axis = spec.attrs["axis"] % rank
+    return lambda x: fn(x, axis)
 
-    def run(x: np.ndarray) -> np.ndarray:
-        e = x - x.max(axis=axis, keepdims=True)
-        np.exp(e, out=e)
-        e /= e.sum(axis=axis, keepdims=True)
-        return e
 
-    return run
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = x - x.max(axis=axis, keepdims=True)
+    np.exp(e, out=e)
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+@register_kernel("softmax", dtypes=(DType.float32, DType.float16, DType.float64))
+def softmax(spec: KernelSpec) -> Kernel:
+    return _over_axis(spec, np.ones_like, _softmax)
+
+
+@register_kernel("log_softmax", dtypes=(DType.float32, DType.float16, DType.float64))
+def log_softmax(spec: KernelSpec) -> Kernel:
+    return _over_axis(spec, np.zeros_like, _log_softmax)
 
 
 # -- matrix products ------------------------------------------------------------------------------
-@register_kernel("matmul_v2", dtypes=(DType.float32, DType.float16, DType.int32, DType.int64))
+@register_kernel("matmul_v2", dtypes=(DType.float32, DType.float16, DType.float64, DType.int32, DType.int64))
 def matmul_v2(spec: KernelSpec) -> Kernel:
     flip_x = spec.attrs["trans_x"] and len(spec.input("X").shape) > 1
     flip_y = spec.attrs["trans_y"] and len(spec.input("Y").shape) > 1

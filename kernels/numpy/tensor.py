@@ -43,7 +43,7 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.limits import check_tensor_size
 from halfway.kernels.registry import Kernel, KernelFactory, KernelSpec, register_kernel
 
-__all__ = ["DATA_DTYPES"]
+__all__ = ["DATA_DTYPES", "register_data_kernel"]
 
 DATA_DTYPES = (DType.float16, DType.float32, DType.float64, DType.bool, DType.int8, DType.uint8, DType.int16,
                DType.int32, DType.int64)
@@ -53,7 +53,7 @@ Args = Sequence[np.ndarray]
 IntSource = Callable[[Args], list[int]]
 
 
-def _register(op_type: str) -> Callable[[KernelFactory], KernelFactory]:
+def register_data_kernel(op_type: str) -> Callable[[KernelFactory], KernelFactory]:
     """Register a data-movement factory for every dtype of ``DATA_DTYPES`` as it is.
 
     float16 gets its own call: a dtypes list holding float32 too would wrap it in the widening.
@@ -117,7 +117,7 @@ def _fail(op_type: str, message: str) -> NoReturn:
 
 
 # -- concat / split ----------------------------------------------------------------------------------
-@_register("concat")
+@register_data_kernel("concat")
 def _concat(spec: KernelSpec) -> Kernel:
     count = len(spec.inputs["X"])
     if not spec.has_input("AxisTensor"):
@@ -142,7 +142,7 @@ def _cut_points(op_type: str, dim: int, num: int, sections: Sequence[int]) -> li
     return np.cumsum(sizes)[:-1].tolist()
 
 
-@_register("split")
+@register_data_kernel("split")
 def _split(spec: KernelSpec) -> Kernel:
     single = len(spec.outputs["Out"]) == 1
     num = spec.attrs["num"]
@@ -175,13 +175,13 @@ def _paddle_shape(in_shape: tuple[int, ...], target: Sequence[int]) -> list[int]
     return [in_shape[i] if d == 0 else d for i, d in enumerate(target)]
 
 
-@_register("reshape2")
+@register_data_kernel("reshape2")
 def _reshape2(spec: KernelSpec) -> Kernel:
     target_of = _int_source(spec, ["ShapeTensor", "Shape"], spec.attrs["shape"])
     return _reshaping(spec, lambda shape, args: _paddle_shape(shape, target_of(args)))
 
 
-@_register("flatten_contiguous_range")
+@register_data_kernel("flatten_contiguous_range")
 def _flatten_contiguous_range(spec: KernelSpec) -> Kernel:
     start, stop = spec.attrs["start_axis"], spec.attrs["stop_axis"]
 
@@ -194,13 +194,13 @@ def _flatten_contiguous_range(spec: KernelSpec) -> Kernel:
     return _reshaping(spec, flattened)
 
 
-@_register("transpose2")
+@register_data_kernel("transpose2")
 def _transpose2(spec: KernelSpec) -> Kernel:
     perm = tuple(spec.attrs["axis"])
     return _with_xshape(spec, lambda x: x.transpose(perm))
 
 
-@_register("squeeze2")
+@register_data_kernel("squeeze2")
 def _squeeze2(spec: KernelSpec) -> Kernel:
     axes = spec.attrs["axes"]
 
@@ -211,7 +211,7 @@ def _squeeze2(spec: KernelSpec) -> Kernel:
     return _reshaping(spec, squeezed)
 
 
-@_register("unsqueeze2")
+@register_data_kernel("unsqueeze2")
 def _unsqueeze2(spec: KernelSpec) -> Kernel:
     axes_of = _int_source(spec, ["AxesTensor", "AxesTensorList"], spec.attrs["axes"])
 
@@ -258,7 +258,7 @@ def _attr_value(attrs: Any, dtype: np.dtype) -> float | int:
     return float(text)
 
 
-@_register("fill_constant")
+@register_data_kernel("fill_constant")
 def _fill_constant(spec: KernelSpec) -> Kernel:
     dtype = spec.output("Out").dtype.numpy
     shape = spec.output("Out").shape
@@ -279,12 +279,12 @@ def _fill_constant(spec: KernelSpec) -> Kernel:
     return run
 
 
-@_register("assign")
+@register_data_kernel("assign")
 def _assign(spec: KernelSpec) -> Kernel:
     return lambda x: x.copy()
 
 
-@_register("shape")
+@register_data_kernel("shape")
 def _shape(spec: KernelSpec) -> Kernel:
     return lambda x: np.array(x.shape, dtype=np.int32)
 
@@ -316,7 +316,7 @@ def _slice_index(shape: tuple[int, ...], axes: Sequence[int], starts: Sequence[i
     return (*index, Ellipsis)
 
 
-@_register("slice")
+@register_data_kernel("slice")
 def _slice(spec: KernelSpec) -> Kernel:
     in_shape = spec.input("Input").shape
     rank = len(in_shape)
@@ -330,7 +330,7 @@ def _slice(spec: KernelSpec) -> Kernel:
     return lambda *args: args[0][_slice_index(args[0].shape, axes, starts_of(args), ends_of(args), decrease)]
 
 
-@_register("strided_slice")
+@register_data_kernel("strided_slice")
 def _strided_slice(spec: KernelSpec) -> Kernel:
     """A basic index (a view) of Python slices, decreased axes indexed by their one position."""
     attrs = spec.attrs
@@ -347,7 +347,7 @@ def _strided_slice(spec: KernelSpec) -> Kernel:
     return run
 
 
-@_register("gather")
+@register_data_kernel("gather")
 def _gather(spec: KernelSpec) -> Kernel:
     axis_of = _int_source(spec, ["Axis"], [spec.attrs["axis"]])
     fixed_axis = None if spec.has_input("Axis") else axis_of(())[0]

@@ -1,0 +1,193 @@
+"""Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, Trilu, Range,
+ArgMax / ArgMin, TopK, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
+Einsum and Size.
+
+Shape-like inputs (Expand's shape, Tile's repeats, CumSum's axis, Trilu's k, TopK's K, OneHot's
+depth) must be constants, or computable from initializers and static shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto
+
+from halfway.frontends.onnx.context import GraphContext
+from halfway.frontends.onnx.registry import converts
+from halfway.ir.dtypes import DType
+
+__all__: list[str] = []
+
+
+def _ints(value: np.ndarray) -> list[int]:
+    return [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _scalar(ctx: GraphContext, node: NodeProto, index: int, what: str, default: int) -> int:
+    value = ctx.optional_const(node, index, what)
+    return default if value is None else int(np.asarray(value).reshape(-1)[0])
+
+
+@converts("Where")
+def where(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    cond, x, y = node.input
+    ctx.emit("where", {"Condition": cond, "X": x, "Y": y}, {"Out": node.output[0]})
+
+
+@converts("Expand")
+def expand(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """ONNX broadcasts both ways (a 1 in shape keeps X's dim): expand_v2 to the broadcast shape,
+    -1 where X's dim is unknown and shape says 1."""
+    x, target = node.input[0], _ints(ctx.const(node.input[1], "shape"))
+    shape = list(ctx.shape(x))
+    rank = max(len(shape), len(target))
+    shape, target = [1] * (rank - len(shape)) + shape, [1] * (rank - len(target)) + target
+    out = [d if t == 1 else t for d, t in zip(shape, target)]
+    ctx.emit("expand_v2", {"X": x}, {"Out": node.output[0]}, {"shape": out})
+
+
+@converts("Tile")
+def tile(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    repeats = _ints(ctx.const(node.input[1], "repeats"))
+    if len(repeats) != len(ctx.shape(node.input[0])) or min(repeats, default=1) < 0:
+        ctx.fail(f"repeats {repeats} must hold one count >= 0 per dim of the input")
+    if 0 in repeats:
+        ctx.fail(f"repeats {repeats} hold a 0 (an empty tensor), which is not supported")
+    ctx.emit("tile", {"X": node.input[0]}, {"Out": node.output[0]}, {"repeat_times": repeats})
+
+
+@converts("CumSum")
+def cumsum(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    axis = int(np.asarray(ctx.const(node.input[1], "axis")).reshape(-1)[0])
+    ctx.emit("cumsum", {"X": node.input[0]}, {"Out": node.output[0]},
+             {"axis": ctx.axis(axis, len(ctx.shape(node.input[0]))), "exclusive": bool(attrs.get("exclusive", 0)),
+              "reverse": bool(attrs.get("reverse", 0))})
+
+
+@converts("Trilu")
+def trilu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("tril_triu", {"X": node.input[0]}, {"Out": node.output[0]},
+             {"diagonal": _scalar(ctx, node, 1, "k", 0), "lower": not attrs.get("upper", 1)})
+
+
+@converts("Range")
+def range_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    start, limit, delta = node.input
+    ctx.emit("range", {"Start": start, "End": limit, "Step": delta}, {"Out": node.output[0]})
+
+
+@converts("ArgMax", "ArgMin")
+def arg(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """select_last_index: the op on X reversed along the axis, the index read back as dim - 1 - i."""
+    x, out = node.input[0], node.output[0]
+    op_type = "arg_max" if node.op_type == "ArgMax" else "arg_min"
+    shape = ctx.shape(x)
+    axis = ctx.axis(attrs.get("axis", 0), len(shape))
+    arg_attrs = {"axis": axis, "keepdims": bool(attrs.get("keepdims", 1)), "dtype": int(DType.int64)}
+    if not attrs.get("select_last_index", 0):
+        ctx.emit(op_type, {"X": x}, {"Out": out}, arg_attrs)
+        return
+    size = ctx.static_shape(x, f"{node.op_type} with select_last_index")[axis]
+    flipped, index = ctx.temp(f"{out}.flipped"), ctx.temp(f"{out}.reversed")
+    ctx.emit("strided_slice", {"Input": x}, {"Out": flipped},
+             {"axes": [axis], "starts": [-1], "ends": [-size - 1], "strides": [-1]})
+    ctx.emit(op_type, {"X": flipped}, {"Out": index}, arg_attrs)
+    ctx.emit("scale", {"X": index}, {"Out": out}, {"scale": -1.0, "bias": float(size - 1)})
+
+
+@converts("TopK")
+def top_k(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    k = attrs["k"] if ctx.opset < 10 else int(np.asarray(ctx.const(node.input[1], "K")).reshape(-1)[0])
+    ctx.emit("top_k_v2", {"X": node.input[0]}, {"Out": node.output[0], "Indices": node.output[1]},
+             {"k": k, "axis": attrs.get("axis", -1), "largest": bool(attrs.get("largest", 1)),
+              "sorted": bool(attrs.get("sorted", 1))})
+
+
+@converts("GatherND")
+def gather_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if attrs.get("batch_dims", 0):
+        ctx.fail(f"batch_dims {attrs['batch_dims']} is not supported (only 0)")
+    ctx.emit("gather_nd", {"X": node.input[0], "Index": node.input[1]}, {"Out": node.output[0]})
+
+
+@converts("GatherElements")
+def gather_elements(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("take_along_axis", {"Input": node.input[0], "Index": node.input[1]}, {"Result": node.output[0]},
+             {"Axis": attrs.get("axis", 0)})
+
+
+_REDUCTIONS = {"none": "assign", "add": "add", "mul": "mul", "max": "amax", "min": "amin"}
+
+
+def _reduction(ctx: GraphContext, attrs: dict[str, Any]) -> str:
+    name = attrs.get("reduction", "none")
+    if name not in _REDUCTIONS:
+        ctx.fail(f"unknown reduction {name!r} (known: {', '.join(_REDUCTIONS)})")
+    return _REDUCTIONS[name]
+
+
+@converts("ScatterElements", "Scatter")
+def scatter_elements(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, index, updates = node.input
+    ctx.emit("put_along_axis", {"Input": x, "Index": index, "Value": updates}, {"Result": node.output[0]},
+             {"Axis": attrs.get("axis", 0), "Reduce": _reduction(ctx, attrs)})
+
+
+@converts("ScatterND")
+def scatter_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, index, updates = node.input
+    reduce = _reduction(ctx, attrs)
+    op_type, op_attrs = ("scatter_nd_add", {}) if reduce == "add" else ("scatter_nd", {"reduce": reduce})
+    ctx.emit(op_type, {"X": x, "Index": index, "Updates": updates}, {"Out": node.output[0]}, op_attrs)
+
+
+@converts("OneHot")
+def one_hot(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """one_hot_v2 of the indices as int64 (negative ones counted from depth, others outside
+    [0, depth) giving a row of off values), scaled to (on - off) * hot + off, its new dim moved
+    to ``axis``."""
+    indices, out = node.input[0], node.output[0]
+    depth = int(np.asarray(ctx.const(node.input[1], "depth")).reshape(-1)[0])
+    values = ctx.const(node.input[2], "values").reshape(-1)
+    rank = len(ctx.shape(indices)) + 1
+    axis = ctx.axis(attrs.get("axis", -1), rank)
+    wrapped = _wrapped_indices(ctx, indices, depth, out)
+    hot, scaled = ctx.temp(f"{out}.hot"), out if axis == rank - 1 else ctx.temp(f"{out}.scaled")
+    ctx.emit("one_hot_v2", {"X": wrapped}, {"Out": hot},
+             {"depth": depth, "dtype": int(DType.from_any(values.dtype)), "allow_out_of_range": True})
+    off, on = values[0].item(), values[1].item()
+    ctx.emit("scale", {"X": hot}, {"Out": scaled}, {"scale": float(on - off), "bias": float(off)})
+    if axis != rank - 1:
+        perm = [*range(axis), rank - 1, *range(axis, rank - 1)]
+        ctx.emit("transpose2", {"X": scaled}, {"Out": out}, {"axis": perm})
+
+
+def _wrapped_indices(ctx: GraphContext, indices: str, depth: int, hint: str) -> str:
+    """``indices`` as int64, a negative one plus depth."""
+    if ctx.is_const(indices):
+        value = ctx.consts[indices].astype(np.int64)
+        return ctx.add_const(f"{hint}.indices", np.where(value < 0, value + depth, value))
+    as_int = indices
+    if ctx.info(indices).dtype is not DType.int64:
+        as_int = ctx.temp(f"{hint}.indices")
+        ctx.emit("cast", {"X": indices}, {"Out": as_int},
+                 {"in_dtype": int(ctx.info(indices).dtype), "out_dtype": int(DType.int64)})
+    negative, shifted, wrapped = (ctx.temp(f"{hint}.{what}") for what in ("negative", "shifted", "wrapped"))
+    zero = ctx.add_const(f"{hint}.zero", np.zeros((), np.int64))
+    ctx.emit("less_than", {"X": as_int, "Y": zero}, {"Out": negative}, {"axis": -1})
+    ctx.emit("scale", {"X": as_int}, {"Out": shifted}, {"bias": float(depth)})
+    ctx.emit("where", {"Condition": negative, "X": shifted, "Y": as_int}, {"Out": wrapped})
+    return wrapped
+
+
+@converts("Einsum")
+def einsum(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("einsum", {"Operands": list(node.input)}, {"Out": node.output[0]}, {"equation": attrs["equation"]})
+
+
+@converts("Size")
+def size(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Size of a tensor with static dims folds at import; this says why one with unknown dims cannot."""
+    shape = ctx.static_shape(node.input[0], "Size")
+    ctx.consts[node.output[0]] = np.array(int(np.prod(shape)), dtype=np.int64)

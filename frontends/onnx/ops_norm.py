@@ -1,0 +1,112 @@
+"""Converters of ONNX's normalisations: LayerNormalization, InstanceNormalization,
+GroupNormalization, and PRelu.
+
+ONNX's scale and bias broadcast to the normalised dims; Paddle's are one value per normalised
+entry (layer_norm) or per channel, so smaller ones are expanded first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto
+
+from halfway.frontends.onnx.context import GraphContext
+from halfway.frontends.onnx.registry import converts
+
+__all__: list[str] = []
+
+
+def _expanded(ctx: GraphContext, name: str, shape: Sequence[int], hint: str) -> str:
+    """``name`` broadcast to ``shape`` (as it is when it has that many values already)."""
+    if math.prod(ctx.shape(name)) == math.prod(shape):
+        return name
+    if ctx.is_const(name):
+        return ctx.add_const(f"{hint}.expanded", np.broadcast_to(ctx.consts[name], shape).copy())
+    out = ctx.temp(f"{hint}.expanded")
+    ctx.emit("expand_v2", {"X": name}, {"Out": out}, {"shape": list(shape)})
+    return out
+
+
+def _optional(node: NodeProto, index: int) -> str:
+    return node.input[index] if index < len(node.input) else ""
+
+
+def _statistic(ctx: GraphContext, node: NodeProto, index: int, value: str, shape: Sequence[int]) -> None:
+    """Output ``index`` of ``node`` (when used) as ``value`` reshaped to ``shape``."""
+    if ctx.is_used(node, index):
+        ctx.emit("reshape2", {"X": value}, {"Out": node.output[index]}, {"shape": list(shape)})
+
+
+@converts("LayerNormalization")
+def layer_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Mean and InvStdDev (1 / sqrt(variance + epsilon)) keep the normalised dims as 1s."""
+    x, out = node.input[0], node.output[0]
+    shape = ctx.static_shape(x, "LayerNormalization")
+    axis = ctx.axis(attrs.get("axis", -1), len(shape))
+    epsilon = float(attrs.get("epsilon", 1e-5))
+    inputs = {"X": x, "Scale": _expanded(ctx, node.input[1], shape[axis:], f"{out}.scale")}
+    if _optional(node, 2):
+        inputs["Bias"] = _expanded(ctx, node.input[2], shape[axis:], f"{out}.bias")
+    mean, variance = ctx.temp(f"{out}.mean"), ctx.temp(f"{out}.variance")
+    ctx.emit("layer_norm", inputs, {"Y": out, "Mean": mean, "Variance": variance},
+             {"begin_norm_axis": axis, "epsilon": epsilon})
+    stats_shape = [*shape[:axis], *[1] * (len(shape) - axis)]
+    _statistic(ctx, node, 1, mean, stats_shape)
+    if ctx.is_used(node, 2):
+        shifted, inverse = ctx.temp(f"{out}.shifted"), ctx.temp(f"{out}.inverse")
+        ctx.emit("scale", {"X": variance}, {"Out": shifted}, {"bias": epsilon})
+        ctx.emit("pow", {"X": shifted}, {"Out": inverse}, {"factor": -0.5})
+        _statistic(ctx, node, 2, inverse, stats_shape)
+
+
+@converts("InstanceNormalization")
+def instance_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, scale, bias = node.input
+    ctx.emit("instance_norm", {"X": x, "Scale": scale, "Bias": bias}, {"Y": node.output[0]},
+             {"epsilon": float(attrs.get("epsilon", 1e-5))})
+
+
+@converts("GroupNormalization")
+def group_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Opset 18's scale and bias hold one value per group: repeated over each group's channels."""
+    x, out = node.input[0], node.output[0]
+    groups, channels = attrs["num_groups"], ctx.static_shape(x, "GroupNormalization")[1]
+    inputs = {"X": x}
+    for slot, name in (("Scale", node.input[1]), ("Bias", node.input[2])):
+        inputs[slot] = name
+        if ctx.shape(name) == (groups,) and groups != channels:
+            wide, grid = ctx.temp(f"{out}.{slot}"), ctx.temp(f"{out}.{slot}.grid")
+            ctx.emit("unsqueeze2", {"X": name}, {"Out": wide}, {"axes": [1]})
+            ctx.emit("expand_v2", {"X": wide}, {"Out": grid}, {"shape": [groups, channels // groups]})
+            inputs[slot] = ctx.temp(f"{out}.{slot}.channels")
+            ctx.emit("reshape2", {"X": grid}, {"Out": inputs[slot]}, {"shape": [channels]})
+    ctx.emit("group_norm", inputs, {"Y": out}, {"epsilon": float(attrs.get("epsilon", 1e-5)), "groups": groups})
+
+
+@converts("PRelu")
+def prelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """One slope: mode all; one per channel ([C, 1, ...]): channel; a slope that broadcasts over a
+    sample's dims: element; any other (one per batch entry too): X where X > 0 else slope * X."""
+    x, slope = node.input
+    out = node.output[0]
+    shape, slope_shape = ctx.shape(x), ctx.shape(slope)
+    size = math.prod(slope_shape)
+    if size == 1:
+        mode = "all"
+    elif len(shape) >= 2 and slope_shape[0] == size == shape[1] and len(slope_shape) == len(shape) - 1:
+        mode = "channel"
+    elif len(slope_shape) < len(shape):
+        mode = "element"
+        slope = _expanded(ctx, slope, ctx.static_shape(x, "PRelu with a per-element slope")[1:], out)
+    else:
+        positive, scaled = ctx.temp(f"{out}.positive"), ctx.temp(f"{out}.scaled")
+        zero = ctx.add_const(f"{out}.zero", np.zeros((), ctx.info(x).dtype.numpy))
+        ctx.emit("greater_than", {"X": x, "Y": zero}, {"Out": positive}, {"axis": -1})
+        ctx.emit("elementwise_mul", {"X": x, "Y": slope}, {"Out": scaled}, {"axis": -1})
+        ctx.emit("where", {"Condition": positive, "X": x, "Y": scaled}, {"Out": out})
+        return
+    ctx.emit("prelu", {"X": x, "Alpha": slope}, {"Out": out}, {"mode": mode})

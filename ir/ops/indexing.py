@@ -1,0 +1,332 @@
+"""Schemas of the selection and indexing ops: where, expand_v2, tile, cumsum, tril_triu, range,
+arg_max / arg_min, top_k_v2, gather_nd, take_along_axis, put_along_axis, scatter_nd and
+scatter_nd_add, one_hot_v2 and einsum — Paddle's op types, slots, attrs and defaults (scatter_nd,
+ONNX's ScatterND with a ``reduce`` attr, has no Paddle counterpart).
+
+Index tensors (``Index``, ``Condition``, ``Start``/``End``/``Step``) are ``keep_dtype_slots``:
+they keep their own dtype under a float16 kernel. Negative indices count from the end of their
+dim, as numpy's and ONNX's do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from halfway.ir.attrs import AttrType
+from halfway.ir.dtypes import DType
+from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+
+__all__ = ["broadcast_dims", "einsum_shape", "range_length"]
+
+_INDEX_DTYPES = (DType.int32, DType.int64)
+
+
+def broadcast_dims(ctx: InferContext, shapes: Sequence[Sequence[int]]) -> list[int]:
+    """numpy's broadcast of ``shapes`` (-1 = unknown: taken as the other side's size)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
+        known = dims - {1, -1}
+        ctx.check(len(known) <= 1, f"shapes {[list(s) for s in shapes]} do not broadcast")
+        out.append(known.pop() if known else -1 if -1 in dims else 1)
+    return out
+
+
+def _axis(ctx: InferContext, axis: int, rank: int) -> int:
+    ctx.check(-rank <= axis < max(rank, 1), f"axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def _index(ctx: InferContext, slot: str) -> tuple[int, ...]:
+    info = ctx.input(slot)
+    ctx.check(info.dtype in _INDEX_DTYPES, f"input {slot!r} must be int32 or int64, got {info.dtype.name}")
+    return info.shape
+
+
+# -- where / expand_v2 / tile ----------------------------------------------------------------------
+def _infer_where(ctx: InferContext) -> None:
+    cond, x, y = ctx.input("Condition"), ctx.input("X"), ctx.input("Y")
+    ctx.check(cond.dtype is DType.bool, f"input 'Condition' must be bool, got {cond.dtype.name}")
+    ctx.check(x.dtype == y.dtype, f"X is {x.dtype.name} but Y is {y.dtype.name}")
+    ctx.set_output("Out", broadcast_dims(ctx, [cond.shape, x.shape, y.shape]), x.dtype)
+
+
+def _infer_expand(ctx: InferContext) -> None:
+    x, shape = ctx.input("X"), list(ctx.attr("shape"))
+    ctx.check(len(shape) >= len(x.shape), f"attr shape {shape} has fewer dims than X {list(x.shape)}")
+    lead = len(shape) - len(x.shape)
+    out = []
+    for i, d in enumerate(shape):
+        have = x.shape[i - lead] if i >= lead else 1
+        ctx.check(d == -1 and i >= lead or d >= 0 and have in (1, d, -1),
+                  f"cannot expand X {list(x.shape)} to {shape} (dim {i})")
+        out.append(have if d == -1 else d)
+    ctx.set_output("Out", out, x.dtype)
+
+
+def _infer_tile(ctx: InferContext) -> None:
+    x, times = ctx.input("X"), list(ctx.attr("repeat_times"))
+    ctx.check(all(t >= 1 for t in times), f"attr repeat_times {times} must be >= 1")
+    rank = max(len(x.shape), len(times))
+    shape = [1] * (rank - len(x.shape)) + list(x.shape)
+    times = [1] * (rank - len(times)) + times
+    ctx.set_output("Out", [d * t if d >= 0 else -1 for d, t in zip(shape, times)], x.dtype)
+
+
+register_op(OpSchema(
+    "where", inputs=[Slot("Condition"), Slot("X"), Slot("Y")], outputs=[Slot("Out")], infer=_infer_where,
+    dtype_slots=("X", "Y"), keep_dtype_slots=("Condition",),
+    doc="Out = X where Condition else Y, the three broadcast numpy's way.",
+))
+register_op(OpSchema(
+    "expand_v2", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("shape", AttrType.INTS)],
+    infer=_infer_expand, doc="X broadcast to `shape` (-1 keeps X's dim; new dims lead).",
+))
+register_op(OpSchema(
+    "tile", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("repeat_times", AttrType.INTS)],
+    infer=_infer_tile, doc="X repeated repeat_times[i] times along dim i (leading 1s fill the shorter).",
+))
+
+
+# -- cumsum / tril_triu ----------------------------------------------------------------------------
+def _infer_cumsum(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    if ctx.attr("flatten"):
+        ctx.set_output("Out", [math.prod(x.shape) if min(x.shape, default=0) >= 0 else -1], x.dtype)
+        return
+    _axis(ctx, ctx.attr("axis"), len(x.shape))
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+def _infer_tril_triu(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    ctx.check(len(x.shape) >= 2, f"X must have rank >= 2, has shape {list(x.shape)}")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "cumsum", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("axis", AttrType.INT, -1), AttrSpec("flatten", AttrType.BOOLEAN, False),
+           AttrSpec("exclusive", AttrType.BOOLEAN, False), AttrSpec("reverse", AttrType.BOOLEAN, False)],
+    infer=_infer_cumsum,
+    doc="Running sums of X along `axis` (of X flattened when `flatten`); `exclusive` leaves the element "
+        "itself out, `reverse` sums from the end.",
+))
+register_op(OpSchema(
+    "tril_triu", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("diagonal", AttrType.INT, 0), AttrSpec("lower", AttrType.BOOLEAN, False)],
+    infer=_infer_tril_triu,
+    doc="X with the entries above (lower) or below (upper) diagonal `diagonal` of its last two dims zeroed.",
+))
+
+
+# -- range -----------------------------------------------------------------------------------------
+def range_length(start: float, end: float, step: float) -> int:
+    """How many values range(start, end, step) holds (0 when it runs the wrong way)."""
+    return max(math.ceil((end - start) / step), 0)
+
+
+def _infer_range(ctx: InferContext) -> None:
+    infos = [ctx.input(s) for s in ("Start", "End", "Step")]
+    for slot, info in zip(("Start", "End", "Step"), infos):
+        ctx.check(math.prod(info.shape) in (1, -1), f"input {slot!r} must hold one value, has {list(info.shape)}")
+        ctx.check(info.dtype == infos[0].dtype, f"Start is {infos[0].dtype.name} but {slot} is {info.dtype.name}")
+    values = [ctx.input_value(s) for s in ("Start", "End", "Step")]
+    if any(v is None for v in values):
+        ctx.set_output("Out", [-1], infos[0].dtype)
+        return
+    start, end, step = (float(np.asarray(v).reshape(-1)[0]) for v in values)
+    ctx.check(step != 0 and all(map(math.isfinite, (start, end, step))), f"range({start}, {end}, {step}) has no end")
+    ctx.set_output("Out", [range_length(start, end, step)], infos[0].dtype)
+
+
+register_op(OpSchema(
+    "range", inputs=[Slot("Start"), Slot("End"), Slot("Step")], outputs=[Slot("Out")], infer=_infer_range,
+    doc="Out = Start, Start + Step, ... up to End (exclusive), of Start's dtype.",
+))
+
+
+# -- arg_max / arg_min / top_k_v2 ------------------------------------------------------------------
+def _infer_arg(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    ctx.check(ctx.attr("dtype") in (int(DType.int32), int(DType.int64)),
+              f"attr dtype must be int32 ({int(DType.int32)}) or int64 ({int(DType.int64)}), got {ctx.attr('dtype')}")
+    dtype = DType(ctx.attr("dtype"))
+    if ctx.attr("flatten"):
+        ctx.set_output("Out", [1] * len(x.shape) if ctx.attr("keepdims") else [], dtype)
+        return
+    axis = _axis(ctx, ctx.attr("axis"), len(x.shape))
+    keep = ctx.attr("keepdims")
+    ctx.set_output("Out", [1 if i == axis else d for i, d in enumerate(x.shape) if keep or i != axis], dtype)
+
+
+for _op_type, _which in (("arg_max", "largest"), ("arg_min", "smallest")):
+    register_op(OpSchema(
+        _op_type, inputs=[Slot("X")], outputs=[Slot("Out")],
+        attrs=[AttrSpec("axis", AttrType.LONG, 0), AttrSpec("keepdims", AttrType.BOOLEAN, False),
+               AttrSpec("flatten", AttrType.BOOLEAN, False), AttrSpec("dtype", AttrType.INT, int(DType.int64))],
+        infer=_infer_arg,
+        doc=f"The index of the {_which} entry of X along `axis` (the first of equals; of X flattened when "
+            f"`flatten`), as `dtype`.",
+    ))
+
+
+def _infer_top_k(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    axis = _axis(ctx, ctx.attr("axis"), len(x.shape))
+    k = ctx.attr("k")
+    if ctx.has_input("K"):
+        value = ctx.input_value("K")
+        k = -1 if value is None else int(np.asarray(value).reshape(-1)[0])
+    ctx.check(k >= -1 and (x.shape[axis] < 0 or k <= x.shape[axis]),
+              f"k = {k} is out of range for dim {axis} of X {list(x.shape)}")
+    out = [k if i == axis else d for i, d in enumerate(x.shape)]
+    ctx.set_output("Out", out, x.dtype)
+    ctx.set_output("Indices", out, DType.int64)
+
+
+register_op(OpSchema(
+    "top_k_v2", inputs=[Slot("X"), Slot("K", dispensable=True)], outputs=[Slot("Out"), Slot("Indices")],
+    attrs=[AttrSpec("k", AttrType.INT, 1), AttrSpec("axis", AttrType.INT, -1),
+           AttrSpec("largest", AttrType.BOOLEAN, True), AttrSpec("sorted", AttrType.BOOLEAN, True)],
+    infer=_infer_top_k, keep_dtype_slots=("K",),
+    doc="The k largest (or smallest) entries of X along `axis` and their int64 indices, in order, equal "
+        "values by index (K overrides k).",
+))
+
+
+# -- gather_nd / take_along_axis / put_along_axis / scatter_nd --------------------------------------
+def _infer_gather_nd(ctx: InferContext) -> None:
+    x, index = ctx.input("X"), _index(ctx, "Index")
+    ctx.check(len(index) >= 1 and 0 <= index[-1] <= len(x.shape),
+              f"Index {list(index)} must end in a dim of at most X's rank {len(x.shape)}")
+    ctx.set_output("Out", [*index[:-1], *x.shape[index[-1]:]], x.dtype)
+
+
+def _infer_take_along_axis(ctx: InferContext) -> None:
+    x, index = ctx.input("Input"), _index(ctx, "Index")
+    ctx.check(len(index) == len(x.shape), f"Index {list(index)} and Input {list(x.shape)} differ in rank")
+    _axis(ctx, ctx.attr("Axis"), len(x.shape))
+    ctx.set_output("Result", index, x.dtype)
+
+
+_REDUCTIONS = ("assign", "add", "mul", "amax", "amin")
+
+
+def _infer_put_along_axis(ctx: InferContext) -> None:
+    x, index, value = ctx.input("Input"), _index(ctx, "Index"), ctx.input("Value")
+    ctx.check(len(index) == len(x.shape) == len(value.shape),
+              f"Input {list(x.shape)}, Index {list(index)} and Value {list(value.shape)} differ in rank")
+    _axis(ctx, ctx.attr("Axis"), len(x.shape))
+    ctx.set_output("Result", x.shape, x.dtype)
+
+
+def _infer_scatter_nd(ctx: InferContext) -> None:
+    x, index, updates = ctx.input("X"), _index(ctx, "Index"), ctx.input("Updates")
+    ctx.check(len(index) >= 1 and 0 <= index[-1] <= len(x.shape),
+              f"Index {list(index)} must end in a dim of at most X's rank {len(x.shape)}")
+    ctx.check(len(updates.shape) == len(index) - 1 + len(x.shape) - index[-1],
+              f"Updates {list(updates.shape)} must be Index's leading dims {list(index[:-1])} and X's trailing ones")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "gather_nd", inputs=[Slot("X"), Slot("Index")], outputs=[Slot("Out")], infer=_infer_gather_nd,
+    keep_dtype_slots=("Index",),
+    doc="Out[i...] = X[Index[i...]]: the last dim of Index holds a (partial) index into X's leading dims.",
+))
+register_op(OpSchema(
+    "take_along_axis", inputs=[Slot("Input"), Slot("Index")], outputs=[Slot("Result")],
+    attrs=[AttrSpec("Axis", AttrType.INT, 0)], infer=_infer_take_along_axis, keep_dtype_slots=("Index",),
+    doc="Result[..., i, ...] = Input[..., Index[..., i, ...], ...] along `Axis`; Index may be smaller than "
+        "Input on the other dims.",
+))
+register_op(OpSchema(
+    "put_along_axis", inputs=[Slot("Input"), Slot("Index"), Slot("Value")], outputs=[Slot("Result")],
+    attrs=[AttrSpec("Axis", AttrType.INT, 0), AttrSpec("Reduce", AttrType.STRING, "assign", choices=_REDUCTIONS)],
+    infer=_infer_put_along_axis, dtype_slots=("Input", "Value"), keep_dtype_slots=("Index",),
+    doc="Input with Value written (or reduced, by `Reduce`) at Index along `Axis`, in order.",
+))
+for _op_type, _reduce in (("scatter_nd", True), ("scatter_nd_add", False)):
+    register_op(OpSchema(
+        _op_type, inputs=[Slot("X"), Slot("Index"), Slot("Updates")], outputs=[Slot("Out")],
+        attrs=[AttrSpec("reduce", AttrType.STRING, "assign", choices=_REDUCTIONS)] if _reduce else [],
+        infer=_infer_scatter_nd, dtype_slots=("X", "Updates"), keep_dtype_slots=("Index",),
+        doc="X with Updates " + ("written (or reduced, by `reduce`)" if _reduce else "added") +
+            " at the (partial) indices in the last dim of Index, in order.",
+    ))
+
+
+# -- one_hot_v2 / einsum ----------------------------------------------------------------------------
+def _infer_one_hot(ctx: InferContext) -> None:
+    x = _index(ctx, "X")
+    ctx.check(ctx.attr("depth") >= 1, f"attr depth must be >= 1, got {ctx.attr('depth')}")
+    ctx.set_output("Out", [*x, ctx.attr("depth")], DType(ctx.attr("dtype")))
+
+
+register_op(OpSchema(
+    "one_hot_v2", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("depth", AttrType.INT), AttrSpec("dtype", AttrType.INT, int(DType.float32)),
+           AttrSpec("allow_out_of_range", AttrType.BOOLEAN, False)],
+    infer=_infer_one_hot,
+    doc="Out[..., j] = 1 where X[...] == j, else 0 (a new last dim of size depth); an index outside "
+        "[0, depth) is an error unless allow_out_of_range (a row of zeros).",
+))
+
+
+def einsum_shape(equation: str, shapes: Sequence[Sequence[int]]) -> list[int]:
+    """The output dims of ``equation`` (explicit ``->`` or numpy's implicit output) for ``shapes``;
+    ValueError when they do not fit."""
+    lhs, arrow, output = equation.replace(" ", "").replace("...", ".").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"equation {equation!r} names {len(terms)} operands, {len(shapes)} are given")
+    sizes: dict[str, int] = {}
+    batch: list[int] = []
+    for term, shape in zip(terms, shapes):
+        extra = len(shape) - len(term.replace(".", ""))
+        if extra < 0 or extra and "." not in term:
+            raise ValueError(f"term {term!r} of {equation!r} does not fit a rank-{len(shape)} operand")
+        dims = iter(shape)
+        for label in term:
+            if label == ".":
+                batch = _broadcast_pair([next(dims) for _ in range(extra)], batch)
+                continue
+            d = next(dims)
+            if sizes.get(label, 1) not in (1, d) and d != 1:
+                raise ValueError(f"label {label!r} of {equation!r} has sizes {sizes[label]} and {d}")
+            sizes[label] = d if sizes.get(label, 1) == 1 else sizes[label]
+    if not arrow:
+        labels = lhs.replace(",", "").replace(".", "")
+        output = ("." if "." in lhs else "") + "".join(sorted(c for c in set(labels) if labels.count(c) == 1))
+    out: list[int] = []
+    for label in output:
+        out.extend(batch if label == "." else [sizes[label]])
+    return out
+
+
+def _broadcast_pair(a: list[int], b: list[int]) -> list[int]:
+    rank = max(len(a), len(b))
+    a, b = [1] * (rank - len(a)) + a, [1] * (rank - len(b)) + b
+    return [y if x == 1 else x for x, y in zip(a, b)]
+
+
+def _infer_einsum(ctx: InferContext) -> None:
+    operands = ctx.inputs("Operands")
+    ctx.check(bool(operands), "input 'Operands' needs at least one var")
+    try:
+        shape = einsum_shape(ctx.attr("equation"), [o.shape for o in operands])
+    except ValueError as e:
+        ctx.fail(str(e))
+    ctx.set_output("Out", shape, operands[0].dtype)
+
+
+register_op(OpSchema(
+    "einsum", inputs=[Slot("Operands", duplicable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("equation", AttrType.STRING)], infer=_infer_einsum,
+    doc="The Einstein summation `equation` of the Operands (numpy's einsum).",
+))

@@ -1,0 +1,139 @@
+"""Schemas of the normalisations and the ops alike: layer_norm, instance_norm, group_norm,
+log_softmax and prelu — Paddle's op types, slots, attrs and defaults.
+
+The statistics outputs (layer_norm's and group_norm's Mean / Variance, instance_norm's
+SavedMean / SavedVariance) are float32 under a float16 kernel, as Paddle's; Scale and Bias keep
+their own dtype (``keep_dtype_slots``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from halfway.ir.attrs import AttrType
+from halfway.ir.dtypes import DType
+from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+
+__all__: list[str] = []
+
+
+def _stats_dtype(dtype: DType) -> DType:
+    return DType.float32 if dtype is DType.float16 else dtype
+
+
+def _check_vector(ctx: InferContext, slot: str, size: int) -> None:
+    if ctx.has_input(slot):
+        shape = ctx.input(slot).shape
+        ctx.check(math.prod(shape) in (size, -1) or size < 0,
+                  f"input {slot!r} must hold {size} values, has shape {list(shape)}")
+
+
+def _infer_layer_norm(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    begin = ctx.attr("begin_norm_axis")
+    ctx.check(0 <= begin <= len(x.shape),
+              f"attr begin_norm_axis {begin} must be in [0, {len(x.shape)}] for X {list(x.shape)}")
+    lead, rest = x.shape[:begin], x.shape[begin:]
+    rows = -1 if min(lead, default=0) < 0 else math.prod(lead)
+    cols = -1 if min(rest, default=0) < 0 else math.prod(rest)
+    for slot in ("Scale", "Bias"):
+        _check_vector(ctx, slot, cols)
+    ctx.set_output("Y", x.shape, x.dtype)
+    ctx.set_output("Mean", [rows], _stats_dtype(x.dtype))
+    ctx.set_output("Variance", [rows], _stats_dtype(x.dtype))
+
+
+register_op(OpSchema(
+    "layer_norm", inputs=[Slot("X"), Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)],
+    outputs=[Slot("Y"), Slot("Mean", dispensable=True), Slot("Variance", dispensable=True)],
+    attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
+    infer=_infer_layer_norm, keep_dtype_slots=("Scale", "Bias"),
+    doc="Y = (X - mean) / sqrt(variance + epsilon) * Scale + Bias, the statistics over the dims from "
+        "begin_norm_axis on (Scale and Bias flattened over them); Mean and Variance per leading row.",
+))
+
+
+def _channels(ctx: InferContext, least: int) -> tuple[tuple[int, ...], int]:
+    x = ctx.input("X")
+    ctx.check(len(x.shape) >= least, f"X must have rank >= {least}, has shape {list(x.shape)}")
+    return x.shape, x.shape[1]
+
+
+def _infer_instance_norm(ctx: InferContext) -> None:
+    shape, channels = _channels(ctx, 3)
+    for slot in ("Scale", "Bias"):
+        _check_vector(ctx, slot, channels)
+    dtype = ctx.input("X").dtype
+    ctx.set_output("Y", shape, dtype)
+    rows = -1 if min(shape[:2]) < 0 else shape[0] * shape[1]
+    ctx.set_output("SavedMean", [rows], _stats_dtype(dtype))
+    ctx.set_output("SavedVariance", [rows], _stats_dtype(dtype))
+
+
+register_op(OpSchema(
+    "instance_norm", inputs=[Slot("X"), Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)],
+    outputs=[Slot("Y"), Slot("SavedMean", dispensable=True), Slot("SavedVariance", dispensable=True)],
+    attrs=[AttrSpec("epsilon", AttrType.FLOAT, 1e-5)], infer=_infer_instance_norm,
+    keep_dtype_slots=("Scale", "Bias"),
+    doc="Y = (X - mean) / sqrt(variance + epsilon) * Scale + Bias per sample and channel (dim 1), the "
+        "statistics over the spatial dims; SavedMean and the inverse standard deviation SavedVariance per "
+        "(sample, channel).",
+))
+
+
+def _infer_group_norm(ctx: InferContext) -> None:
+    shape, channels = _channels(ctx, 2)
+    groups = ctx.attr("groups")
+    ctx.check(groups >= 1 and (channels < 0 or channels % groups == 0),
+              f"attr groups {groups} must divide the {channels} channels")
+    for slot in ("Scale", "Bias"):
+        _check_vector(ctx, slot, channels)
+    dtype = ctx.input("X").dtype
+    ctx.set_output("Y", shape, dtype)
+    ctx.set_output("Mean", [shape[0], groups], _stats_dtype(dtype))
+    ctx.set_output("Variance", [shape[0], groups], _stats_dtype(dtype))
+
+
+register_op(OpSchema(
+    "group_norm", inputs=[Slot("X"), Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)],
+    outputs=[Slot("Y"), Slot("Mean", dispensable=True), Slot("Variance", dispensable=True)],
+    attrs=[AttrSpec("epsilon", AttrType.FLOAT, 1e-5), AttrSpec("groups", AttrType.INT),
+           AttrSpec("data_layout", AttrType.STRING, "NCHW", choices=("NCHW",))],
+    infer=_infer_group_norm, keep_dtype_slots=("Scale", "Bias"),
+    doc="Y = (X - mean) / sqrt(variance + epsilon) * Scale + Bias, the statistics per sample over each of "
+        "`groups` runs of channels (dim 1) and the spatial dims; Scale and Bias per channel.",
+))
+
+
+def _infer_log_softmax(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    rank, axis = max(len(x.shape), 1), ctx.attr("axis")
+    ctx.check(-rank <= axis < rank, f"attr axis must be in [{-rank}, {rank}) for X {list(x.shape)}, got {axis}")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "log_softmax", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("axis", AttrType.INT, -1)],
+    infer=_infer_log_softmax, doc="Out = log(softmax(X)) along `axis`, computed as X - max - log(sum(exp)).",
+))
+
+
+def _infer_prelu(ctx: InferContext) -> None:
+    x, alpha = ctx.input("X"), ctx.input("Alpha")
+    mode = ctx.attr("mode")
+    ctx.check(mode == "all" or len(x.shape) >= 2, f"mode {mode!r} needs X of rank >= 2, has {list(x.shape)}")
+    want = {"all": (), "channel": x.shape[1:2], "element": x.shape[1:]}[mode]
+    sizes = [math.prod(s) if min(s, default=0) >= 0 else -1 for s in (want, alpha.shape)]
+    ctx.check(-1 in sizes or sizes[0] == sizes[1],
+              f"Alpha {list(alpha.shape)} does not fit mode {mode!r} for X {list(x.shape)} ({sizes[0]} values)")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "prelu", inputs=[Slot("X"), Slot("Alpha")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("mode", AttrType.STRING, "all", choices=("all", "channel", "element")),
+           AttrSpec("data_format", AttrType.STRING, "NCHW", choices=("NCHW",))],
+    infer=_infer_prelu,
+    doc="Out = X where X > 0 else Alpha * X; Alpha is one value (all), one per channel (channel) or one per "
+        "entry of a sample (element).",
+))

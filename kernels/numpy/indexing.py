@@ -1,0 +1,208 @@
+"""numpy kernels of the selection and indexing ops (``halfway.ir.ops.indexing``).
+
+The ops that only move data (where, expand_v2, tile, tril_triu, gather_nd, take_along_axis,
+top_k_v2) run every dtype as it is, float16 included; the ones that compute (cumsum, the
+scatters' reductions, einsum) widen float16 to float32 and round once. Index tensors out of
+``[-dim, dim)`` are errors naming the op (numpy would wrap or raise IndexError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.ir.errors import HalfwayError
+from halfway.kernels.numpy.tensor import DATA_DTYPES, register_data_kernel
+from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+
+__all__: list[str] = []
+
+_NUMBERS = (DType.float32, DType.float16, DType.float64, DType.int32, DType.int64)
+
+
+def _in_range(op_type: str, index: np.ndarray, size: int) -> np.ndarray:
+    """``index`` with negative entries counted from the end; an error outside [-size, size)."""
+    if index.size and (index.min() < -size or index.max() >= size):
+        raise HalfwayError(f"{op_type}: an index is outside [{-size}, {size}) (min {index.min()}, max {index.max()})")
+    return np.where(index < 0, index + size, index)
+
+
+@register_data_kernel("where")
+def _where(spec: KernelSpec) -> Kernel:
+    return lambda cond, x, y: np.where(cond, x, y)
+
+
+@register_data_kernel("expand_v2")
+def _expand(spec: KernelSpec) -> Kernel:
+    target = list(spec.attrs["shape"])
+
+    def run(x: np.ndarray) -> np.ndarray:
+        lead = len(target) - x.ndim
+        shape = [x.shape[i - lead] if d == -1 else d for i, d in enumerate(target)]
+        return np.broadcast_to(x, shape).copy()  # a broadcast view is read-only; later ops may write in place
+
+    return run
+
+
+@register_data_kernel("tile")
+def _tile(spec: KernelSpec) -> Kernel:
+    times = list(spec.attrs["repeat_times"])
+    return lambda x: np.tile(x, times)
+
+
+@register_data_kernel("tril_triu")
+def _tril_triu(spec: KernelSpec) -> Kernel:
+    fn, k = (np.tril if spec.attrs["lower"] else np.triu), spec.attrs["diagonal"]
+    return lambda x: fn(x, k)
+
+
+@register_kernel("cumsum", dtypes=_NUMBERS)
+def _cumsum(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    flatten, exclusive, reverse = attrs["flatten"], attrs["exclusive"], attrs["reverse"]
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if flatten:
+            x = x.reshape(-1)
+        axis = attrs["axis"] % max(x.ndim, 1) if x.ndim else None
+        if axis is None:
+            return x.copy() if not exclusive else np.zeros_like(x)
+        data = np.flip(x, axis) if reverse else x
+        out = np.cumsum(data, axis=axis, dtype=x.dtype)
+        if exclusive:
+            out = np.concatenate([np.zeros_like(np.take(out, [0], axis)), np.delete(out, -1, axis)], axis)
+        return np.flip(out, axis) if reverse else out
+
+    return run
+
+
+@register_kernel("range", dtypes=_NUMBERS)
+def _range(spec: KernelSpec) -> Kernel:
+    dtype = spec.output("Out").dtype.numpy
+
+    def run(start: np.ndarray, end: np.ndarray, step: np.ndarray) -> np.ndarray:
+        s, e, d = (np.asarray(v).reshape(-1)[0] for v in (start, end, step))
+        if d == 0:
+            raise HalfwayError("range: Step is 0")
+        count = max(int(np.ceil((e - s) / d)), 0)
+        return (s + np.arange(count, dtype=dtype) * d).astype(dtype)
+
+    return run
+
+
+def _arg(pick: Callable[..., np.ndarray]) -> Callable[[KernelSpec], Kernel]:
+    def make(spec: KernelSpec) -> Kernel:
+        attrs, dtype = spec.attrs, spec.output("Out").dtype.numpy
+        shape = spec.output("Out").shape
+
+        def run(x: np.ndarray) -> np.ndarray:
+            if attrs["flatten"]:
+                return np.asarray(pick(x.reshape(-1)), dtype).reshape(shape)
+            axis = attrs["axis"] % max(x.ndim, 1)
+            return np.asarray(pick(x, axis=axis, keepdims=attrs["keepdims"]), dtype)
+
+        return run
+
+    return make
+
+
+register_kernel("arg_max", dtypes=(*DATA_DTYPES[1:], DType.float16))(_arg(np.argmax))
+register_kernel("arg_min", dtypes=(*DATA_DTYPES[1:], DType.float16))(_arg(np.argmin))
+
+
+@register_data_kernel("top_k_v2")
+def _top_k(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    axis = attrs["axis"] % max(len(spec.input("X").shape), 1)
+
+    def run(x: np.ndarray, *k_tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = int(k_tensor[0].reshape(-1)[0]) if k_tensor else attrs["k"]
+        if not 0 <= k <= x.shape[axis]:
+            raise HalfwayError(f"top_k_v2: k = {k} is out of range for dim {axis} of X {list(x.shape)}")
+        keys = -x.astype(np.float64) if attrs["largest"] and x.dtype != np.bool_ else x
+        if attrs["largest"] and x.dtype == np.bool_:
+            keys = ~x
+        order = np.argsort(keys, axis=axis, kind="stable")
+        index = np.take(order, np.arange(k), axis=axis)
+        return np.take_along_axis(x, index, axis), index.astype(np.int64)
+
+    return run
+
+
+@register_data_kernel("gather_nd")
+def _gather_nd(spec: KernelSpec) -> Kernel:
+    def run(x: np.ndarray, index: np.ndarray) -> np.ndarray:
+        depth = index.shape[-1]
+        parts = tuple(_in_range("gather_nd", index[..., i], x.shape[i]) for i in range(depth))
+        return x[parts]
+
+    return run
+
+
+@register_data_kernel("take_along_axis")
+def _take_along_axis(spec: KernelSpec) -> Kernel:
+    axis = spec.attrs["Axis"] % max(len(spec.input("Input").shape), 1)
+
+    def run(x: np.ndarray, index: np.ndarray) -> np.ndarray:
+        index = _in_range("take_along_axis", index, x.shape[axis])
+        window = tuple(slice(None) if i == axis else slice(0, d) for i, d in enumerate(index.shape))
+        return np.take_along_axis(x[window], index, axis)
+
+    return run
+
+
+_REDUCE: dict[str, Any] = {"add": np.add, "mul": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
+def _scatter(out: np.ndarray, where: tuple[np.ndarray, ...], values: np.ndarray, reduce: str) -> np.ndarray:
+    """``out[where] (reduce)= values`` with repeated positions applied in order."""
+    if reduce == "assign":
+        out[where] = values
+    else:
+        _REDUCE[reduce].at(out, where, values)
+    return out
+
+
+def _put_along_axis(spec: KernelSpec) -> Kernel:
+    axis, reduce = spec.attrs["Axis"] % max(len(spec.input("Input").shape), 1), spec.attrs["Reduce"]
+
+    def run(x: np.ndarray, index: np.ndarray, value: np.ndarray) -> np.ndarray:
+        index = _in_range("put_along_axis", index, x.shape[axis])
+        grid: list[np.ndarray] = list(np.indices(index.shape, sparse=True))
+        grid[axis] = index
+        return _scatter(x.copy(), tuple(grid), np.broadcast_to(value, index.shape), reduce)
+
+    return run
+
+
+def _scatter_nd(spec: KernelSpec) -> Kernel:
+    reduce = spec.attrs.get("reduce", "add")
+
+    def run(x: np.ndarray, index: np.ndarray, updates: np.ndarray) -> np.ndarray:
+        depth = index.shape[-1]
+        where = tuple(_in_range(spec.op_type, index[..., i], x.shape[i]) for i in range(depth))
+        return _scatter(x.copy(), where, updates, reduce)
+
+    return run
+
+
+for _op_type, _factory in (("put_along_axis", _put_along_axis), ("scatter_nd", _scatter_nd),
+                           ("scatter_nd_add", _scatter_nd)):
+    register_kernel(_op_type, dtypes=_NUMBERS)(_factory)
+register_kernel("einsum", dtypes=_NUMBERS)(lambda spec: lambda *xs: np.asarray(np.einsum(spec.attrs["equation"], *xs)))
+
+
+@register_kernel("one_hot_v2", dtypes=(DType.int32, DType.int64))
+def _one_hot(spec: KernelSpec) -> Kernel:
+    depth, allow = spec.attrs["depth"], spec.attrs["allow_out_of_range"]
+    dtype = spec.output("Out").dtype.numpy
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if not allow and x.size and (x.min() < 0 or x.max() >= depth):
+            raise HalfwayError(f"one_hot_v2: an index is outside [0, {depth}) (min {x.min()}, max {x.max()})")
+        return (x[..., None] == np.arange(depth)).astype(dtype)
+
+    return run
