@@ -8,6 +8,7 @@ from halfway import layers
 from halfway.executor import Executor, plan_memory
 from halfway.executor.memory import Value
 from halfway.ir import DType, FeedError, HalfwayError, KernelNotFoundError
+from halfway.ir.limits import TensorSizeError
 from halfway.ir.schema import OpSchema, Slot, register_op, same_as
 from halfway.kernels.registry import register_kernel
 
@@ -265,3 +266,17 @@ def test_kernels_see_the_parameters_no_op_writes_as_constants():
     Executor().prepare(prog, ["x"], ["z"], scope)
     np.testing.assert_array_equal(seen[0], scope["w"])
     assert seen[1] is None
+
+
+def test_prepare_refuses_an_output_beyond_the_size_limit_before_allocating(monkeypatch):
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [1000, 1])
+        y = layers.data("y", [1, 1000])
+        out = layers.elementwise_add(x, y)
+    feed = {"x": np.ones((1000, 1), np.float32), "y": np.ones((1, 1000), np.float32)}
+    monkeypatch.setenv("HALFWAY_MAX_TENSOR_BYTES", str(1 << 20))
+    with pytest.raises(TensorSizeError, match=r"elementwise_add \(op #\d+, output .*\): a float32 tensor of shape \[1000, 1000\].*4,000,000 bytes"):
+        Executor().prepare(prog, ["x", "y"], [out], halfway.Scope())
+    monkeypatch.setenv("HALFWAY_MAX_TENSOR_BYTES", str(4_000_000))
+    np.testing.assert_array_equal(Executor().run(prog, feed, [out])[0], np.full((1000, 1000), 2, np.float32))

@@ -689,7 +689,7 @@ def test_pad_refuses_a_huge_output_before_allocating(monkeypatch):
 
     monkeypatch.setenv("HALFWAY_MAX_TENSOR_BYTES", "4096")
     x = rand(2, 3, 4)
-    with pytest.raises(TensorSizeError, match=r"pad: a float32 tensor of shape \[2, 3, 1004\] would take 24,096 "
+    with pytest.raises(TensorSizeError, match=r"pad.*: a float32 tensor of shape \[2, 3, 1004\] would take 24,096 "
                                               r"bytes, more than the limit of 4,096"):
         run("pad", {"X": x}, {"paddings": [0, 0, 0, 0, 0, 1000], "pad_value": 0.0})
     assert run("pad", {"X": x}, {"paddings": [0, 0, 0, 0, 0, 10], "pad_value": 0.0})["Out"].shape == (2, 3, 14)

@@ -630,6 +630,6 @@ def test_fill_constant_refuses_a_huge_shape_before_allocating(shape_at: str) -> 
 
     shape = [100000, 100000]
     inputs = {"ShapeTensor": index_array(shape)} if shape_at == "tensor" else {}
-    with pytest.raises(TensorSizeError, match=r"fill_constant: a float32 tensor of shape \[100000, 100000\] "
+    with pytest.raises(TensorSizeError, match=r"fill_constant.*: a float32 tensor of shape \[100000, 100000\] "
                                               r"would take 40,000,000,000 bytes"):
         run("fill_constant", inputs, {"dtype": DType.float32.value, "shape": shape, "value": 1.0})

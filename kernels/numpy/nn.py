@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from halfway.ir.dtypes import DType
-from halfway.ir.limits import check_tensor_size
 from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import make_epilogue, slot_positions  # and registers the convolutions
 from halfway.kernels.numpy import jit
@@ -265,14 +264,7 @@ def _inverse_power(beta: float) -> Callable[[np.ndarray], np.ndarray]:
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-def _check_output_size(spec: KernelSpec) -> None:
-    """TensorSizeError naming the op when its output, as inferred at prepare, exceeds the limit."""
-    out = spec.output("Out")
-    check_tensor_size(out.shape or (), out.dtype.numpy, spec.op_type)
-
-
 def _pad3d(spec: KernelSpec) -> Kernel:
-    _check_output_size(spec)
     attrs = spec.attrs
     spatial = (1, 2, 3) if attrs["data_format"] == "NDHWC" else (2, 3, 4)
     mode = _PAD_MODES[attrs["mode"]]
@@ -295,7 +287,6 @@ register_kernel("pad3d", dtypes=(DType.float16,))(_pad3d)  # data movement: floa
 
 
 def _pad(spec: KernelSpec) -> Kernel:
-    _check_output_size(spec)
     p = [int(v) for v in spec.attrs["paddings"]]
     widths = [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)]
     value = spec.attrs["pad_value"]

@@ -265,8 +265,6 @@ def _fill_constant(spec: KernelSpec) -> Kernel:
     value_at = _positions(spec).get("ValueTensor")
     shape_of = _int_source(spec, ["ShapeTensor", "ShapeTensorList"], spec.attrs["shape"])
     fixed = _fill_scalar(_attr_value(spec.attrs, dtype), dtype)
-    check_tensor_size(shape or (), dtype, "fill_constant")
-
     if value_at is None and _known(shape):
         return lambda *_: np.full(shape, fixed, dtype)
 
