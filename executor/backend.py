@@ -80,6 +80,10 @@ class Backend(abc.ABC):
     """Whether runs of one prepared program may overlap: each run's values live in its own state.
     A backend whose handles are buffers bound once (OpenCL) says False, and the prepared program
     lets one run at a time use them."""
+    static_shapes: ClassVar[bool] = False
+    """Whether every tensor's shape must be known when the program is prepared (its buffers are
+    allocated then). numpy's kernels return arrays of whatever shape a run makes, so a shape that
+    depends on fed values (a Range of fed bounds, a Reshape to a fed shape) runs there."""
 
     def __init__(self, place: Place) -> None:
         self.place = place

@@ -4,9 +4,11 @@ op from its input dtypes (``halfway.ir.op_dtype``) on the place's backend."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import numpy as np
 
+from halfway.ir.block import Block
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.ir.variable import Variable
@@ -15,6 +17,7 @@ from halfway.executor.backend import backend_for
 from halfway.executor.place import CPUPlace, Place
 from halfway.executor.prepared import PreparedProgram, check_feeds
 from halfway.executor.preparer import Preparer
+from halfway.executor.signatures import PreparedBySignature
 
 __all__ = ["Executor"]
 
@@ -43,11 +46,14 @@ class Executor:
 
     def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str | Variable],
                 scope: Scope, *, feed_shapes: Mapping[str, Sequence[int]] | None = None,
-                reuse_memory: bool = True, check_float16_range: bool = True) -> PreparedProgram:
+                reuse_memory: bool = True, check_float16_range: bool = True,
+                ) -> PreparedProgram | PreparedBySignature:
         """Verify, infer shapes, choose kernels, plan memory and bind kernels once for these feeds
         and fetches (``halfway.executor.preparer``).
 
-        ``feed_shapes`` fixes dims the program leaves unknown (-1); without it they must be known.
+        ``feed_shapes`` fixes dims the program leaves unknown (-1). A feed with unknown dims left
+        makes the result a ``PreparedBySignature``: the program (as it is now) is prepared at the
+        first run with each new set of feed shapes, and kept for the runs after.
         ``reuse_memory=False`` plans a buffer per value and runs no kernel in place (results are
         the same; a baseline for the memory figures and for checking the plan).
         ``check_float16_range=False`` drops the checks a program holding float16 values gets
@@ -58,9 +64,19 @@ class Executor:
         filters, batch norm's per-channel affine): to run with new parameter values, prepare again.
         """
         verify(program, feed_names=feed_names)
-        preparer = Preparer(program.global_block(), backend_for(self.place), scope, reuse=reuse_memory,
-                            strict=self.place.strict, check_float16_range=check_float16_range)
-        return preparer.prepare(list(feed_names), _names(fetch_names), dict(feed_shapes or {}))
+        feed_names, fetches, shapes = list(feed_names), _names(fetch_names), dict(feed_shapes or {})
+        block = program.global_block()
+        dynamic = [n for n in feed_names if n not in shapes and block.has_var(n)
+                   and any(d < 0 for d in block.var(n).shape or ())]
+
+        def prepare(signature: Mapping[str, Sequence[int]], block: Block = block) -> PreparedProgram:
+            preparer = Preparer(block, backend_for(self.place), scope, reuse=reuse_memory, strict=self.place.strict,
+                                check_float16_range=check_float16_range)
+            return preparer.prepare(feed_names, fetches, {**shapes, **signature})
+
+        if not dynamic:
+            return prepare({})
+        return PreparedBySignature(partial(prepare, block=program.clone().global_block()), feed_names, fetches, dynamic)
 
 
 def _names(items: Sequence[str | Variable]) -> list[str]:

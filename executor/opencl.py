@@ -34,6 +34,7 @@ __all__ = ["OpenCLBackend"]
 class OpenCLBackend(Backend):
     name = "opencl"
     concurrent_runs = False
+    static_shapes = True
 
     def __init__(self, place: Any) -> None:
         super().__init__(place)

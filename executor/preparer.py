@@ -4,7 +4,13 @@
 2. per op, in block order: shapes and dtypes are inferred, the dtype that picks the kernel
    (``halfway.ir.op_dtype``) read, and ``select_kernel`` asked for the kernel that runs it on
    the backend — or on numpy, with explicit transfers, listed in the report (a strict place
-   refuses them, naming every such op);
+   refuses them, naming every such op). Shape arithmetic is computed here, on the host: a
+   ``shape`` op's value is its input's inferred shape, and an op whose inputs are all such
+   values (or parameters, at least one such value) is evaluated now when its outputs are small
+   (``HOST_VALUE_LIMIT``). Those ops do not run; their values are bound like parameters, and
+   shape inference reads them (a Reshape to a shape computed from a feed's). An output whose
+   shape is still unknown then depends on fed values: numpy's kernels run it as it comes, a
+   backend that allocates its buffers here (``Backend.static_shapes``) refuses it;
 3. the memory plan groups views and in-place outputs (as the backend allows for its kernels)
    and assigns buffers by liveness; a kernel whose output the plan puts in place is made again
    with ``spec.inplace``;
@@ -27,17 +33,21 @@ from halfway.ir.errors import FeedError, HalfwayError, KernelNotFoundError
 from halfway.ir.op_dtype import op_dtype
 from halfway.ir.operator import Operator
 from halfway.ir.infer import infer_outputs
-from halfway.ir.schema import TensorInfo, get_schema
+from halfway.ir.schema import RANDOM_OPS, TensorInfo, get_schema
 from halfway.ir.scope import Scope
+from halfway.kernels.evaluate import evaluate_op
 from halfway.kernels.registry import KernelSpec, Selection, select_kernel
 from halfway.executor.backend import Backend, ResolvedOp, Run
 from halfway.executor.float16_range import float16_range
 from halfway.executor.memory import Value, plan_memory
 from halfway.executor.prepared import PreparedProgram, PrepareReport, Step, read_only
 
-__all__ = ["Preparer", "SKIPPED_OPS"]
+__all__ = ["Preparer", "SKIPPED_OPS", "HOST_VALUE_LIMIT"]
 
 SKIPPED_OPS = ("feed", "fetch")
+HOST_VALUE_LIMIT = 1 << 20
+"""The most elements an op computed at prepare from shapes may output (a position-id range,
+an attention mask built from a feed's shape); larger ones run with the program."""
 
 
 class Preparer:
@@ -53,12 +63,13 @@ class Preparer:
         self.check_float16_range = check_float16_range
         self.infos: dict[str, TensorInfo] = {}
         self.parameters: dict[str, np.ndarray] = {}
+        self.host_values: dict[str, np.ndarray] = {}
         self.written = {name for op in block.ops for name in op.output_names()}
 
     def prepare(self, feed_names: Sequence[str], fetch_names: Sequence[str],
                 feed_shapes: Mapping[str, Sequence[int]]) -> PreparedProgram:
         feeds = [self._bind_feed(name, feed_shapes.get(name)) for name in feed_names]
-        resolved = [self._resolve(op) for op in self.block.ops if op.type not in SKIPPED_OPS]
+        resolved = [r for op in self.block.ops if op.type not in SKIPPED_OPS and (r := self._resolve(op)) is not None]
         for name in fetch_names:
             if name not in self.infos:
                 raise FeedError(f"cannot fetch {name!r}: no op computes it and it is neither fed nor a parameter")
@@ -121,25 +132,51 @@ class Preparer:
         return handles[name]
 
     # -- kernel choice --------------------------------------------------------------------------
-    def _resolve(self, op: Operator) -> ResolvedOp:
-        """Infer ``op``'s output infos and make the spec its kernel is chosen by."""
+    def _resolve(self, op: Operator) -> ResolvedOp | None:
+        """Infer ``op``'s output infos and make the spec its kernel is chosen by; None when the
+        op was computed here, on the host."""
         schema = get_schema(op.type)
         inputs = {s.name: tuple(self._input_info(op, n) for n in op.input(s.name)) for s in schema.inputs
                   if op.input(s.name)}
-        constants = {slot: [self.scope.find(n) for n in op.input(slot)] for slot in inputs}
+        constants = {slot: [self._known(n) for n in op.input(slot)] for slot in inputs}
         outputs = infer_outputs(op, schema, inputs, constants)
         for slot, infos in outputs.items():
             self.infos.update(zip(op.output(slot), infos))
+        if self._computed_on_host(op):
+            return None
+        if self.backend.static_shapes:
+            _check_known_shapes(op, outputs, self.backend.name)
         spec = KernelSpec(op.type, op_dtype(op, schema, self.infos), schema.resolve_attrs(op.attrs), inputs, outputs,
                           constants=self._constants(op, inputs))
         return ResolvedOp(op, schema, spec, tuple(n for s in inputs for n in op.input(s)),
                           tuple(n for s in outputs for n in op.output(s)))
 
+    def _known(self, name: str) -> np.ndarray | None:
+        """The value of ``name`` known at prepare: computed here, or a parameter."""
+        return self.host_values[name] if name in self.host_values else self.scope.find(name)
+
+    def _computed_on_host(self, op: Operator) -> bool:
+        """Compute ``op`` now when it is shape arithmetic (see the module docstring); its
+        outputs are then host values, bound as parameters."""
+        names = op.input_names()
+        if op.type == "shape":
+            info = self.infos[names[0]]
+            values = {op.output("Out")[0]: np.array(info.shape, dtype=np.int32)}
+        elif (op.type in RANDOM_OPS or not any(n in self.host_values for n in names)
+              or not all(n in self.host_values or n in self.parameters for n in names)
+              or sum(_numel(self.infos[n].shape) for n in op.output_names()) > HOST_VALUE_LIMIT):
+            return False
+        else:
+            values = evaluate_op(op, {n: self.host_values.get(n, self.parameters.get(n)) for n in names})
+        for name, value in values.items():
+            self.host_values[name] = self.parameters[name] = read_only(np.array(value, order="C"))
+        return True
+
     def _constants(self, op: Operator, inputs: Mapping[str, Any]) -> dict[str, tuple[np.ndarray | None, ...]]:
         """Per input slot of ``op``, the bound values of its inputs that are parameters no op
         writes (None for the others): what the kernel may precompute from."""
-        found = {slot: tuple(None if n in self.written else self.parameters.get(n) for n in op.input(slot))
-                 for slot in inputs}
+        found = {slot: tuple(None if n in self.written and n not in self.host_values else self.parameters.get(n)
+                       for n in op.input(slot)) for slot in inputs}
         return {slot: values for slot, values in found.items() if any(v is not None for v in values)}
 
     def _select(self, r: ResolvedOp, report: PrepareReport) -> Selection:
@@ -229,6 +266,22 @@ class Preparer:
                     backend.upload(state, out, np.asarray(result))
 
         return run
+
+
+def _numel(shape: Sequence[int]) -> int:
+    return int(np.prod([max(d, 0) for d in shape], dtype=np.int64))
+
+
+def _check_known_shapes(op: Operator, outputs: Mapping[str, Sequence[TensorInfo]], backend: str) -> None:
+    """HalfwayError when an output's shape is still unknown with every feed's shape fixed: it
+    depends on fed values (a Range of fed bounds, a Reshape to a fed shape)."""
+    for slot, infos in outputs.items():
+        for name, info in zip(op.output(slot), infos):
+            if any(d < 0 for d in info.shape):
+                raise HalfwayError(f"op {op.describe()}: the shape of output {name!r} ({list(info.shape)}, -1 = "
+                                   f"unknown) depends on fed values; the {backend} backend allocates its buffers "
+                                   f"when the program is prepared (run it on numpy, or feed fixed values as "
+                                   f"parameters)")
 
 
 def _dtypes(spec: KernelSpec) -> str:

@@ -27,10 +27,15 @@ from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError, IRError, SchemaError
 
 __all__ = [
-    "Slot", "AttrSpec", "OpSchema", "TensorInfo", "InferContext", "InferError", "REQUIRED",
+    "RANDOM_OPS", "Slot", "AttrSpec", "OpSchema", "TensorInfo", "InferContext", "InferError", "REQUIRED",
     "register_op", "get_schema", "has_schema", "registered_ops", "schema_default",
     "declared_attr_type", "same_as", "compatible_attr_types", "InferFn",
 ]
+
+RANDOM_OPS = frozenset({"uniform_random", "gaussian_random", "truncated_gaussian_random", "randint", "randperm",
+                        "bernoulli", "multinomial", "sampling_id", "dropout"})
+"""Op types whose outputs may differ from run to run, never computed ahead of a run (dropout:
+in training mode; identity removal handles inference dropout)."""
 
 
 class _Required:

@@ -42,15 +42,12 @@ from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.kernels.evaluate import evaluate_op
 from halfway.passes.base import PassResult, register_pass
+from halfway.ir.schema import RANDOM_OPS
 from halfway.passes.dce import has_side_effects
 from halfway.passes.rewire import Guard, remove_unused_vars, sole_writer
 
 __all__ = ["FoldOptions", "RANDOM_OPS", "fold_constants"]
 
-RANDOM_OPS = frozenset({"uniform_random", "gaussian_random", "truncated_gaussian_random", "randint", "randperm",
-                        "bernoulli", "multinomial", "sampling_id", "dropout"})
-"""Op types whose outputs may differ from run to run (dropout: in training mode; identity
-removal handles inference dropout)."""
 
 
 @attrs.frozen

@@ -23,7 +23,7 @@ import numpy as np
 
 import halfway
 
-__all__ = ["FIXTURE_DIR", "STAGES", "EXPECTED_FAILURES", "manifest", "fixtures", "cases", "check_fixture",
+__all__ = ["FIXTURE_DIR", "STAGES", "EXPECTED_FAILURES", "manifest", "fixtures", "cases", "check_fixture", "compare",
            "expected_failure", "first_failure", "summary"]
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "modern"
@@ -35,22 +35,6 @@ ATOL = 1e-5
 """allclose's atol, in units of the reference's largest magnitude (at least 1)."""
 
 EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
-    "dynamic shapes: Expand reads a value computed from run-time shapes":
-        ('roberta_eager_torchscript', 'roberta_sdpa_torchscript', 'roberta_eager_dynamo', 'roberta_sdpa_dynamo',
-        'vit_eager_dynamo', 'vit_sdpa_dynamo'),
-    "dynamic shapes: Gather needs its input's static shape (symbolic batch/sequence dims)":
-        ('distilbert_eager_torchscript', 'distilbert_sdpa_torchscript', 'distilbert_eager_dynamo',
-        'distilbert_sdpa_dynamo', 'llama_eager_torchscript', 'llama_sdpa_torchscript', 'llama_eager_dynamo',
-        'llama_sdpa_dynamo', 't5_encoder_eager_torchscript', 't5_encoder_sdpa_torchscript', 't5_encoder_eager_dynamo'),
-    "dynamic shapes: LayerNormalization needs its input's static shape (symbolic batch/sequence dims)":
-        ('convnext_torchscript', 'convnext_dynamo', 'whisper_encoder_eager_torchscript',
-        'whisper_encoder_sdpa_torchscript', 'whisper_encoder_eager_dynamo', 'whisper_encoder_sdpa_dynamo'),
-    "dynamic shapes: Reshape reads a value computed from run-time shapes":
-        ('gpt2_eager_torchscript', 'gpt2_sdpa_torchscript', 'gpt2_eager_dynamo', 'gpt2_sdpa_dynamo',
-        'vit_eager_torchscript', 'vit_sdpa_torchscript', 'efficientnet_torchscript', 'swin_eager_torchscript',
-        'swin_sdpa_torchscript', 'swin_eager_dynamo'),
-    "dynamic shapes: Slice reads a value computed from run-time shapes":
-        ('bert_eager_torchscript', 'bert_sdpa_torchscript', 'bert_eager_dynamo', 'bert_sdpa_dynamo'),
     'unsupported ONNX ops: Resize':
         ('mobilevit_torchscript', 'mobilevit_dynamo', 'segformer_eager_torchscript', 'segformer_sdpa_torchscript',
         'segformer_eager_dynamo', 'segformer_sdpa_dynamo', 'yolo_torchscript', 'yolo_dynamo'),
@@ -102,7 +86,7 @@ def check_fixture(name: str, stage: str) -> None:
     for index, (inputs, want) in enumerate(cases(name)):
         got = _run(program, scope, feed_names, fetch_names, inputs)
         for fetch, value in zip(fetch_names, got):
-            _compare(value, want[fetch], f"{name} case {index} {_shapes(inputs)}: output {fetch}")
+            compare(value, want[fetch], f"{name} case {index} {_shapes(inputs)}: output {fetch}")
 
 
 def _run(program: halfway.Program, scope: halfway.Scope, feed_names: list[str], fetch_names: list[str],
@@ -112,7 +96,7 @@ def _run(program: halfway.Program, scope: halfway.Scope, feed_names: list[str], 
     return halfway.Executor().run(program, {n: inputs[n] for n in feed_names}, fetch_names, scope)
 
 
-def _compare(got: np.ndarray, want: np.ndarray, where: str) -> None:
+def compare(got: np.ndarray, want: np.ndarray, where: str) -> None:
     assert got.shape == want.shape, f"{where}: shape {got.shape}, onnxruntime {want.shape}"
     scale = max(float(np.abs(want).max()), 1.0)
     error = float(np.abs(got.astype(np.float64) - want).max()) / float(np.abs(want).max() or 1.0)

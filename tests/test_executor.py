@@ -51,10 +51,28 @@ def test_float16_program_runs_only_float16_kernels():
 def test_prepared_run_with_unknown_batch_dim():
     prog, out = _chain(shape=(-1, 3))
     x = np.ones((5, 3), np.float32)
-    with pytest.raises(FeedError, match="unknown dims"):
-        Executor().prepare(prog, ["x"], [out], halfway.Scope())
     prepared = Executor().prepare(prog, ["x"], [out], halfway.Scope(), feed_shapes={"x": (5, 3)})
     np.testing.assert_allclose(prepared.run({"x": x})[0], _reference(x), rtol=1e-6)
+    with pytest.raises(FeedError, match=r"has shape \[4, 3\], expected \[5, 3\]"):
+        prepared.run({"x": x[:4]})
+
+
+def test_unknown_dims_are_prepared_per_feed_signature():
+    prog, out = _chain(shape=(-1, 3))
+    prepared = Executor().prepare(prog, ["x"], [out], halfway.Scope())
+    with pytest.raises(FeedError, match="not been run yet"):
+        prepared.report
+    next(op for op in prog.global_block().ops if op.type == "scale").set_attr("scale", 9.0)  # prepared as it was
+    rng = np.random.default_rng(3)
+    for batch in (5, 1, 5, 7):
+        x = rng.standard_normal((batch, 3)).astype(np.float32)
+        np.testing.assert_allclose(prepared.run({"x": x})[0], _reference(x), rtol=1e-6)
+    assert prepared.signatures == [((1, 3),), ((5, 3),), ((7, 3),)]
+    assert prepared.for_feed({"x": np.zeros((5, 3), np.float32)}) is prepared.for_feed({"x": np.ones((5, 3), np.float32)})
+    with pytest.raises(FeedError, match="missing feed"):
+        prepared.run({})
+    with pytest.raises(FeedError, match=r"has shape \[2, 4\], expected \[-1, 3\]"):
+        prepared.run({"x": np.zeros((2, 4), np.float32)})
 
 
 @pytest.mark.parametrize("feed, message", [

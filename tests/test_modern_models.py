@@ -8,7 +8,8 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.modern import EXPECTED_FAILURES, FIXTURE_DIR, STAGES, cases, check_fixture, expected_failure, fixtures
+import halfway
+from tests.modern import EXPECTED_FAILURES, FIXTURE_DIR, STAGES, cases, check_fixture, compare, expected_failure, fixtures
 
 NAMES = [entry["name"] for entry in fixtures()]
 
@@ -61,3 +62,17 @@ def test_symbolic_dims_vary_across_cases():
         assert any(isinstance(d, str) for v in entry["inputs"] for d in v["dims"]), entry["name"]
         shapes = {tuple(v.shape) for inputs, _ in cases(entry["name"]) for v in inputs.values()}
         assert len(shapes) >= 2, entry["name"]
+
+
+@pytest.mark.parametrize("name", ["bert_eager_torchscript", "gpt2_sdpa_dynamo", "llama_eager_torchscript",
+                                  "t5_encoder_eager_dynamo", "vit_eager_torchscript", "swin_eager_dynamo"])
+def test_fixed_input_shapes_fold_the_shape_arithmetic(name):
+    """``input_shapes`` of one saved case: the shape ops fold at import (constant folding through
+    onnx's reference ops included) and the program matches ONNX Runtime at that case."""
+    inputs, want = cases(name)[-1]
+    program, feeds, fetches, scope = halfway.load(str(FIXTURE_DIR / f"{name}.onnx"),
+                                                  input_shapes={n: list(v.shape) for n, v in inputs.items()})
+    assert "shape" not in {op.type for op in program.global_block().ops}
+    got = halfway.Executor().run(program, inputs, fetches, scope)
+    for fetch, value in zip(fetches, got):
+        compare(value, want[fetch], f"{name}: output {fetch}")

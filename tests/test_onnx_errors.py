@@ -64,16 +64,39 @@ def test_cycles_are_named(tmp_path):
         halfway.load(_saved(tmp_path, _model(nodes)))
 
 
-def test_a_dynamic_shape_that_cannot_fold_is_named(tmp_path):
+def test_a_run_time_shape_the_converters_cannot_take_is_named(tmp_path):
+    """Slice steps computed at run time stay unsupported: the error names the node; fixed input
+    shapes fold them away."""
     nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape_of_x"),
-             helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape_back")]
-    model = _model(nodes, inputs=(("x", ["batch", 4]),))
-    path = _saved(tmp_path, model)
-    with pytest.raises(ConversionError, match=r"model.onnx: node 'reshape_back' \(Reshape\): shape \('s'\) must be "
-                                              r"a constant.*depends on run-time values"):
-        halfway.load(path)
-    program, feeds, fetches, scope = load(model, input_shapes={"x": [3, 4]})  # fixed dims fold
-    assert [op.type for op in program.global_block().ops] == ["feed", "reshape2", "fetch"]
+             helper.make_node("Slice", ["x", "zero", "s", "zero", "s"], ["y"], name="slice_by_shape")]
+    model = _model(nodes, inputs=(("x", ["batch"]),), inits=[("zero", np.zeros(1, np.int64))])
+    with pytest.raises(ConversionError, match=r"model.onnx: node 'slice_by_shape' \(Slice\): steps \('s'\) must "
+                                              r"be a constant.*run-time values"):
+        halfway.load(_saved(tmp_path, model))
+    program, feeds, fetches, scope = load(model, input_shapes={"x": [3]})
+    assert [op.type for op in program.global_block().ops] == ["feed", "strided_slice", "fetch"]
+
+
+def _reshape_to_fed_shape():
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape_to_fed")], "g",
+                              [helper.make_tensor_value_info("x", F, [2, 6]),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", F, None)])
+    program, feeds, fetches, scope = load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    feed = {"x": np.arange(12, dtype=np.float32).reshape(2, 6), "shape": np.array([3, 4], np.int64)}
+    return program, fetches, scope, feed
+
+
+def test_a_shape_read_from_a_fed_value_runs_on_numpy():
+    program, fetches, scope, feed = _reshape_to_fed_shape()
+    np.testing.assert_array_equal(halfway.Executor().run(program, feed, fetches, scope)[0], feed["x"].reshape(3, 4))
+
+
+@pytest.mark.opencl
+def test_a_shape_read_from_a_fed_value_is_refused_where_buffers_are_sized_at_prepare():
+    program, fetches, scope, feed = _reshape_to_fed_shape()
+    with pytest.raises(halfway.HalfwayError, match=r"reshape2.*output 'y'.*depends on fed values; the opencl"):
+        halfway.Executor(halfway.OpenCLPlace()).run(program, feed, fetches, scope)
 
 
 def test_missing_external_data_is_named(tmp_path):

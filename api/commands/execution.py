@@ -30,5 +30,7 @@ def prepare(program: Program, scope: Scope, feed_names: Sequence[str], fetch_nam
     or time programs (demo, diff, bench) show a float16 overflow in their numbers, so only
     ``run`` asks for the float16 range check (``halfway.executor.float16_range``)."""
     shapes = {name: feeds[name].shape for name in feed_names}
-    return Executor(place).prepare(program, list(feed_names), list(fetch_names), scope, feed_shapes=shapes,
-                                   check_float16_range=check_float16_range)
+    prepared = Executor(place).prepare(program, list(feed_names), list(fetch_names), scope, feed_shapes=shapes,
+                                       check_float16_range=check_float16_range)
+    assert isinstance(prepared, PreparedProgram)  # every feed's shape is given
+    return prepared

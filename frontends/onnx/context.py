@@ -63,6 +63,10 @@ class GraphContext:
         self.names: dict[str, str] = {}
         self.used: set[str] = set()
         self.node: NodeProto | None = None
+        self._shapes: dict[str, str] = {}
+        self.known_dims: dict[str, tuple[int, ...]] = {}
+        """Dims ONNX's own shape inference knows for values (-1 = unknown), which refine
+        halfway's where a run-time shape hides a static dim (a hidden size behind a Reshape)."""
 
     # -- errors ----------------------------------------------------------------------------------
     def fail(self, message: str) -> Any:
@@ -124,6 +128,58 @@ class GraphContext:
             self.fail(f"{what} needs the static shape of {name!r}, which is {list(shape)} (-1 = unknown); "
                       f"give the model's inputs fixed shapes (input_shapes=...)")
         return shape
+
+    def runtime_shape(self, name: str) -> str:
+        """An int64 vector value holding the shape of ``name`` as it is at run time (a constant
+        when every dim is known): the ``shape`` op, whose int32 is cast to ONNX's int64."""
+        shape = self.shape(name)
+        if all(d >= 0 for d in shape):
+            return self.add_const(f"{name}.shape", np.array(shape, dtype=np.int64))
+        if name not in self._shapes:
+            dims, out = self.temp(f"{name}.shape32"), self.temp(f"{name}.shape")
+            self.emit("shape", {"Input": name}, {"Out": dims})
+            self.emit("cast", {"X": dims}, {"Out": out}, {"in_dtype": int(DType.int32), "out_dtype": int(DType.int64)})
+            self._shapes[name] = out
+        return self._shapes[name]
+
+    def dims_value(self, dims: Sequence[int | tuple[str, int]], hint: str) -> str:
+        """A 1-D int64 value of ``dims``: an int is itself, ``(name, axis)`` the run-time size of
+        dim ``axis`` of value ``name``. Known runs are constants; the rest slices of
+        ``runtime_shape``, joined by a concat (all of which fold when the program is prepared
+        for given feed shapes)."""
+        pieces: list[str] = []
+        known: list[int] = []
+        for dim in dims:
+            if isinstance(dim, int):
+                known.append(dim)
+                continue
+            if known:
+                pieces.append(self.add_const(self.temp(hint), np.array(known, dtype=np.int64)))
+                known = []
+            piece = self.temp(hint)
+            self.emit("slice", {"Input": self.runtime_shape(dim[0])}, {"Out": piece},
+                      {"axes": [0], "starts": [dim[1]], "ends": [dim[1] + 1]})
+            pieces.append(piece)
+        if known or not pieces:
+            pieces.append(self.add_const(self.temp(hint), np.array(known, dtype=np.int64)))
+        if len(pieces) == 1:
+            return pieces[0]
+        out = self.temp(hint)
+        self.emit("concat", {"X": pieces}, {"Out": out}, {"axis": 0})
+        return out
+
+    def dims_of(self, name: str) -> list[int | tuple[str, int]]:
+        """The dims of value ``name`` for ``dims_value``: the known ones as ints, the others as
+        ``(name, axis)``."""
+        return [d if d >= 0 else (name, i) for i, d in enumerate(self.shape(name))]
+
+    def reshape_to(self, value: str, dims: Sequence[int | tuple[str, int]], out: str) -> None:
+        """Emit ``out`` = ``value`` reshaped to ``dims`` (as ``dims_value`` reads them): by attr
+        when at most one dim is unknown (it becomes -1), else by a run-time shape tensor."""
+        if sum(not isinstance(d, int) for d in dims) <= 1:
+            self.emit("reshape2", {"X": value}, {"Out": out}, {"shape": [d if isinstance(d, int) else -1 for d in dims]})
+        else:
+            self.emit("reshape2", {"X": value, "Shape": self.dims_value(dims, f"{out}.shape")}, {"Out": out})
 
     def axis(self, axis: int, rank: int, what: str = "axis") -> int:
         """``axis`` in [0, rank), counting negative values from the end; ConversionError when it
@@ -196,7 +252,7 @@ class GraphContext:
                 info = ctx.outputs[slot][i]
                 self.check_size(info.shape, info.dtype.numpy if info.dtype is not None else np.float32)
                 var_name = self.fresh(name)
-                self.block.create_var(var_name, dtype=info.dtype, shape=info.shape)
+                self.block.create_var(var_name, dtype=info.dtype, shape=self._refined(name, info.shape))
                 self.names[name] = var_name
                 made.append(var_name)
             op.set_output(slot, made)
@@ -204,6 +260,13 @@ class GraphContext:
             op.set_output(slot, [var_name])
         self.block.insert_op(len(self.block.ops), op)
         return op
+
+    def _refined(self, name: str, shape: Sequence[int]) -> tuple[int, ...]:
+        """``shape`` with its unknown dims taken from ``known_dims`` where that has the same rank."""
+        known = self.known_dims.get(name)
+        if known is None or len(known) != len(shape):
+            return tuple(shape)
+        return tuple(k if d < 0 else d for d, k in zip(shape, known))
 
     def temp(self, hint: str) -> str:
         """A fresh ONNX-side name for an intermediate value of a multi-op conversion."""

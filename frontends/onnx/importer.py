@@ -66,6 +66,7 @@ def load(model: str | os.PathLike[str] | ModelProto, *, input_shapes: Mapping[st
     nodes = _sorted_nodes(graph, source)
     _check_supported(nodes, graph, source)
     feeds = _declare_inputs(ctx, graph, _input_shapes(input_shapes, source))
+    ctx.known_dims = _inferred_dims(proto)
     ctx.used = {name for node in nodes for name in node.input} | {out.name for out in graph.output}
     declared = _declared_types(graph)
     for node in nodes:
@@ -250,6 +251,22 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequ
         raise ConversionError(f"{ctx.source}: input_shapes names {sorted(shapes)}, which are not graph inputs "
                               f"(inputs: {[v.name for v in graph.input if v.name not in ctx.consts]})")
     return feeds
+
+
+def _inferred_dims(proto: ModelProto) -> dict[str, tuple[int, ...]]:
+    """The static dims ONNX's shape inference (with data propagation through shape arithmetic)
+    finds for the graph's values, -1 for the others; nothing when it fails on the model (the
+    import does not depend on it: it only refines dims halfway leaves unknown)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True).graph
+    except Exception:  # onnx's inference raises many kinds of errors on models it cannot follow
+        return {}
+    dims = {}
+    for value in [*inferred.value_info, *inferred.output]:
+        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+            dims[value.name] = tuple(d.dim_value if d.HasField("dim_value") else -1
+                                     for d in value.type.tensor_type.shape.dim)
+    return dims
 
 
 def _declared_types(graph: GraphProto) -> dict[str, int]:

@@ -2,8 +2,9 @@
 ArgMax / ArgMin, TopK, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
 Einsum and Size.
 
-Shape-like inputs (Expand's shape, Tile's repeats, CumSum's axis, Trilu's k, TopK's K, OneHot's
-depth) must be constants, or computable from initializers and static shapes.
+Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
+inputs); the other shape-like inputs (CumSum's axis, Trilu's k, TopK's K, OneHot's depth) must be
+constants, or computable from initializers and static shapes.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ def where(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 def expand(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """ONNX broadcasts both ways (a 1 in shape keeps X's dim): expand_v2 to the broadcast shape,
     -1 where X's dim is unknown and shape says 1."""
-    x, target = node.input[0], _ints(ctx.const(node.input[1], "shape"))
+    x = node.input[0]
+    if not ctx.is_const(node.input[1]):
+        ctx.emit("expand_v2", {"X": x, "Shape": node.input[1]}, {"Out": node.output[0]})
+        return
+    target = _ints(ctx.consts[node.input[1]])
     shape = list(ctx.shape(x))
     rank = max(len(shape), len(target))
     shape, target = [1] * (rank - len(shape)) + shape, [1] * (rank - len(target)) + target
@@ -49,6 +54,9 @@ def expand(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("Tile")
 def tile(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if not ctx.is_const(node.input[1]):
+        ctx.emit("tile", {"X": node.input[0], "RepeatTimes": node.input[1]}, {"Out": node.output[0]})
+        return
     repeats = _ints(ctx.const(node.input[1], "repeats"))
     if len(repeats) != len(ctx.shape(node.input[0])) or min(repeats, default=1) < 0:
         ctx.fail(f"repeats {repeats} must hold one count >= 0 per dim of the input")

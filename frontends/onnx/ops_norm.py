@@ -31,30 +31,45 @@ def _expanded(ctx: GraphContext, name: str, shape: Sequence[int], hint: str) -> 
     return out
 
 
+def _normalized_dims(ctx: GraphContext, dims: Sequence[int], scale: str) -> list[int]:
+    """The normalised dims of a LayerNormalization: X's, with the unknown ones (-1) read from the
+    scale, which ONNX broadcasts to them (a transformer's hidden size is static even when its
+    batch and sequence are not)."""
+    scale_shape = ctx.shape(scale)
+    padded = [-1] * (len(dims) - len(scale_shape)) + list(scale_shape[-len(dims):] if dims else [])
+    known = [d if d >= 0 else s if s > 1 else -1 for d, s in zip(dims, padded)]
+    if any(d < 0 for d in known):
+        ctx.fail(f"the normalised dims {list(dims)} (-1 = unknown) of X are not known, nor given by the scale's "
+                 f"shape {list(scale_shape)}; give the model's inputs fixed shapes (input_shapes=...)")
+    return known
+
+
 def _optional(node: NodeProto, index: int) -> str:
     return node.input[index] if index < len(node.input) else ""
 
 
-def _statistic(ctx: GraphContext, node: NodeProto, index: int, value: str, shape: Sequence[int]) -> None:
-    """Output ``index`` of ``node`` (when used) as ``value`` reshaped to ``shape``."""
+def _statistic(ctx: GraphContext, node: NodeProto, index: int, value: str,
+               dims: Sequence[int | tuple[str, int]]) -> None:
+    """Output ``index`` of ``node`` (when used) as ``value`` reshaped to ``dims``."""
     if ctx.is_used(node, index):
-        ctx.emit("reshape2", {"X": value}, {"Out": node.output[index]}, {"shape": list(shape)})
+        ctx.reshape_to(value, dims, node.output[index])
 
 
 @converts("LayerNormalization")
 def layer_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Mean and InvStdDev (1 / sqrt(variance + epsilon)) keep the normalised dims as 1s."""
     x, out = node.input[0], node.output[0]
-    shape = ctx.static_shape(x, "LayerNormalization")
+    shape = ctx.shape(x)
     axis = ctx.axis(attrs.get("axis", -1), len(shape))
     epsilon = float(attrs.get("epsilon", 1e-5))
-    inputs = {"X": x, "Scale": _expanded(ctx, node.input[1], shape[axis:], f"{out}.scale")}
+    normalized = _normalized_dims(ctx, shape[axis:], node.input[1])
+    inputs = {"X": x, "Scale": _expanded(ctx, node.input[1], normalized, f"{out}.scale")}
     if _optional(node, 2):
-        inputs["Bias"] = _expanded(ctx, node.input[2], shape[axis:], f"{out}.bias")
+        inputs["Bias"] = _expanded(ctx, node.input[2], normalized, f"{out}.bias")
     mean, variance = ctx.temp(f"{out}.mean"), ctx.temp(f"{out}.variance")
     ctx.emit("layer_norm", inputs, {"Y": out, "Mean": mean, "Variance": variance},
              {"begin_norm_axis": axis, "epsilon": epsilon})
-    stats_shape = [*shape[:axis], *[1] * (len(shape) - axis)]
+    stats_shape = [*ctx.dims_of(x)[:axis], *[1] * (len(shape) - axis)]
     _statistic(ctx, node, 1, mean, stats_shape)
     if ctx.is_used(node, 2):
         shifted, inverse = ctx.temp(f"{out}.shifted"), ctx.temp(f"{out}.inverse")

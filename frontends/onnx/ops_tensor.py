@@ -2,8 +2,10 @@
 Unsqueeze, Slice, Pad, Gather, and the run-time forms of Shape and ConstantOfShape (their
 static forms are folded at import).
 
-Ops whose axes, shapes or sizes are inputs (from opset 10, 11, 13 or 18 on) need those inputs to
-be constants, or computable from initializers and static shapes.
+Ops whose axes, pads or split sizes are inputs (from opset 10, 11, 13 or 18 on) need those inputs
+to be constants, or computable from initializers and static shapes. A Reshape's shape and a Slice's
+starts and ends may be computed at run time (from a ``Shape``): they become the ops' tensor inputs,
+whose values the executor computes when it prepares the program for the fed shapes.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def split(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     axis = attrs.get("axis", 0)
     sizes = (_ints(ctx.const(node.input[1], "split")) if len(node.input) > 1 and node.input[1] else None) \
         if ctx.opset >= 13 else attrs.get("split")
-    if sizes is None and "num_outputs" in attrs:
-        dim = ctx.static_shape(x, "Split with num_outputs")[ctx.axis(axis, len(ctx.shape(x)))]
+    dim = ctx.shape(x)[ctx.axis(axis, len(ctx.shape(x)))]
+    if sizes is None and "num_outputs" in attrs and dim >= 0:  # an unknown dim is split evenly
         chunk = -(-dim // attrs["num_outputs"])
         sizes = [min(chunk, dim - i * chunk) for i in range(attrs["num_outputs"])]
     split_attrs = {"axis": axis, "sections": list(sizes)} if sizes else {"axis": axis, "num": len(outs)}
@@ -54,6 +56,11 @@ def split(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 @converts("Reshape")
 def reshape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x = node.input[0]
+    if ctx.opset >= 5 and not ctx.is_const(node.input[1]):
+        # allowzero only changes what a 0 means, and a shape computed from real dims holds none
+        # (empty tensors are not supported)
+        ctx.emit("reshape2", {"X": x, "Shape": node.input[1]}, {"Out": node.output[0]})
+        return
     shape = list(attrs["shape"]) if ctx.opset < 5 else _ints(ctx.const(node.input[1], "shape"))
     if attrs.get("allowzero", 0) and 0 in shape:
         ctx.fail("Reshape with allowzero=1 and a 0 in shape (an empty tensor) is not supported")
@@ -113,6 +120,9 @@ def unsqueeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
 def slice_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x = node.input[0]
     rank = len(ctx.shape(x))
+    if ctx.opset >= 10 and not (ctx.is_const(node.input[1]) and ctx.is_const(node.input[2])):
+        _runtime_slice(ctx, node, rank)
+        return
     if ctx.opset < 10:
         starts, ends = list(attrs["starts"]), list(attrs["ends"])
         axes, steps = list(attrs.get("axes", range(len(starts)))), [1] * len(starts)
@@ -137,6 +147,40 @@ def slice_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
                  {"axes": axes, "starts": starts, "ends": ends, "strides": steps})
 
 
+def _runtime_slice(ctx: GraphContext, node: NodeProto, rank: int) -> None:
+    """A Slice whose starts or ends are computed at run time: ``slice`` reading them as tensors
+    (axes and steps must still be constants, and the steps 1)."""
+    count = ctx.static_shape(node.input[1], "Slice with run-time starts")
+    given_axes, given_steps = ctx.optional_const(node, 3, "axes"), ctx.optional_const(node, 4, "steps")
+    axes = [ctx.axis(a, rank, "axes entry") for a in (_ints(given_axes) if given_axes is not None else range(count[0]))]
+    if given_steps is not None and any(s != 1 for s in _ints(given_steps)):
+        ctx.fail(f"steps {_ints(given_steps)} with starts or ends computed at run time are not supported (only 1s)")
+    ctx.emit("slice", {"Input": node.input[0], "StartsTensor": node.input[1], "EndsTensor": node.input[2]},
+             {"Out": node.output[0]}, {"axes": axes})
+
+
+def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank: int) -> None:
+    """A constant Pad whose pads are computed at run time: ONNX's [begins..., ends...] over
+    ``axes`` gathered into ``pad``'s [before, after] per dim (a 0 for the axes not listed),
+    which becomes its Paddings tensor."""
+    if attrs.get("mode", "constant") != "constant":
+        ctx.fail(f"{attrs['mode']} padding with pads computed at run time is not supported")
+    given = ctx.optional_const(node, 2, "constant_value")
+    axes = _axes(ctx, node, attrs, 18, index=3)
+    axes = [ctx.axis(a, rank, "axes entry") for a in axes] if axes is not None else list(range(rank))
+    zero = 2 * len(axes)
+    order = [zero] * (2 * rank)
+    for i, a in enumerate(axes):
+        order[2 * a], order[2 * a + 1] = i, i + len(axes)
+    widened, paddings = ctx.temp(f"{node.output[0]}.pads"), ctx.temp(f"{node.output[0]}.paddings")
+    zeros = ctx.add_const(ctx.temp("zero"), np.zeros(1, dtype=ctx.info(node.input[1]).dtype.numpy))
+    ctx.emit("concat", {"X": [node.input[1], zeros]}, {"Out": widened}, {"axis": 0})
+    ctx.emit("gather", {"X": widened, "Index": ctx.add_const(ctx.temp("order"), np.array(order, dtype=np.int64))},
+             {"Out": paddings}, {"axis": 0})
+    value = float(given.reshape(-1)[0]) if given is not None and given.size else 0.0
+    ctx.emit("pad", {"X": node.input[0], "Paddings": paddings}, {"Out": node.output[0]}, {"pad_value": value})
+
+
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
 
 
@@ -147,6 +191,9 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, out = node.input[0], node.output[0]
     rank = len(ctx.shape(x))
     mode = attrs.get("mode", "constant")
+    if ctx.opset >= 11 and not ctx.is_const(node.input[1]):
+        _runtime_pad(ctx, node, attrs, rank)
+        return
     if ctx.opset < 11:
         pads, value = list(attrs.get("pads", attrs.get("paddings", []))), float(attrs.get("value", 0.0))
     else:
@@ -179,7 +226,8 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """``gather`` takes 0-D or 1-D indices; N-D indices are gathered flat and reshaped to
     ``data.shape[:axis] + indices.shape + data.shape[axis + 1:]``. Constant negative indices
-    are wrapped (``gather`` reads them as they are)."""
+    are wrapped where the dim is known (Paddle's gather takes none); halfway's numpy kernel
+    counts the others from the end."""
     x, index, out = node.input[0], node.input[1], node.output[0]
     shape = ctx.shape(x)
     axis = ctx.axis(attrs.get("axis", 0), len(shape))
@@ -189,8 +237,8 @@ def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         if outside.size:
             ctx.fail(f"indices {outside.reshape(-1)[:4].tolist()} are out of range for axis {axis} of size "
                      f"{shape[axis]} (expected {-shape[axis]} to {shape[axis] - 1})")
-    if ctx.is_const(index) and (ctx.consts[index] < 0).any():
-        index = ctx.add_const(f"{index}.wrapped", ctx.consts[index] % ctx.static_shape(x, "negative indices")[axis])
+    if ctx.is_const(index) and (ctx.consts[index] < 0).any() and shape[axis] >= 0:
+        index = ctx.add_const(f"{index}.wrapped", ctx.consts[index] % shape[axis])
     index_shape = ctx.shape(index)
     if len(index_shape) <= 1:
         ctx.emit("gather", {"X": x, "Index": index}, {"Out": out}, {"axis": axis})
@@ -198,22 +246,20 @@ def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     flat, gathered = ctx.temp(f"{index}.flat"), ctx.temp(out)
     ctx.emit("reshape2", {"X": index}, {"Out": flat}, {"shape": [-1]})
     ctx.emit("gather", {"X": x, "Index": flat}, {"Out": gathered}, {"axis": axis})
-    target = [*shape[:axis], *ctx.static_shape(index, "Gather with N-D indices"), *shape[axis + 1:]]
-    ctx.emit("reshape2", {"X": gathered}, {"Out": out}, {"shape": [d if d >= 0 else -1 for d in target]})
+    dims, index_dims = ctx.dims_of(x), ctx.dims_of(index)
+    ctx.reshape_to(gathered, [*dims[:axis], *index_dims, *dims[axis + 1:]], out)
 
 
 @converts("Shape")
 def shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """The run-time shape (some dims unknown): ``shape`` gives int32, ONNX wants int64."""
-    out = node.output[0]
-    dims = ctx.temp(out)
-    ctx.emit("shape", {"Input": node.input[0]}, {"Out": dims})
-    if "start" in attrs or "end" in attrs:
-        rank = len(ctx.shape(node.input[0]))
-        start, end = attrs.get("start", 0), attrs.get("end", rank)
-        whole, dims = dims, ctx.temp(out)
-        ctx.emit("slice", {"Input": whole}, {"Out": dims}, {"axes": [0], "starts": [start], "ends": [min(end, rank)]})
-    ctx.emit("cast", {"X": dims}, {"Out": out}, {"in_dtype": int(DType.int32), "out_dtype": int(DType.int64)})
+    """The run-time shape (some dims unknown; a static one is folded), or a part of it."""
+    out, whole = node.output[0], ctx.runtime_shape(node.input[0])
+    rank = len(ctx.shape(node.input[0]))
+    start, end = attrs.get("start", 0), min(attrs.get("end", rank), rank)
+    if (start, end) == (0, rank):
+        ctx.emit("assign", {"X": whole}, {"Out": out})
+    else:
+        ctx.emit("slice", {"Input": whole}, {"Out": out}, {"axes": [0], "starts": [start], "ends": [end]})
 
 
 @converts("ConstantOfShape")

@@ -55,26 +55,53 @@ def _infer_where(ctx: InferContext) -> None:
     ctx.set_output("Out", broadcast_dims(ctx, [cond.shape, x.shape, y.shape]), x.dtype)
 
 
+def _target(ctx: InferContext, slot: str, attr: str) -> list[int | None]:
+    """A shape-like int list from tensor ``slot`` when the op has it (None where its value is not
+    known yet), else attr ``attr``."""
+    if not ctx.has_input(slot):
+        return list(ctx.attr(attr))
+    info = ctx.input(slot)
+    ctx.check(info.dtype in _INDEX_DTYPES and len(info.shape) == 1 and info.shape[0] >= 0,
+              f"input {slot!r} must be a 1-D int32/int64 tensor of known length, got {info.dtype.name}"
+              f"{list(info.shape)}")
+    value = ctx.input_value(slot)
+    return [None] * info.shape[0] if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
+
+
+def _expanded_dim(have: int, want: int | None, new: bool) -> int | None:
+    """One dim of expand_v2's output: X's ``have`` (-1 = unknown; 1 for a ``new`` leading dim)
+    taken to ``want`` (None = not known yet); None when it cannot be."""
+    if want is None:
+        return have if have > 1 else -1
+    if want == -1:
+        return None if new else have
+    if want == 1:
+        return have
+    return want if have in (1, want, -1) else None
+
+
 def _infer_expand(ctx: InferContext) -> None:
-    x, shape = ctx.input("X"), list(ctx.attr("shape"))
-    ctx.check(len(shape) >= len(x.shape), f"attr shape {shape} has fewer dims than X {list(x.shape)}")
-    lead = len(shape) - len(x.shape)
-    out = []
-    for i, d in enumerate(shape):
-        have = x.shape[i - lead] if i >= lead else 1
-        ctx.check(d == -1 and i >= lead or d >= 0 and have in (1, d, -1),
-                  f"cannot expand X {list(x.shape)} to {shape} (dim {i})")
-        out.append(have if d == -1 else d)
-    ctx.set_output("Out", out, x.dtype)
+    """Paddle's rule (-1 keeps X's dim; new dims lead) widened to ONNX Expand's two-way
+    broadcast (a 1 keeps X's dim; either shape may be the longer), so that a run-time ONNX
+    shape can be the Shape input as it is."""
+    x, target = ctx.input("X"), _target(ctx, "Shape", "shape")
+    rank = max(len(x.shape), len(target))
+    have = [1] * (rank - len(x.shape)) + list(x.shape)
+    want: list[int | None] = [*[1] * (rank - len(target)), *target]
+    lead = rank - len(x.shape)
+    out = [_expanded_dim(h, w, i < lead) for i, (h, w) in enumerate(zip(have, want))]
+    bad = [i for i, d in enumerate(out) if d is None]
+    ctx.check(not bad, f"cannot expand X {list(x.shape)} to {target} (dim {bad[:1]})")
+    ctx.set_output("Out", [d for d in out if d is not None], x.dtype)
 
 
 def _infer_tile(ctx: InferContext) -> None:
-    x, times = ctx.input("X"), list(ctx.attr("repeat_times"))
-    ctx.check(all(t >= 1 for t in times), f"attr repeat_times {times} must be >= 1")
+    x, times = ctx.input("X"), _target(ctx, "RepeatTimes", "repeat_times")
+    ctx.check(all(t is None or t >= 1 for t in times), f"repeat_times {times} must be >= 1")
     rank = max(len(x.shape), len(times))
     shape = [1] * (rank - len(x.shape)) + list(x.shape)
-    times = [1] * (rank - len(times)) + times
-    ctx.set_output("Out", [d * t if d >= 0 else -1 for d, t in zip(shape, times)], x.dtype)
+    padded: list[int | None] = [*[1] * (rank - len(times)), *times]
+    ctx.set_output("Out", [d * t if d >= 0 and t is not None else -1 for d, t in zip(shape, padded)], x.dtype)
 
 
 register_op(OpSchema(
@@ -83,12 +110,16 @@ register_op(OpSchema(
     doc="Out = X where Condition else Y, the three broadcast numpy's way.",
 ))
 register_op(OpSchema(
-    "expand_v2", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("shape", AttrType.INTS)],
-    infer=_infer_expand, doc="X broadcast to `shape` (-1 keeps X's dim; new dims lead).",
+    "expand_v2", inputs=[Slot("X"), Slot("Shape", dispensable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("shape", AttrType.INTS, ())], infer=_infer_expand, keep_dtype_slots=("Shape",),
+    doc="X broadcast to `shape` (the Shape tensor overrides it): -1 or 1 keeps X's dim, new dims lead, "
+        "and the shorter of the two shapes is padded with leading 1s (numpy's and ONNX's broadcast).",
 ))
 register_op(OpSchema(
-    "tile", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("repeat_times", AttrType.INTS)],
-    infer=_infer_tile, doc="X repeated repeat_times[i] times along dim i (leading 1s fill the shorter).",
+    "tile", inputs=[Slot("X"), Slot("RepeatTimes", dispensable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("repeat_times", AttrType.INTS, ())], infer=_infer_tile, keep_dtype_slots=("RepeatTimes",),
+    doc="X repeated repeat_times[i] times along dim i (the RepeatTimes tensor overrides the attr; "
+        "leading 1s fill the shorter).",
 ))
 
 

@@ -21,6 +21,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from halfway.ir.attrs import AttrType
 from halfway.ir.dtypes import DType
 from halfway.ir.ops.families import UNARY, absorbable, fc_absorbable
@@ -379,7 +381,14 @@ _register(
 
 def _infer_pad(ctx: InferContext) -> None:
     x = ctx.input("X")
-    paddings = list(ctx.attr("paddings"))
+    if ctx.has_input("Paddings"):
+        value = ctx.input_value("Paddings")
+        paddings = [int(v) for v in np.asarray(value).reshape(-1)] if value is not None else None
+    else:
+        paddings = list(ctx.attr("paddings"))
+    if paddings is None:
+        ctx.set_output("Out", [-1] * len(x.shape), x.dtype)
+        return
     ctx.check(len(paddings) == 2 * len(x.shape) and min(paddings, default=0) >= 0,
               f"paddings must be {2 * len(x.shape)} values >= 0 (before, after per dim of X "
               f"{list(x.shape)}), got {paddings}")
@@ -388,10 +397,11 @@ def _infer_pad(ctx: InferContext) -> None:
 
 
 _register(
-    "pad", inputs=[Slot("X")], outputs=[Slot("Out")],
+    "pad", inputs=[Slot("X"), Slot("Paddings", dispensable=True)], outputs=[Slot("Out")],
     attrs=[AttrSpec("paddings", AttrType.INTS, []), AttrSpec("pad_value", AttrType.FLOAT, 0.0)],
-    infer=_infer_pad,
-    doc="Pads every dim of X with pad_value; paddings are [before_0, after_0, before_1, after_1, ...].",
+    infer=_infer_pad, keep_dtype_slots=("Paddings",),
+    doc="Pads every dim of X with pad_value; paddings are [before_0, after_0, before_1, after_1, ...] "
+        "(the Paddings tensor, a halfway extension for run-time pads, overrides the attr).",
 )
 
 

@@ -487,5 +487,6 @@ register_op(OpSchema(
     "gather", inputs=[Slot("X"), Slot("Index"), Slot("Axis", dispensable=True)], outputs=[Slot("Out")],
     attrs=[AttrSpec("axis", AttrType.INT, 0), AttrSpec("overwrite", AttrType.BOOLEAN, True)],
     infer=_infer_gather, keep_dtype_slots=("Index", "Axis"),
-    doc="Take the entries of X at Index along `axis` (the Axis tensor overrides it).",
+    doc="Take the entries of X at Index along `axis` (the Axis tensor overrides it); a negative index "
+        "counts from the end of the dim.",
 ))

@@ -15,7 +15,7 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
-from halfway.kernels.numpy.tensor import DATA_DTYPES, register_data_kernel
+from halfway.kernels.numpy.tensor import DATA_DTYPES, int_source, register_data_kernel
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__: list[str] = []
@@ -37,11 +37,13 @@ def _where(spec: KernelSpec) -> Kernel:
 
 @register_data_kernel("expand_v2")
 def _expand(spec: KernelSpec) -> Kernel:
-    target = list(spec.attrs["shape"])
+    """numpy's broadcast to the target, where -1 (Paddle) keeps X's dim as 1 does (numpy, ONNX)."""
+    target_of = int_source(spec, ["Shape"], spec.attrs["shape"])
 
-    def run(x: np.ndarray) -> np.ndarray:
+    def run(*args: np.ndarray) -> np.ndarray:
+        x, target = args[0], target_of(args)
         lead = len(target) - x.ndim
-        shape = [x.shape[i - lead] if d == -1 else d for i, d in enumerate(target)]
+        shape = np.broadcast_shapes(x.shape, tuple(1 if d == -1 and i >= lead else d for i, d in enumerate(target)))
         return np.broadcast_to(x, shape).copy()  # a broadcast view is read-only; later ops may write in place
 
     return run
@@ -49,8 +51,8 @@ def _expand(spec: KernelSpec) -> Kernel:
 
 @register_data_kernel("tile")
 def _tile(spec: KernelSpec) -> Kernel:
-    times = list(spec.attrs["repeat_times"])
-    return lambda x: np.tile(x, times)
+    times_of = int_source(spec, ["RepeatTimes"], spec.attrs["repeat_times"])
+    return lambda *args: np.tile(args[0], times_of(args))
 
 
 @register_data_kernel("tril_triu")

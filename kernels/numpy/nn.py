@@ -287,10 +287,16 @@ register_kernel("pad3d", dtypes=(DType.float16,))(_pad3d)  # data movement: floa
 
 
 def _pad(spec: KernelSpec) -> Kernel:
-    p = [int(v) for v in spec.attrs["paddings"]]
-    widths = [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)]
     value = spec.attrs["pad_value"]
-    return lambda x: np.pad(x, widths, "constant", constant_values=value)
+
+    def widths(paddings: Sequence[int]) -> list[tuple[int, int]]:
+        p = [int(v) for v in paddings]
+        return [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)]
+
+    if spec.has_input("Paddings"):
+        return lambda x, paddings: np.pad(x, widths(paddings.reshape(-1)), "constant", constant_values=value)
+    fixed = widths(spec.attrs["paddings"])
+    return lambda x: np.pad(x, fixed, "constant", constant_values=value)
 
 
 register_kernel("pad", dtypes=(DType.float32, DType.int32, DType.int64))(_pad)

@@ -43,7 +43,7 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.limits import check_tensor_size
 from halfway.kernels.registry import Kernel, KernelFactory, KernelSpec, register_kernel
 
-__all__ = ["DATA_DTYPES", "register_data_kernel"]
+__all__ = ["DATA_DTYPES", "register_data_kernel", "int_source"]
 
 DATA_DTYPES = (DType.float16, DType.float32, DType.float64, DType.bool, DType.int8, DType.uint8, DType.int16,
                DType.int32, DType.int64)
@@ -76,7 +76,7 @@ def _positions(spec: KernelSpec) -> dict[str, slice]:
     return positions
 
 
-def _int_source(spec: KernelSpec, slots: Sequence[str], default: Sequence[int]) -> IntSource:
+def int_source(spec: KernelSpec, slots: Sequence[str], default: Sequence[int]) -> IntSource:
     """Read ints from the first of ``slots`` the op has — a 1-D tensor or one-value tensors,
     flattened in order — else return ``default`` (the attr)."""
     positions = _positions(spec)
@@ -123,7 +123,7 @@ def _concat(spec: KernelSpec) -> Kernel:
     if not spec.has_input("AxisTensor"):
         axis = spec.attrs["axis"]
         return lambda *xs: np.concatenate(xs, axis=axis)
-    axis_of = _int_source(spec, ["AxisTensor"], ())
+    axis_of = int_source(spec, ["AxisTensor"], ())
     return lambda *args: np.concatenate(args[:count], axis=axis_of(args)[0])
 
 
@@ -146,8 +146,8 @@ def _cut_points(op_type: str, dim: int, num: int, sections: Sequence[int]) -> li
 def _split(spec: KernelSpec) -> Kernel:
     single = len(spec.outputs["Out"]) == 1
     num = spec.attrs["num"]
-    axis_of = _int_source(spec, ["AxisTensor"], [spec.attrs["axis"]])
-    sections_of = _int_source(spec, ["SectionsTensorList"], spec.attrs["sections"])
+    axis_of = int_source(spec, ["AxisTensor"], [spec.attrs["axis"]])
+    sections_of = int_source(spec, ["SectionsTensorList"], spec.attrs["sections"])
     if not _reads_tensors(spec, ["AxisTensor", "SectionsTensorList"]):
         axis = spec.attrs["axis"]
         sizes = [out.shape[axis] for out in spec.outputs["Out"]]
@@ -177,7 +177,7 @@ def _paddle_shape(in_shape: tuple[int, ...], target: Sequence[int]) -> list[int]
 
 @register_data_kernel("reshape2")
 def _reshape2(spec: KernelSpec) -> Kernel:
-    target_of = _int_source(spec, ["ShapeTensor", "Shape"], spec.attrs["shape"])
+    target_of = int_source(spec, ["ShapeTensor", "Shape"], spec.attrs["shape"])
     return _reshaping(spec, lambda shape, args: _paddle_shape(shape, target_of(args)))
 
 
@@ -213,7 +213,7 @@ def _squeeze2(spec: KernelSpec) -> Kernel:
 
 @register_data_kernel("unsqueeze2")
 def _unsqueeze2(spec: KernelSpec) -> Kernel:
-    axes_of = _int_source(spec, ["AxesTensor", "AxesTensorList"], spec.attrs["axes"])
+    axes_of = int_source(spec, ["AxesTensor", "AxesTensorList"], spec.attrs["axes"])
 
     def unsqueezed(shape: tuple[int, ...], args: Args) -> list[int]:
         out = list(shape)
@@ -263,7 +263,7 @@ def _fill_constant(spec: KernelSpec) -> Kernel:
     dtype = spec.output("Out").dtype.numpy
     shape = spec.output("Out").shape
     value_at = _positions(spec).get("ValueTensor")
-    shape_of = _int_source(spec, ["ShapeTensor", "ShapeTensorList"], spec.attrs["shape"])
+    shape_of = int_source(spec, ["ShapeTensor", "ShapeTensorList"], spec.attrs["shape"])
     fixed = _fill_scalar(_attr_value(spec.attrs, dtype), dtype)
     if value_at is None and _known(shape):
         return lambda *_: np.full(shape, fixed, dtype)
@@ -320,8 +320,8 @@ def _slice(spec: KernelSpec) -> Kernel:
     rank = len(in_shape)
     axes = [a % rank for a in spec.attrs["axes"]]
     decrease = sorted({a % rank for a in spec.attrs["decrease_axis"]})
-    starts_of = _int_source(spec, ["StartsTensor", "StartsTensorList"], spec.attrs["starts"])
-    ends_of = _int_source(spec, ["EndsTensor", "EndsTensorList"], spec.attrs["ends"])
+    starts_of = int_source(spec, ["StartsTensor", "StartsTensorList"], spec.attrs["starts"])
+    ends_of = int_source(spec, ["EndsTensor", "EndsTensorList"], spec.attrs["ends"])
     if not _reads_tensors(spec, _SLICE_TENSORS) and _known(in_shape):
         index = _slice_index(in_shape, axes, starts_of(()), ends_of(()), decrease)
         return lambda x: x[index]
@@ -347,7 +347,7 @@ def _strided_slice(spec: KernelSpec) -> Kernel:
 
 @register_data_kernel("gather")
 def _gather(spec: KernelSpec) -> Kernel:
-    axis_of = _int_source(spec, ["Axis"], [spec.attrs["axis"]])
+    axis_of = int_source(spec, ["Axis"], [spec.attrs["axis"]])
     fixed_axis = None if spec.has_input("Axis") else axis_of(())[0]
 
     def run(*args: np.ndarray) -> np.ndarray:
@@ -355,9 +355,10 @@ def _gather(spec: KernelSpec) -> Kernel:
         axis = axis_of(args)[0] if fixed_axis is None else fixed_axis
         flat = index.reshape(-1) if index.ndim else index
         size = x.shape[axis]
-        if flat.size and (flat.min() < 0 or flat.max() >= size):
-            bad = flat[(flat < 0) | (flat >= size)].reshape(-1)[0]
-            _fail("gather", f"index {bad} is out of range [0, {size}) for axis {axis} of X, of shape {list(x.shape)}")
+        if flat.size and (flat.min() < -size or flat.max() >= size):
+            bad = flat[(flat < -size) | (flat >= size)].reshape(-1)[0]
+            _fail("gather", f"index {bad} is out of range [{-size}, {size}) for axis {axis} of X, of shape "
+                            f"{list(x.shape)}")
         return np.asarray(np.take(x, flat, axis=axis))
 
     return run
