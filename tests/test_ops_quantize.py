@@ -6,26 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 import halfway
 from halfway.executor import Executor
 from halfway.frontends.onnx.context import ConversionError
+from tests.node_model import node_model
 
 RNG = np.random.default_rng(23)
-
-
-def _model(op_type: str, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray], outputs: int, opset: int,
-           **attrs: object):
-    names = [*feeds, *consts]
-    node = helper.make_node(op_type, names, [f"out{i}" for i in range(outputs)], **attrs)
-    graph = helper.make_graph(
-        [node], "quant",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in feeds.items()],
-        [helper.make_empty_tensor_value_info(f"out{i}") for i in range(outputs)],
-        [numpy_helper.from_array(v, n) for n, v in consts.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def _halfway(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -35,7 +24,7 @@ def _halfway(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 def _run_both(op_type: str, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray], outputs: int = 1,
               opset: int = 21, **attrs: object) -> list[tuple[np.ndarray, np.ndarray]]:
-    model = _model(op_type, feeds, consts, outputs, opset, **attrs)
+    model = node_model(op_type, feeds, consts, outputs, opset, **attrs)
     return list(zip(_halfway(model, feeds), ReferenceEvaluator(model).run(None, feeds), strict=True))
 
 
@@ -87,7 +76,7 @@ def test_matmul_integer_with_per_row_and_per_column_zero_points(a_dtype, b_dtype
     _assert_equal(_run_both("MatMulInteger", {"a": a, "b": b}, {}, opset=10))
     # onnx's reference takes no zero point per row of A: numpy's integer math instead
     rows, columns = RNG.integers(0, 9, (3,)).astype(a_dtype), RNG.integers(0, 9, (4,)).astype(b_dtype)
-    model = _model("MatMulInteger", {"a": a, "b": b}, {"a_zero": rows, "b_zero": columns}, 1, 10)
+    model = node_model("MatMulInteger", {"a": a, "b": b}, {"a_zero": rows, "b_zero": columns}, 1, 10)
     (got,) = _halfway(model, {"a": a, "b": b})
     want = (a.astype(np.int32) - rows[:, None]) @ (b.astype(np.int32) - columns)
     assert got.dtype == np.int32
