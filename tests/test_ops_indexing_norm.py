@@ -6,32 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import halfway
 from halfway.executor import Executor
+from tests.node_model import node_model
 from tests.oprun import run_op
 
 RNG = np.random.default_rng(5)
 
 
-def _model(op_type: str, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray], outputs: int = 1,
-           opset: int = 18, **attrs: object):
-    names = [*feeds, *consts]
-    node = helper.make_node(op_type, [n if not n.startswith("_") else "" for n in names],
-                            [f"out{i}" for i in range(outputs)], **attrs)
-    graph = helper.make_graph(
-        [node], "one_op",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in feeds.items()],
-        [helper.make_empty_tensor_value_info(f"out{i}") for i in range(outputs)],
-        [numpy_helper.from_array(v, n) for n, v in consts.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
 def _check(op_type: str, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray] | None = None,
            outputs: int = 1, opset: int = 18, rtol: float = 1e-5, **attrs: object) -> None:
-    model = _model(op_type, feeds, consts or {}, outputs, opset, **attrs)
+    model = node_model(op_type, feeds, consts or {}, outputs, opset, **attrs)
     prog, names, fetches, scope = halfway.load(model)
     got = Executor().run(prog, dict(zip(names, feeds.values())), fetches, scope)
     want = ReferenceEvaluator(model).run(None, feeds)
@@ -150,7 +137,7 @@ def test_log_softmax_before_opset_13_flattens_from_axis(axis):
     """onnx's reference reads every opset as 13; ONNX Runtime follows opset 11's flattening."""
     onnxruntime = pytest.importorskip("onnxruntime")
     x = _x(2, 3, 4) * 10
-    model = _model("LogSoftmax", {"x": x}, {}, opset=11, axis=axis)
+    model = node_model("LogSoftmax", {"x": x}, {}, opset=11, axis=axis)
     want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
     prog, names, fetches, scope = halfway.load(model)

@@ -17,7 +17,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
 from halfway.ir.schema import get_schema
 
-__all__: list[str] = []
+__all__ = ["cast_to"]
 
 _ROWS = [row for row in (*BINARY.values(), *COMPARE.values(), *UNARY.values()) if row.onnx is not None]
 _BINARY = {row.onnx.name: row for row in _ROWS if row.arity == 2}
@@ -158,11 +158,12 @@ def pow_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         ctx.emit("pow", {"X": x}, {"Out": node.output[0]}, {"factor": float(ctx.consts[y].reshape(-1)[0])})
         return
     if ctx.info(y).dtype != dtype:
-        y = _cast_to(ctx, y, dtype, node.output[0])
+        y = cast_to(ctx, y, dtype, node.output[0])
     _emit_binary(ctx, "elementwise_pow", x, y, node.output[0])
 
 
-def _cast_to(ctx: GraphContext, name: str, dtype: DType, hint: str) -> str:
+def cast_to(ctx: GraphContext, name: str, dtype: DType, hint: str) -> str:
+    """``name`` as ``dtype``: a converted constant, or a cast op's output."""
     if ctx.is_const(name):
         return ctx.add_const(f"{name}.{dtype.name}", ctx.consts[name].astype(dtype.numpy))
     out = ctx.temp(f"{hint}.cast")

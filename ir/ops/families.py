@@ -213,8 +213,10 @@ REDUCE: dict[str, Reduction] = _table([
     # bool and int32 sum to int64 unless out_dtype says otherwise
     Reduction("reduce_sum", "the sum", np.sum, dtypes=NUMBERS + (DType.bool,), onnx=Onnx("ReduceSum")),
     Reduction("reduce_mean", "the mean", np.mean, dtypes=FLOATS, onnx=Onnx("ReduceMean")),
-    Reduction("reduce_max", "the maximum", np.max, accumulates=False, exact_half=True, onnx=Onnx("ReduceMax")),
-    Reduction("reduce_min", "the minimum", np.min, accumulates=False, exact_half=True, onnx=Onnx("ReduceMin")),
+    Reduction("reduce_max", "the maximum", np.max, accumulates=False, dtypes=ALL_DTYPES, exact_half=True,
+              onnx=Onnx("ReduceMax")),
+    Reduction("reduce_min", "the minimum", np.min, accumulates=False, dtypes=ALL_DTYPES, exact_half=True,
+              onnx=Onnx("ReduceMin")),
     Reduction("reduce_prod", "the product", np.prod, float16=Float16.NEVER,
               float16_reason="products of many elements overflow or underflow float16", onnx=Onnx("ReduceProd")),
 ])

@@ -25,11 +25,12 @@ from halfway.ir.dtypes import DType
 from halfway.ir.schema import AttrSpec
 
 __all__ = ["Float16", "Absorb", "Onnx", "Elementwise", "Reduction", "fused_params", "unfused", "same_attrs",
-           "FLOATS", "NUMBERS", "ALL_DTYPES"]
+           "FLOATS", "INTS", "NUMBERS", "ALL_DTYPES"]
 
 Attrs = Mapping[str, Any]
 FLOATS = (DType.float32, DType.float16)
-NUMBERS = FLOATS + (DType.int32, DType.int64)
+INTS = (DType.int32, DType.int64, DType.int8, DType.uint8, DType.int16, DType.uint16, DType.uint32, DType.uint64)
+NUMBERS = FLOATS + INTS
 ALL_DTYPES = NUMBERS + (DType.bool,)
 
 

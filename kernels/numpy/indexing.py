@@ -15,12 +15,13 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
+from halfway.ir.ops.family import NUMBERS
 from halfway.kernels.numpy.tensor import DATA_DTYPES, int_source, register_data_kernel
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__: list[str] = []
 
-_NUMBERS = (DType.float32, DType.float16, DType.float64, DType.int32, DType.int64)
+_NUMBERS = (*NUMBERS, DType.float64)
 
 
 def _in_range(op_type: str, index: np.ndarray, size: int) -> np.ndarray:

@@ -38,7 +38,7 @@ import numpy as np
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
-from halfway.ir.ops.family import FLOATS, NUMBERS, Elementwise, Reduction
+from halfway.ir.ops.family import FLOATS, INTS, NUMBERS, Elementwise, Reduction
 from halfway.ir.ops.math import numpy_operand_shapes
 from halfway.ir.ops.numpy_math import power_via_double
 from halfway.kernels.registry import KernelFactory, KernelSpec, register_kernel
@@ -46,8 +46,7 @@ from halfway.kernels.registry import KernelFactory, KernelSpec, register_kernel
 __all__ = ["KERNELS", "Entry", "binary", "unary", "reduction"]
 
 Kernel = Callable[..., Any]
-CAST_DTYPES = (DType.bool, DType.int8, DType.uint8, DType.int16, DType.int32, DType.int64,
-               DType.float16, DType.float32, DType.float64, DType.bfloat16)
+CAST_DTYPES = (DType.bool, *INTS, DType.float16, DType.float32, DType.float64, DType.bfloat16)
 
 
 # -- scalars ------------------------------------------------------------------------------------

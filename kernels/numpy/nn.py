@@ -42,7 +42,7 @@ from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import make_epilogue, slot_positions  # and registers the convolutions
 from halfway.kernels.numpy import jit
 from halfway.kernels.numpy.jit import compiled_pool
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel, widen_float16
+from halfway.kernels.registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_float16
 
 __all__ = ["adaptive_bins", "pool_counts"]
 
@@ -119,7 +119,7 @@ def _window_pool(spec: KernelSpec, axes: tuple[int, int], sizes: tuple[int, int]
     inner = tuple(slice(window.pads[axes.index(d)][0], window.pads[axes.index(d)][0] + n) if d in axes
                   else slice(None) for d, n in enumerate(x_shape))
     needs_pad = padded_shape != tuple(x_shape)
-    fill = -np.inf if is_max else 0
+    fill = (-np.inf if spec.dtype.is_floating else np.iinfo(spec.dtype.numpy).min) if is_max else 0
     taps = [[_at(axis, slice(t, t + (o - 1) * s + 1, s)) for t in range(k)]
             for axis, o, s, k in zip(axes, window.out, strides, ksize)]
     op = np.maximum if is_max else np.add
@@ -131,7 +131,7 @@ def _window_pool(spec: KernelSpec, axes: tuple[int, int], sizes: tuple[int, int]
             scale = (1 / np.outer(*counts)).astype(spec.dtype.numpy)
         scale = scale[:, :, None] if axes == (1, 2) else scale
 
-    compiled = axes == (2, 3) and tuple(ksize) == (3, 3) and jit.JIT  # read at prepare, as the epilogues'
+    compiled = axes == (2, 3) and tuple(ksize) == (3, 3) and spec.dtype.is_floating and jit.JIT  # read at prepare, as the epilogues'
     pads = (window.pads[0][0], window.pads[1][0])
 
     def run(x: np.ndarray) -> np.ndarray:
@@ -181,6 +181,14 @@ def pool2d(spec: KernelSpec) -> Kernel:
 def pool2d_float16(spec: KernelSpec) -> Kernel:
     """Max pooling selects values, so it runs on float16 as is; avg accumulates in float32."""
     return _pool(spec) if spec.attrs["pooling_type"] == "max" else widen_float16(pool2d)(spec)
+
+
+@register_kernel("pool2d", dtypes=(DType.int8, DType.uint8))
+def pool2d_bytes(spec: KernelSpec) -> Kernel:
+    """Max pooling of int8 / uint8 maps (ONNX's MaxPool takes them); an average is refused."""
+    if spec.attrs["pooling_type"] != "max":
+        raise Unsupported(f"pool2d: {spec.attrs['pooling_type']} pooling of {spec.dtype.name}; max pooling only")
+    return _pool(spec)
 
 
 # -- normalisation --------------------------------------------------------------------------------

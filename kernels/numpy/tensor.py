@@ -40,13 +40,13 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
+from halfway.ir.ops.family import INTS
 from halfway.ir.limits import check_tensor_size
 from halfway.kernels.registry import Kernel, KernelFactory, KernelSpec, register_kernel
 
 __all__ = ["DATA_DTYPES", "register_data_kernel", "int_source"]
 
-DATA_DTYPES = (DType.float16, DType.float32, DType.float64, DType.bool, DType.int8, DType.uint8, DType.int16,
-               DType.int32, DType.int64)
+DATA_DTYPES = (DType.float16, DType.float32, DType.float64, DType.bool, *INTS)
 """The dtypes every tensor-op kernel is registered for (float16 without widening)."""
 
 Args = Sequence[np.ndarray]
