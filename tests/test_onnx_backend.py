@@ -34,7 +34,7 @@ NOT_SUPPORTED = {
     r"clip_min_greater_than_max$": "run-time Clip bounds with min > max (the clip kernel rejects them)",
     r"gather_negative_indices": "negative indices computed at run time",
     r"gathernd_example_int32_batch_dim1": "GatherND's batch_dims",
-    r"mask4d_padded_kv": "a Pad value computed at run time",
+    r"mask4d_padded_kv_expanded": "a Pad value computed at run time",
 }
 
 
