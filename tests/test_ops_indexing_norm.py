@@ -53,6 +53,14 @@ def test_cumsum(exclusive, reverse):
            exclusive=exclusive, reverse=reverse)
 
 
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumprod(exclusive, reverse):
+    _check("CumProd", {"x": _x(3, 5)}, {"axis": np.array(-1, np.int64)}, opset=26, exclusive=exclusive,
+           reverse=reverse)
+    _check("CumProd", {"x": np.arange(1, 7, dtype=np.int32).reshape(2, 3)}, {"axis": np.array(0, np.int32)},
+           opset=26, exclusive=exclusive, reverse=reverse)
+
+
 @pytest.mark.parametrize("upper, k", [(1, 0), (0, 0), (1, -1), (0, 2)])
 def test_trilu(upper, k):
     _check("Trilu", {"x": _x(2, 4, 5)}, {"k": np.array(k, np.int64)}, upper=upper)

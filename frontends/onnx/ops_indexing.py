@@ -1,10 +1,10 @@
-"""Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, Trilu, Range,
+"""Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, CumProd, Trilu, Range,
 ArgMax / ArgMin, TopK, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
 Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
-inputs); the other shape-like inputs (CumSum's axis, Trilu's k, TopK's K, OneHot's depth) must be
-constants, or computable from initializers and static shapes.
+inputs); the other shape-like inputs (CumSum's and CumProd's axis, Trilu's k, TopK's K, OneHot's
+depth) must be constants, or computable from initializers and static shapes.
 """
 
 from __future__ import annotations
@@ -65,11 +65,12 @@ def tile(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("tile", {"X": node.input[0]}, {"Out": node.output[0]}, {"repeat_times": repeats})
 
 
-@converts("CumSum")
-def cumsum(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+@converts("CumSum", "CumProd")
+def cumulative(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     axis = int(np.asarray(ctx.const(node.input[1], "axis")).reshape(-1)[0])
-    ctx.emit("cumsum", {"X": node.input[0]}, {"Out": node.output[0]},
-             {"axis": ctx.axis(axis, len(ctx.shape(node.input[0]))), "exclusive": bool(attrs.get("exclusive", 0)),
+    op_type, axis_attr = ("cumsum", "axis") if node.op_type == "CumSum" else ("cumprod", "dim")
+    ctx.emit(op_type, {"X": node.input[0]}, {"Out": node.output[0]},
+             {axis_attr: ctx.axis(axis, len(ctx.shape(node.input[0]))), "exclusive": bool(attrs.get("exclusive", 0)),
               "reverse": bool(attrs.get("reverse", 0))})
 
 

@@ -1,4 +1,4 @@
-"""Schemas of the selection and indexing ops: where, expand_v2, tile, cumsum, tril_triu, range,
+"""Schemas of the selection and indexing ops: where, expand_v2, tile, cumsum, cumprod, tril_triu, range,
 arg_max / arg_min, top_k_v2, gather_nd, take_along_axis, put_along_axis, scatter_nd and
 scatter_nd_add, one_hot_v2 and einsum — Paddle's op types, slots, attrs and defaults (scatter_nd,
 ONNX's ScatterND with a ``reduce`` attr, has no Paddle counterpart).
@@ -129,7 +129,16 @@ def _infer_cumsum(ctx: InferContext) -> None:
     if ctx.attr("flatten"):
         ctx.set_output("Out", [math.prod(x.shape) if min(x.shape, default=0) >= 0 else -1], x.dtype)
         return
-    _axis(ctx, ctx.attr("axis"), len(x.shape))
+    _infer_cumsum_like(ctx, "axis")
+
+
+def _infer_cumprod(ctx: InferContext) -> None:
+    _infer_cumsum_like(ctx, "dim")
+
+
+def _infer_cumsum_like(ctx: InferContext, axis_attr: str) -> None:
+    x = ctx.input("X")
+    _axis(ctx, ctx.attr(axis_attr), len(x.shape))
     ctx.set_output("Out", x.shape, x.dtype)
 
 
@@ -146,6 +155,14 @@ register_op(OpSchema(
     infer=_infer_cumsum,
     doc="Running sums of X along `axis` (of X flattened when `flatten`); `exclusive` leaves the element "
         "itself out, `reverse` sums from the end.",
+))
+register_op(OpSchema(
+    "cumprod", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("dim", AttrType.INT, -1), AttrSpec("exclusive", AttrType.BOOLEAN, False),
+           AttrSpec("reverse", AttrType.BOOLEAN, False)],
+    infer=_infer_cumprod,
+    doc="Running products of X along `dim`; `exclusive` leaves the element itself out (a 1 first), "
+        "`reverse` multiplies from the end.",
 ))
 register_op(OpSchema(
     "tril_triu", inputs=[Slot("X")], outputs=[Slot("Out")],

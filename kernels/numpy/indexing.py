@@ -62,24 +62,37 @@ def _tril_triu(spec: KernelSpec) -> Kernel:
     return lambda x: fn(x, k)
 
 
-@register_kernel("cumsum", dtypes=_NUMBERS)
-def _cumsum(spec: KernelSpec) -> Kernel:
-    attrs = spec.attrs
-    flatten, exclusive, reverse = attrs["flatten"], attrs["exclusive"], attrs["reverse"]
+def _running(fn: Callable[..., np.ndarray], identity: Callable[..., np.ndarray], axis_of: Callable[[int], int | None],
+             exclusive: bool, reverse: bool) -> Kernel:
+    """``fn`` (np.cumsum, np.cumprod) along ``axis_of(rank)`` (None: X is 0-d); ``exclusive``
+    shifts the run by one, ``identity`` (zeros_like, ones_like) first."""
 
     def run(x: np.ndarray) -> np.ndarray:
-        if flatten:
-            x = x.reshape(-1)
-        axis = attrs["axis"] % max(x.ndim, 1) if x.ndim else None
+        axis = axis_of(x.ndim)
         if axis is None:
-            return x.copy() if not exclusive else np.zeros_like(x)
+            return x.copy() if not exclusive else identity(x)
         data = np.flip(x, axis) if reverse else x
-        out = np.cumsum(data, axis=axis, dtype=x.dtype)
+        out = fn(data, axis=axis, dtype=x.dtype)
         if exclusive:
-            out = np.concatenate([np.zeros_like(np.take(out, [0], axis)), np.delete(out, -1, axis)], axis)
+            out = np.concatenate([identity(np.take(out, [0], axis)), np.delete(out, -1, axis)], axis)
         return np.flip(out, axis) if reverse else out
 
     return run
+
+
+@register_kernel("cumsum", dtypes=_NUMBERS)
+def _cumsum(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    running = _running(np.cumsum, np.zeros_like, lambda rank: attrs["axis"] % rank if rank else None,
+                       attrs["exclusive"], attrs["reverse"])
+    return (lambda x: running(x.reshape(-1))) if attrs["flatten"] else running
+
+
+@register_kernel("cumprod", dtypes=_NUMBERS)
+def _cumprod(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    return _running(np.cumprod, np.ones_like, lambda rank: attrs["dim"] % rank if rank else None,
+                    attrs["exclusive"], attrs["reverse"])
 
 
 @register_kernel("range", dtypes=_NUMBERS)

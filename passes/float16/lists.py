@@ -8,8 +8,8 @@ TVM's mixed-precision pass names the three classes this module uses:
 * NEVER (``DEFAULT_BLACK_LIST``): stay float32; their float16 inputs are cast back.
 * FOLLOW (everything else): run in the dtype of their floating inputs.
 
-The family rows (``halfway.ir.ops.families``) carry their class and its reason; the lists here
-gather them and add the ops that are no family row.
+The family rows (``halfway.ir.ops.families``) and the transformer ops (``halfway.ir.ops.attention``)
+carry their class and its reason; the lists here gather them and add the other ops.
 
 A reduction (``LARGE_REDUCTIONS``) over more than ``max_float16_reduction`` elements also stays
 float32, however it is classed: its sum can exceed float16's range even when every element fits.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from halfway.ir.ops.attention import FLOAT16_CLASSES
 from halfway.ir.ops.families import BINARY, float16_classes
 from halfway.ir.ops.family import Float16
 
@@ -33,7 +34,7 @@ FLOAT16_TINY = 2.0 ** -14
 """The smallest normal float16 (about 6.1e-5); below it values lose precision, below
 ``2 ** -25`` (about 3e-8) they round to zero."""
 
-_FAMILIES = float16_classes()
+_FAMILIES = {**float16_classes(), **FLOAT16_CLASSES}
 
 DEFAULT_WHITE_LIST: Mapping[str, str] = {
     **{op: why for op, (kind, why) in _FAMILIES.items() if kind is Float16.ALWAYS},

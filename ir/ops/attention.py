@@ -1,0 +1,146 @@
+"""Schemas of the transformer ops: scaled_dot_product_attention, rms_norm and rotary_embedding.
+
+``scaled_dot_product_attention`` is the op attention subgraphs fuse into (BERT's and GPT's
+MatMul -> Scale -> Add(mask) -> Softmax -> MatMul, PyTorch's ``scaled_dot_product_attention``,
+ONNX's ``Attention``): a fusion pass matches such a chain, brings Q, K and V to the head-major
+layout [batch, heads, sequence, head size] and replaces the chain by this one op. The importer's
+ONNX ``Attention`` does the same with reshapes, transposes and concats around it.
+
+Float16 classes (``FLOAT16_CLASSES``, gathered by the float16 transpile's lists): attention runs
+float16 always — two matrix products dominate it, its float16 kernel stores float16 and computes
+in float32, softmax included, so the scores never round to float16. rms_norm and rotary_embedding
+follow their input (FOLLOW): their kernels compute in float32 too, and they are cheap.
+"""
+
+from __future__ import annotations
+
+import math
+
+from halfway.ir.attrs import AttrType
+from halfway.ir.ops.family import Float16
+from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+
+__all__ = ["FLOAT16_CLASSES"]
+
+FLOAT16_CLASSES: dict[str, tuple[Float16, str]] = {
+    "scaled_dot_product_attention": (
+        Float16.ALWAYS, "attention: two matrix products; the float16 kernel computes scores and softmax in float32"),
+}
+"""Op type -> (float16 class, why) of the ops here not classed FOLLOW."""
+
+
+def _known(*dims: int) -> bool:
+    return all(d >= 0 for d in dims)
+
+
+def _agree(a: int, b: int) -> bool:
+    return a == b or not _known(a, b)
+
+
+def _broadcasts(dim: int, to: int) -> bool:
+    return dim in (1, to) or not _known(dim, to)
+
+
+def _infer_attention(ctx: InferContext) -> None:
+    q, k, v = (ctx.input(slot) for slot in ("Q", "K", "V"))
+    for slot, info in (("Q", q), ("K", k), ("V", v)):
+        ctx.check(len(info.shape) == 4, f"{slot} must be [batch, heads, sequence, head size], has shape "
+                                        f"{list(info.shape)}")
+    (batch, q_heads, q_len, depth), (_, kv_heads, kv_len, _), v_depth = q.shape, k.shape, v.shape[3]
+    ctx.check(all(_agree(a, b) for a, b in zip(k.shape[:3], v.shape[:3])) and _agree(depth, k.shape[3])
+              and _agree(batch, k.shape[0]),
+              f"K {list(k.shape)} and V {list(v.shape)} must share batch, heads and sequence, and K the head "
+              f"size of Q {list(q.shape)}")
+    ctx.check(not _known(q_heads, kv_heads) or (kv_heads > 0 and q_heads % kv_heads == 0),
+              f"Q's {q_heads} heads must be a multiple of K's and V's {kv_heads}")
+    scores = (batch, q_heads, q_len, kv_len)
+    if ctx.has_input("Mask"):
+        mask = ctx.input("Mask").shape
+        ctx.check(len(mask) <= 4 and all(_broadcasts(m, s) for m, s in zip(mask[-2::-1], scores[-2::-1]))
+                  and (not mask or not _known(mask[-1], kv_len) or mask[-1] <= kv_len),
+                  f"Mask {list(mask)} must broadcast to the scores {list(scores)} (its last dim may be shorter)")
+    if ctx.has_input("KeyLengths"):
+        lengths = ctx.input("KeyLengths")
+        ctx.check(len(lengths.shape) == 1 and _agree(lengths.shape[0], batch) and not lengths.dtype.is_floating,
+                  f"KeyLengths must be [batch = {batch}] integers, is {lengths.dtype.name} {list(lengths.shape)}")
+    ctx.set_output("Out", (batch, q_heads, q_len, v_depth), q.dtype)
+    ctx.set_output("Scores", scores, q.dtype)
+
+
+register_op(OpSchema(
+    "scaled_dot_product_attention",
+    inputs=[Slot("Q"), Slot("K"), Slot("V"), Slot("Mask", dispensable=True), Slot("KeyLengths", dispensable=True)],
+    outputs=[Slot("Out"), Slot("Scores", dispensable=True)],
+    attrs=[AttrSpec("scale", AttrType.FLOAT, 0.0), AttrSpec("is_causal", AttrType.BOOLEAN, False),
+           AttrSpec("causal_offset", AttrType.INT, 0), AttrSpec("softcap", AttrType.FLOAT, 0.0),
+           AttrSpec("scores_stage", AttrType.INT, 0, choices=(0, 1, 2, 3))],
+    infer=_infer_attention, dtype_slots=("Q",), keep_dtype_slots=("Mask", "KeyLengths"),
+    doc="Out = softmax(softcap(Q K^T * scale) + mask) V per batch and head.\n\n"
+        "Q [B, Hq, Sq, D]; K [B, Hkv, Skv, D] and V [B, Hkv, Skv, Dv] with Hq a multiple of Hkv (grouped-query "
+        "attention: query head h reads key/value head h // (Hq / Hkv)); Out [B, Hq, Sq, Dv]. scale 0 stands for "
+        "1 / sqrt(D); softcap c > 0 maps the scaled scores s to c * tanh(s / c) before the mask. Mask broadcasts "
+        "to [B, Hq, Sq, Skv]: bool (True = attend) or a float added to the scores; a last dim shorter than Skv "
+        "masks the keys past it out (ONNX's padded key/value cache). KeyLengths [B] (integer) masks key j out of "
+        "batch b's rows where j >= KeyLengths[b] (a padded batch). is_causal masks key j out of query i's row "
+        "where j > i + causal_offset (0: upper-left aligned, Skv - Sq: lower-right, the length of a key cache "
+        "before this step: ONNX's past keys). A row with every key masked out is NaN, as ONNX's reference "
+        "computes it. Scores (dispensable, [B, Hq, Sq, Skv]) holds the scores at scores_stage: 0 the scaled "
+        "product, 1 after softcap, 2 after the mask, 3 the softmax.",
+))
+
+
+def _infer_rms_norm(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    begin = ctx.attr("begin_norm_axis")
+    ctx.check(0 <= begin < max(len(x.shape), 1),
+              f"attr begin_norm_axis {begin} must be in [0, {len(x.shape)}) for X {list(x.shape)}")
+    normalized = x.shape[begin:]
+    if ctx.has_input("Scale"):
+        scale = ctx.input("Scale").shape
+        ctx.check(len(scale) <= len(normalized) and all(
+            _broadcasts(s, n) for s, n in zip(scale[::-1], normalized[::-1])),
+            f"Scale {list(scale)} must broadcast to the normalised dims {list(normalized)} of X {list(x.shape)}")
+    ctx.set_output("Y", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "rms_norm", inputs=[Slot("X"), Slot("Scale", dispensable=True)], outputs=[Slot("Y")],
+    attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
+    infer=_infer_rms_norm, keep_dtype_slots=("Scale",),
+    doc="Y = X / sqrt(mean(X^2) + epsilon) * Scale, the mean over the dims from begin_norm_axis on; Scale "
+        "broadcasts to those dims (LLaMA's and T5's normalisation: no centring, no bias).",
+))
+
+
+def _infer_rotary(ctx: InferContext) -> None:
+    x, cos, sin = (ctx.input(slot) for slot in ("X", "Cos", "Sin"))
+    rank, heads, rotary = len(x.shape), ctx.attr("num_heads"), ctx.attr("rotary_dim")
+    ctx.check(rank == 4 or (rank == 3 and heads > 0),
+              f"X must be [batch, heads, sequence, head size], or [batch, sequence, hidden] with num_heads, has "
+              f"shape {list(x.shape)} and num_heads {heads}")
+    hidden = x.shape[-1]
+    head = hidden if rank == 4 else (hidden // heads if _known(hidden) else -1)
+    ctx.check(rank == 4 or not _known(hidden) or hidden % heads == 0,
+              f"X's last dim {hidden} must split into num_heads {heads}")
+    width = rotary or head
+    ctx.check(not _known(width, head) or (width % 2 == 0 and width <= head),
+              f"rotary_dim {width} must be even and at most the head size {head}")
+    want = 2 if ctx.has_input("PositionIds") else 3
+    for slot, info in (("Cos", cos), ("Sin", sin)):
+        ctx.check(len(info.shape) == want and _agree(info.shape[-1], width // 2 if _known(width) else -1),
+                  f"{slot} must be [{'positions' if want == 2 else 'batch, sequence'}, rotary_dim / 2 = "
+                  f"{width // 2 if _known(width) else '?'}], has shape {list(info.shape)}")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "rotary_embedding",
+    inputs=[Slot("X"), Slot("Cos"), Slot("Sin"), Slot("PositionIds", dispensable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("interleaved", AttrType.BOOLEAN, False), AttrSpec("rotary_dim", AttrType.INT, 0),
+           AttrSpec("num_heads", AttrType.INT, 0)],
+    infer=_infer_rotary, keep_dtype_slots=("Cos", "Sin", "PositionIds"),
+    doc="Rotary position embedding (RoPE) of X [B, H, S, D] (or [B, S, H * D] with num_heads): the first "
+        "rotary_dim (0: all D) entries of each head, as pairs (x1, x2) — the two halves, or the even and odd "
+        "entries when interleaved — become (x1 cos - x2 sin, x1 sin + x2 cos); the rest pass through. Cos and "
+        "Sin are [B, S, rotary_dim / 2], or [positions, rotary_dim / 2] rows picked by PositionIds [B, S].",
+))

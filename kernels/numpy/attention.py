@@ -1,0 +1,124 @@
+"""numpy kernels of the transformer ops (``halfway.ir.ops.attention``): scaled_dot_product_attention,
+rms_norm and rotary_embedding. float16 runs widened to float32 (the registry's default): float16
+storage, float32 scores, softmax and statistics.
+
+Attention computes every head at once: query heads are grouped under their key/value head
+([B, Hkv, G * Sq, D], a view of Q), so one 4-D ``np.matmul`` makes the scores of all heads
+without repeating K or V, the mask and softmax run in place on that one scores array, and a
+second ``np.matmul`` reads V.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+
+__all__: list[str] = []
+
+_FLOATS = (DType.float32, DType.float16, DType.float64)
+
+
+def _softmax_in_place(scores: np.ndarray) -> None:
+    """Softmax along the last axis, max-subtracted; a row of -inf only becomes NaN (0 / 0)."""
+    with np.errstate(invalid="ignore"):
+        scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+
+
+def _apply_mask(scores: np.ndarray, mask: np.ndarray) -> None:
+    """Add a float mask or drop the keys a bool mask marks False; keys past its last dim drop."""
+    width = mask.shape[-1] if mask.ndim else scores.shape[-1]
+    covered = scores[..., :width]
+    if mask.dtype == np.bool_:
+        np.copyto(covered, -np.inf, where=~mask)
+    else:
+        covered += mask.astype(scores.dtype, copy=False)
+    scores[..., width:] = -np.inf
+
+
+def _apply_causal(scores: np.ndarray, offset: int) -> None:
+    rows, cols = scores.shape[-2:]
+    np.copyto(scores, -np.inf, where=np.arange(cols) > np.arange(rows)[:, None] + offset)
+
+
+@register_kernel("scaled_dot_product_attention", dtypes=_FLOATS)
+def _attention(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    scale, softcap, stage = attrs["scale"], attrs["softcap"], attrs["scores_stage"]
+    causal, offset = attrs["is_causal"], attrs["causal_offset"]
+    keep_scores = "Scores" in spec.outputs
+
+    has_mask = spec.has_input("Mask")
+
+    def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, *masks: np.ndarray) -> Any:
+        batch, q_heads, q_len, depth = q.shape
+        kv_heads, kv_len = k.shape[1], k.shape[2]
+        scores = np.matmul(q.reshape(batch, kv_heads, -1, depth), k.swapaxes(-1, -2))
+        scores *= q.dtype.type(scale or 1 / np.sqrt(depth))
+        heads = scores.reshape(batch, q_heads, q_len, kv_len)
+        kept = [heads.copy()] if keep_scores and stage == 0 else []
+        if softcap > 0:
+            heads /= q.dtype.type(softcap)
+            np.tanh(heads, out=heads)
+            heads *= q.dtype.type(softcap)
+        kept += [heads.copy()] if keep_scores and stage == 1 else []
+        if has_mask:
+            _apply_mask(heads, masks[0])
+        if len(masks) > has_mask:
+            lengths = masks[-1].reshape(-1, 1, 1, 1)
+            np.copyto(heads, -np.inf, where=np.arange(kv_len) >= lengths)
+        if causal:
+            _apply_causal(heads, offset)
+        kept += [heads.copy()] if keep_scores and stage == 2 else []
+        _softmax_in_place(scores)
+        out = np.matmul(scores, v).reshape(batch, q_heads, q_len, v.shape[-1])
+        if not keep_scores:
+            return out
+        return out, kept[0] if kept else heads
+
+    return run
+
+
+@register_kernel("rms_norm", dtypes=_FLOATS)
+def _rms_norm(spec: KernelSpec) -> Kernel:
+    rank, begin = len(spec.input("X").shape), spec.attrs["begin_norm_axis"]
+    axes, epsilon = tuple(range(begin, rank)), spec.attrs["epsilon"]
+
+    def run(x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+        rms = np.mean(np.square(x), axis=axes, keepdims=True)
+        rms += x.dtype.type(epsilon)
+        np.sqrt(rms, out=rms)
+        y = x / rms
+        if scale is not None:
+            y *= scale.astype(y.dtype, copy=False)
+        return y
+
+    return run
+
+
+@register_kernel("rotary_embedding", dtypes=_FLOATS)
+def _rotary_embedding(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    interleaved, heads, rotary = attrs["interleaved"], attrs["num_heads"], attrs["rotary_dim"]
+
+    def run(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+        if ids is not None:
+            cos, sin = cos[ids], sin[ids]
+        split = x.reshape(*x.shape[:2], heads, -1) if x.ndim == 3 else x
+        axis = 2 if x.ndim == 3 else 1  # the heads axis the [B, S, R / 2] tables broadcast over
+        cos, sin = (np.expand_dims(t.astype(x.dtype, copy=False), axis) for t in (cos, sin))
+        width = rotary or split.shape[-1]
+        first, second = ((slice(0, width, 2), slice(1, width, 2)) if interleaved
+                         else (slice(0, width // 2), slice(width // 2, width)))
+        x1, x2 = split[..., first], split[..., second]
+        out = split.copy()
+        out[..., first] = x1 * cos - x2 * sin
+        out[..., second] = x1 * sin + x2 * cos
+        return out.reshape(x.shape)
+
+    return run

@@ -1,0 +1,164 @@
+"""The transformer ops (``ir/ops/attention.py``, their numpy kernels and ONNX converters): ONNX's
+Attention, RMSNormalization and RotaryEmbedding imported and run against onnx's reference
+implementation in float32 and float16; the ops alone against numpy; their inference with unknown
+dims and the errors they raise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import halfway
+from halfway.executor import Executor
+from halfway.frontends.onnx import ConversionError
+from halfway.ir.dtypes import DType
+from halfway.ir.schema import InferContext, InferError, TensorInfo, get_schema
+from halfway.passes.float16.lists import DEFAULT_WHITE_LIST
+from tests.oprun import float16_tolerance, run_op
+
+RNG = np.random.default_rng(23)
+
+
+def _x(*shape: int, dtype: type = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _model(op_type: str, feeds: dict[str, np.ndarray | None], outputs: list[str], **attrs: object):
+    """One ``op_type`` node; a feed given as None is an absent optional input."""
+    node = helper.make_node(op_type, [n if v is not None else "" for n, v in feeds.items()], outputs, **attrs)
+    graph = helper.make_graph(
+        [node], "one_op",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in feeds.items() if a is not None],
+        [helper.make_empty_tensor_value_info(o) for o in outputs if o])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)])
+
+
+def _check(op_type: str, feeds: dict[str, np.ndarray | None], outputs: tuple[str, ...] = ("y",), rtol: float = 1e-5,
+           **attrs: object) -> list[np.ndarray]:
+    """Import and run the node; compare with onnx's reference (run in float32 for float16 feeds)."""
+    model = _model(op_type, feeds, list(outputs), **attrs)
+    given = {n: v for n, v in feeds.items() if v is not None}
+    prog, names, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, {n: given[n] for n in names}, fetches, scope)
+    wide = {n: v.astype(np.float32) if v.dtype == np.float16 else v for n, v in given.items()}
+    want = ReferenceEvaluator(_model(op_type, {n: wide.get(n) for n in feeds}, list(outputs), **attrs)).run(None, wide)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == next(iter(given.values())).dtype, (g.shape, w.shape, g.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=rtol, atol=rtol)
+    return got
+
+
+ATTENTION_CASES = {
+    "4d": dict(q=(2, 3, 4, 8), k=(2, 3, 6, 8), v=(2, 3, 6, 5)),
+    "4d gqa causal": dict(q=(2, 6, 4, 8), k=(2, 2, 6, 8), v=(2, 2, 6, 8), is_causal=1),
+    "4d mqa softcap scaled": dict(q=(1, 4, 3, 8), k=(1, 1, 5, 8), v=(1, 1, 5, 8), softcap=1.5, scale=0.3),
+    "3d gqa": dict(q=(2, 4, 48), k=(2, 6, 16), v=(2, 6, 20), q_num_heads=6, kv_num_heads=2),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("case", list(ATTENTION_CASES))
+def test_attention_matches_the_reference(case, dtype):
+    shapes = dict(ATTENTION_CASES[case])
+    feeds = {name: _x(*shapes.pop(name), dtype=dtype) for name in ("q", "k", "v")}
+    _check("Attention", feeds, rtol=1e-5 if dtype is np.float32 else 4 * float16_tolerance(8), **shapes)
+
+
+@pytest.mark.parametrize("mask_shape", [(4, 6), (2, 1, 4, 6), (2, 3, 4, 4)])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_attention_masks_broadcast_and_pad_the_keys(mask_shape, kind):
+    """A bool mask drops keys, a float one adds; a mask shorter than the keys drops the rest."""
+    mask = RNG.random(mask_shape) > 0.3 if kind == "bool" else _x(*mask_shape)
+    mask[..., 0] = True if kind == "bool" else mask[..., 0]
+    _check("Attention", {"q": _x(2, 3, 4, 8), "k": _x(2, 3, 6, 8), "v": _x(2, 3, 6, 8), "m": mask})
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_with_past_keys_causal_and_every_qk_output(causal):
+    """present_key/value are the past and new keys joined; the causal diagonal starts after the
+    past; qk_matmul_output at each of its four stages (stage 0 without softcap: the spec says the
+    product, onnx's reference gives it softcapped)."""
+    feeds = {"q": _x(2, 3, 4, 8), "k": _x(2, 3, 2, 8), "v": _x(2, 3, 2, 6), "m": _x(2, 1, 4, 7),
+             "past_k": _x(2, 3, 5, 8), "past_v": _x(2, 3, 5, 6)}
+    for mode in range(4):
+        _check("Attention", feeds, ("y", "present_k", "present_v", "qk"), is_causal=causal,
+               softcap=2.0 if mode else 0.0, qk_matmul_output_mode=mode)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # the reference's 0 / 0
+def test_attention_padded_batch_and_fully_masked_rows():
+    """nonpad_kv_seqlen drops each sample's padding keys; a row whose keys are all masked out is
+    NaN, as the reference computes it."""
+    mask = np.zeros((2, 1, 4, 6), np.float32)
+    mask[:, :, 1] = -np.inf
+    feeds = {"q": _x(2, 3, 4, 8), "k": _x(2, 3, 6, 8), "v": _x(2, 3, 6, 8), "m": mask, "pk": None, "pv": None,
+             "lengths": np.array([6, 3], np.int64)}
+    got = _check("Attention", feeds)[0]
+    assert np.isnan(got[:, :, 1]).all() and not np.isnan(np.delete(got, 1, axis=2)).any()
+
+
+def test_attention_op_in_float16_computes_in_float32():
+    q, k, v = _x(1, 4, 3, 16), _x(1, 2, 7, 16), _x(1, 2, 7, 16)
+    half = [a.astype(np.float16) for a in (q, k, v)]
+    ran = run_op("scaled_dot_product_attention", dict(zip("QKV", half)))
+    wq, wk, wv = (a.astype(np.float32) for a in half)
+    scores = wq.reshape(1, 2, 6, 16) @ wk.swapaxes(-1, -2) / 4
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (weights / weights.sum(-1, keepdims=True) @ wv).reshape(1, 4, 3, 16)
+    assert ran.kernel_dtypes == [DType.float16] and ran.out.dtype == np.float16
+    np.testing.assert_allclose(ran.out, want, rtol=float16_tolerance(16), atol=float16_tolerance(16))
+    assert "scaled_dot_product_attention" in DEFAULT_WHITE_LIST
+
+
+def _infer(op_type: str, inputs: dict[str, tuple[tuple[int, ...], DType]], **attrs: object) -> InferContext:
+    ctx = InferContext(get_schema(op_type), {s: [TensorInfo(*info)] for s, info in inputs.items()}, attrs)
+    get_schema(op_type).infer(ctx)
+    return ctx
+
+
+def test_attention_inference_carries_unknown_dims_and_rejects_bad_heads():
+    f32 = DType.float32
+    ctx = _infer("scaled_dot_product_attention", {"Q": ((-1, 8, -1, 64), f32), "K": ((-1, 2, -1, 64), f32),
+                                                  "V": ((-1, 2, -1, 32), f32), "Mask": ((-1, 1, 1, -1), DType.bool)})
+    assert ctx.outputs["Out"][0].shape == (-1, 8, -1, 32)
+    with pytest.raises(InferError, match="multiple"):
+        _infer("scaled_dot_product_attention", {"Q": ((1, 3, 4, 8), f32), "K": ((1, 2, 4, 8), f32),
+                                                "V": ((1, 2, 4, 8), f32)})
+    with pytest.raises(InferError, match="broadcast"):
+        _infer("scaled_dot_product_attention", {"Q": ((1, 2, 4, 8), f32), "K": ((1, 2, 5, 8), f32),
+                                                "V": ((1, 2, 5, 8), f32), "Mask": ((3, 5), f32)})
+
+
+def test_causal_attention_over_a_past_of_unknown_length_is_refused():
+    q = helper.make_tensor_value_info("q", TensorProto.FLOAT, [1, 2, 1, 8])
+    kv = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 1, 8]) for n in ("k", "v")]
+    past = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, "past", 8]) for n in ("pk", "pv")]
+    node = helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv"], ["y"], is_causal=1)
+    graph = helper.make_graph([node], "g", [q, *kv, *past], [helper.make_empty_tensor_value_info("y")])
+    with pytest.raises(ConversionError, match="unknown length"):
+        halfway.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape, axis, scale", [((3, 4), -1, (4,)), ((2, 3, 5), 1, (3, 5)), ((2, 3, 5), 1, (5,)),
+                                                ((2, 3, 4, 5), 0, (1, 4, 5))])
+def test_rms_normalization(shape, axis, scale, dtype):
+    _check("RMSNormalization", {"x": _x(*shape, dtype=dtype), "s": _x(*scale, dtype=dtype)},
+           rtol=1e-5 if dtype is np.float32 else 2 * float16_tolerance(), axis=axis, epsilon=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("interleaved, rotary_dim", [(0, 0), (1, 0), (0, 4), (1, 4)])
+@pytest.mark.parametrize("layout", ["4d ids", "3d ids", "4d tables"])
+def test_rotary_embedding(layout, interleaved, rotary_dim, dtype):
+    half = (rotary_dim or 8) // 2
+    x = _x(2, 4, 3, 8, dtype=dtype) if layout.startswith("4d") else _x(2, 3, 32, dtype=dtype)
+    tables = (10, half) if layout.endswith("ids") else (2, 3, half)
+    feeds = {"x": x, "cos": _x(*tables, dtype=dtype), "sin": _x(*tables, dtype=dtype)}
+    if layout.endswith("ids"):
+        feeds["ids"] = RNG.integers(0, 10, (2, 3))
+    _check("RotaryEmbedding", feeds, rtol=1e-5 if dtype is np.float32 else 2 * float16_tolerance(),
+           interleaved=interleaved, rotary_embedding_dim=rotary_dim, num_heads=0 if layout.startswith("4d") else 4)
