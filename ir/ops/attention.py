@@ -14,8 +14,6 @@ follow their input (FOLLOW): their kernels compute in float32 too, and they are 
 
 from __future__ import annotations
 
-import math
-
 from halfway.ir.attrs import AttrType
 from halfway.ir.ops.family import Float16
 from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
