@@ -199,3 +199,17 @@ def test_unsupported_mode_names_the_node():
     model = _resize_model("Resize", {"x": _x(1, 1, 2, 2)}, {"scales": SCALES}, ["x", "", "scales"], 13, mode="area")
     with pytest.raises(HalfwayError, match="Resize.*mode 'area'"):
         halfway.load(model)
+
+
+@pytest.mark.parametrize("name", ["yolo_torchscript", "segformer_eager_dynamo", "mobilevit_torchscript"])
+def test_modern_fixtures_resizing_match_onnxruntime_at_fixed_shapes(name):
+    """Exported upsampling (YOLO's nearest, SegFormer's and MobileViT's bilinear) with the input
+    shapes given, until their symbolic dims import."""
+    from tests.modern import FIXTURE_DIR, cases
+
+    inputs, want = cases(name)[0]
+    prog, feeds, fetches, scope = halfway.load(str(FIXTURE_DIR / f"{name}.onnx"),
+                                               input_shapes={n: v.shape for n, v in inputs.items()})
+    assert any(op.type.endswith("interp_v2") for op in prog.global_block().ops)
+    for fetch, got in zip(fetches, Executor().run(prog, {n: inputs[n] for n in feeds}, fetches, scope)):
+        np.testing.assert_allclose(got, want[fetch], rtol=1e-4, atol=1e-5 * max(1.0, np.abs(want[fetch]).max()))
