@@ -22,7 +22,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
-from halfway.frontends.onnx import ops_indexing, ops_math, ops_nn, ops_norm, ops_resize, ops_tensor  # noqa: F401  (register converters)
+from halfway.frontends.onnx import ops_image, ops_indexing, ops_math, ops_nn, ops_norm, ops_resize, ops_tensor  # noqa: F401  (register converters)
 from halfway.frontends.onnx.context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from halfway.frontends.onnx.folding import fold, foldable
 from halfway.frontends.onnx.registry import CONVERTERS

@@ -1,5 +1,5 @@
 """Schemas of the built-in ops, one module per family; importing this registers them all."""
 
-from halfway.ir.ops import indexing, math, nn, norm, resize, tensor
+from halfway.ir.ops import image, indexing, math, nn, norm, resize, tensor
 
-__all__ = ["indexing", "math", "nn", "norm", "resize", "tensor"]
+__all__ = ["image", "indexing", "math", "nn", "norm", "resize", "tensor"]

@@ -25,7 +25,7 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.ops.resize import INTERP_OPS, ResizeAxis, resize_plan
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
-__all__ = ["Taps", "resize_taps", "source_coordinates"]
+__all__ = ["Taps", "cubic_kernel", "resize_taps", "source_coordinates"]
 
 Taps = tuple[np.ndarray, np.ndarray | None, np.ndarray | None]
 """(indices (out, taps), weights (out, taps) or None for nearest, the extrapolated outputs or None)."""
@@ -54,7 +54,8 @@ _ROUNDING = {"round_prefer_floor": lambda x: np.ceil(x - 0.5), "round_prefer_cei
              "floor": np.floor, "ceil": np.ceil}
 
 
-def _cubic(d: np.ndarray, a: float) -> np.ndarray:
+def cubic_kernel(d: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic convolution weight at distance ``d`` with coefficient ``a``."""
     d = np.abs(d)
     near = ((a + 2) * d - (a + 3)) * d * d + 1
     far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
@@ -65,7 +66,7 @@ def _linear(d: np.ndarray, a: float) -> np.ndarray:
     return np.clip(1 - np.abs(d), 0.0, 1.0)
 
 
-_FILTERS = {"linear": (_linear, 1), "cubic": (_cubic, 2)}
+_FILTERS = {"linear": (_linear, 1), "cubic": (cubic_kernel, 2)}
 
 
 @functools.lru_cache(maxsize=256)
