@@ -94,3 +94,28 @@ def test_shapes_that_do_not_fit_name_the_op():
         run_op("pixel_shuffle", {"X": np.zeros((1, 6, 2, 2), np.float32)}, {"upscale_factor": 2})
     with pytest.raises(HalfwayError, match="grid_sampler.*Grid's last dim must be 2"):
         run_op("grid_sampler", {"X": np.zeros((1, 1, 2, 2), np.float32), "Grid": np.zeros((1, 2, 2, 3), np.float32)})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_col2im_2d_and_3d_with_strides_pads_and_dilations(dtype):
+    rtol = 4 * float16_tolerance(4) if dtype is np.float16 else 1e-5
+    image, block = np.array([5, 6], np.int64), np.array([2, 3], np.int64)
+    attrs = {"strides": [2, 1], "pads": [1, 0, 0, 1], "dilations": [1, 2]}
+    blocks = ((5 + 1 - 2) // 2 + 1) * ((6 + 1 - 5) // 1 + 1)
+    x = RNG.standard_normal((2, 3 * 6, blocks)).astype(dtype)
+    _check("Col2Im", {"x": x}, {"image": image, "block": block}, opset=18, rtol=rtol, **attrs)
+    x3 = RNG.standard_normal((1, 2 * 8, 3 * 2 * 2)).astype(dtype)
+    _check("Col2Im", {"x": x3}, {"image": np.array([4, 3, 3], np.int64), "block": np.array([2, 2, 2], np.int64)},
+           opset=18, rtol=rtol)
+
+
+@pytest.mark.parametrize("shape, axes", [([3, 7], [1, 2]), ([6, 2, 5], None), ([4], [-1])])
+def test_center_crop_pad_crops_and_pads_about_the_centre(shape, axes):
+    x = RNG.standard_normal((4, 5, 3)).astype(np.float32)
+    attrs = {} if axes is None else {"axes": axes}
+    _check("CenterCropPad", {"x": x}, {"shape": np.array(shape, np.int64)}, opset=18, **attrs)
+
+
+def test_fold_needs_blocks_that_fit_the_output():
+    with pytest.raises(HalfwayError, match="fold.*must hold C \\* 4 rows of 4 blocks"):
+        run_op("fold", {"X": np.zeros((1, 4, 5), np.float32)}, {"output_sizes": [3, 3], "kernel_sizes": [2, 2]})

@@ -1,6 +1,7 @@
 """Converters of ONNX's image-geometry ops: DepthToSpace and SpaceToDepth (Paddle's
-pixel_shuffle / pixel_unshuffle with halfway's block order), GridSample (grid_sampler) and
-AffineGrid (affine_grid; a size computed at run time is its OutputShape input)."""
+pixel_shuffle / pixel_unshuffle with halfway's block order), GridSample (grid_sampler),
+AffineGrid (affine_grid; a size computed at run time is its OutputShape input), Col2Im (fold)
+and CenterCropPad (a slice and a pad; its shape must be constant, the cropped dims static)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,46 @@ def affine_grid(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> No
     else:
         inputs["OutputShape"] = size
     ctx.emit("affine_grid", inputs, {"Output": node.output[0]}, options)
+
+
+def _ints(ctx: GraphContext, name: str, what: str) -> list[int]:
+    return [int(v) for v in np.asarray(ctx.const(name, what)).reshape(-1)]
+
+
+@converts("Col2Im")
+def col2im(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    image, block = _ints(ctx, node.input[1], "image_shape"), _ints(ctx, node.input[2], "block_shape")
+    options = {"output_sizes": image, "kernel_sizes": block}
+    for name, target in (("strides", "strides"), ("dilations", "dilations"), ("pads", "paddings")):
+        if name in attrs:
+            options[target] = list(attrs[name])
+    ctx.emit("fold", {"X": node.input[0]}, {"Y": node.output[0]}, options)
+
+
+@converts("CenterCropPad")
+def center_crop_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Each listed axis cropped to its centre (the extra element at the end) or padded around
+    the input (the extra zero at the end)."""
+    x, out = node.input[0], node.output[0]
+    shape = ctx.shape(x)
+    target = _ints(ctx, node.input[1], "shape")
+    axes = [ctx.axis(a, len(shape), "an axis") for a in attrs.get("axes", range(len(shape)))]
+    if len(target) != len(axes):
+        ctx.fail(f"shape {target} must hold one length per axis {axes}")
+    if any(shape[a] < 0 for a in axes):
+        ctx.static_shape(x, "CenterCropPad")
+    crops = [(a, (shape[a] - t) // 2, t) for a, t in zip(axes, target) if t < shape[a]]
+    pads = [0] * (2 * len(shape))
+    for a, t in zip(axes, target):
+        if t > shape[a]:
+            pads[2 * a], pads[2 * a + 1] = (t - shape[a]) // 2, t - shape[a] - (t - shape[a]) // 2
+    source = x
+    if crops:
+        source = ctx.temp(out) if any(pads) else out
+        ctx.emit("slice", {"Input": x}, {"Out": source}, {"axes": [a for a, _, _ in crops],
+                                                          "starts": [s for _, s, _ in crops],
+                                                          "ends": [s + t for _, s, t in crops]})
+    if any(pads):
+        ctx.emit("pad", {"X": source}, {"Out": out}, {"paddings": pads, "pad_value": 0.0})
+    elif not crops:
+        ctx.emit("assign", {"X": x}, {"Out": out})

@@ -1,5 +1,6 @@
-"""Schemas of the image-geometry ops: pixel_shuffle, pixel_unshuffle, grid_sampler and
-affine_grid — Paddle's op types, slots, attrs and defaults, plus halfway attrs for ONNX.
+"""Schemas of the image-geometry ops: pixel_shuffle, pixel_unshuffle, grid_sampler, affine_grid
+and fold — Paddle's op types, slots, attrs and defaults, plus halfway attrs for ONNX (fold takes
+any number of spatial dims, Paddle's two among them).
 
 pixel_shuffle / pixel_unshuffle move channel blocks into space and back; their ``mode`` (a
 halfway attr) orders a channel's block as Paddle does, channel-major ("CRD": channel c's r * r
@@ -9,6 +10,8 @@ cubic GridSample); X may have 2 or 3 spatial dims, the grid's last dim holding (
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -96,4 +99,36 @@ register_op(OpSchema(
     infer=_infer_affine_grid, keep_dtype_slots=("OutputShape",),
     doc="Output[n, p] = Theta[n] @ (p's normalised coordinates in [-1, 1], x first, then 1): the sampling grid "
         "of an affine map, for an output of output_shape (or the OutputShape tensor) [N, C, (D,) H, W].",
+))
+
+
+def _infer_fold(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    sizes, kernel = list(ctx.attr("output_sizes")), list(ctx.attr("kernel_sizes"))
+    spatial = len(sizes)
+    lists = {name: list(ctx.attr(name)) or [default] * spatial
+             for name, default in (("strides", 1), ("dilations", 1))}
+    paddings = list(ctx.attr("paddings")) or [0] * (2 * spatial)
+    ctx.check(len(x.shape) == 3, f"X must be [N, C * prod(kernel_sizes), L], has {list(x.shape)}")
+    ctx.check(spatial >= 1 and len(kernel) == spatial and all(len(v) == spatial for v in lists.values())
+              and len(paddings) == 2 * spatial and min(paddings) >= 0 and min([*kernel, *sizes]) > 0,
+              f"output_sizes {sizes}, kernel_sizes {kernel}, strides, dilations and paddings ({2 * spatial} values) "
+              f"must describe the same {spatial} spatial dims")
+    blocks = [(size + paddings[i] + paddings[spatial + i] - (lists["dilations"][i] * (k - 1) + 1))
+              // lists["strides"][i] + 1 for i, (size, k) in enumerate(zip(sizes, kernel))]
+    taps = math.prod(kernel)
+    ctx.check(min(blocks) >= 1 and x.shape[2] in (math.prod(blocks), -1) and (x.shape[1] < 0 or x.shape[1] % taps == 0),
+              f"X {list(x.shape)} must hold C * {taps} rows of {math.prod(blocks)} blocks ({blocks}) for "
+              f"output_sizes {sizes}")
+    ctx.set_output("Y", [x.shape[0], x.shape[1] // taps if x.shape[1] >= 0 else -1, *sizes], x.dtype)
+
+
+register_op(OpSchema(
+    "fold", inputs=[Slot("X")], outputs=[Slot("Y")],
+    attrs=[AttrSpec("output_sizes", AttrType.INTS), AttrSpec("kernel_sizes", AttrType.INTS),
+           AttrSpec("strides", AttrType.INTS, []), AttrSpec("paddings", AttrType.INTS, []),
+           AttrSpec("dilations", AttrType.INTS, [])],
+    infer=_infer_fold,
+    doc="The sliding blocks of X [N, C * prod(kernel_sizes), L] summed into Y [N, C, *output_sizes] (im2col's "
+        "adjoint); paddings are every dim's start then every dim's end; any number of spatial dims.",
 ))

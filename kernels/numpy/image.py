@@ -1,6 +1,7 @@
 """numpy kernels of the image-geometry ops (``halfway.ir.ops.image``).
 
-pixel_shuffle / pixel_unshuffle are a reshape, a transpose and a reshape, for every dtype.
+pixel_shuffle / pixel_unshuffle are a reshape, a transpose and a reshape, for every dtype. fold
+adds each kernel tap's blocks into a strided slice of the padded output, one tap at a time.
 grid_sampler samples every output point at once: per spatial axis the source coordinate is
 unnormalised, rounded (nearest, half to even as PyTorch) or split into taps (2 linear, 4 cubic),
 the coordinate moved inside by the padding mode, and each combination of taps gathered from X
@@ -135,5 +136,28 @@ def _affine_grid(spec: KernelSpec) -> Kernel:
         mesh = np.meshgrid(*lines, indexing="ij")  # mesh[i] runs along spatial dim i; points list x (the last) first
         points = np.stack([*mesh[::-1], np.ones_like(mesh[0])], axis=-1).astype(theta.dtype)
         return np.einsum("...k,njk->n...j", points, theta)
+
+    return run
+
+
+@register_kernel("fold", dtypes=_FLOATS)
+def _fold(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    sizes, kernel = list(attrs["output_sizes"]), list(attrs["kernel_sizes"])
+    spatial = len(sizes)
+    strides, dilations = list(attrs["strides"]) or [1] * spatial, list(attrs["dilations"]) or [1] * spatial
+    pads = list(attrs["paddings"]) or [0] * (2 * spatial)
+    padded = [size + pads[i] + pads[spatial + i] for i, size in enumerate(sizes)]
+    blocks = [(p - (d * (k - 1) + 1)) // s + 1 for p, k, s, d in zip(padded, kernel, strides, dilations)]
+    inner = tuple(slice(pads[i], pads[i] + size) for i, size in enumerate(sizes))
+
+    def run(x: np.ndarray) -> np.ndarray:
+        n = x.shape[0]
+        cols = x.reshape(n, -1, *kernel, *blocks)
+        out = np.zeros((n, cols.shape[1], *padded), x.dtype)
+        for tap in itertools.product(*(range(k) for k in kernel)):
+            window = tuple(slice(t * d, t * d + (b - 1) * s + 1, s) for t, d, b, s in zip(tap, dilations, blocks, strides))
+            out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *tap)]
+        return np.ascontiguousarray(out[(slice(None), slice(None), *inner)])
 
     return run
