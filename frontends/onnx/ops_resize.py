@@ -74,7 +74,8 @@ def _emit(ctx: GraphContext, node: NodeProto, mode: str, scales: np.ndarray | st
     if isinstance(sizes, str) or sizes is None and isinstance(scales, str):
         inputs["OutSize" if isinstance(sizes, str) else "Scale"] = sizes if isinstance(sizes, str) else scales
     else:
-        kept = _kept(ctx, shape, axes, scales, sizes, roi, attrs.get("keep_aspect_ratio_policy", "stretch"))
+        kept = _kept(ctx, shape, axes, None if isinstance(scales, str) else scales, sizes, roi,
+                     attrs.get("keep_aspect_ratio_policy", "stretch"))
         if not kept:
             ctx.emit("assign", {"X": x}, {"Out": out})
             return

@@ -65,7 +65,7 @@ def resized_axes(attrs: Mapping[str, Any], rank: int) -> list[int]:
 def _coordinate_mode(attrs: Mapping[str, Any], method: str) -> str:
     """The ONNX mode of the op's source coordinates ("" = from align_corners and align_mode)."""
     if attrs["coordinate_transformation_mode"]:
-        return attrs["coordinate_transformation_mode"]
+        return str(attrs["coordinate_transformation_mode"])
     if attrs["align_corners"]:
         return "align_corners"
     if method == "cubic" or method == "linear" and attrs["align_mode"] == 0:

@@ -157,7 +157,8 @@ def _fold(spec: KernelSpec) -> Kernel:
         out = np.zeros((n, cols.shape[1], *padded), x.dtype)
         for tap in itertools.product(*(range(k) for k in kernel)):
             window = tuple(slice(t * d, t * d + (b - 1) * s + 1, s) for t, d, b, s in zip(tap, dilations, blocks, strides))
-            out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *tap)]
+            source: tuple[slice | int, ...] = (slice(None), slice(None), *tap)
+            out[(slice(None), slice(None), *window)] += cols[source]
         return np.ascontiguousarray(out[(slice(None), slice(None), *inner)])
 
     return run

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -50,8 +51,9 @@ def source_coordinates(item: ResizeAxis) -> np.ndarray:
     return offset + (y + 0.5) / scale - 0.5
 
 
-_ROUNDING = {"round_prefer_floor": lambda x: np.ceil(x - 0.5), "round_prefer_ceil": lambda x: np.floor(x + 0.5),
-             "floor": np.floor, "ceil": np.ceil}
+_ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "round_prefer_floor": lambda x: np.ceil(x - 0.5), "round_prefer_ceil": lambda x: np.floor(x + 0.5),
+    "floor": np.floor, "ceil": np.ceil}
 
 
 def cubic_kernel(d: np.ndarray, a: float) -> np.ndarray:
@@ -66,7 +68,8 @@ def _linear(d: np.ndarray, a: float) -> np.ndarray:
     return np.clip(1 - np.abs(d), 0.0, 1.0)
 
 
-_FILTERS = {"linear": (_linear, 1), "cubic": (cubic_kernel, 2)}
+_FILTERS: dict[str, tuple[Callable[[np.ndarray, float], np.ndarray], int]] = {
+    "linear": (_linear, 1), "cubic": (cubic_kernel, 2)}
 
 
 @functools.lru_cache(maxsize=256)
