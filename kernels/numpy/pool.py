@@ -31,7 +31,8 @@ def _reduce_axis(x: np.ndarray, axis: int, taps: np.ndarray, inside: np.ndarray,
     """``x`` reduced along ``axis`` over the (out, k) tap indices ``taps`` (``inside``: which read X)."""
     shape = [1] * x.ndim
     shape[axis] = -1
-    fill = -np.inf if kind == "max" else 0
+    lowest = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    fill = lowest if kind == "max" else 0
     acc = None
     for t in range(taps.shape[1]):
         values = np.take(x, np.clip(taps[:, t], 0, x.shape[axis] - 1), axis)
