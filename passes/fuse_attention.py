@@ -46,8 +46,8 @@ _SCALE = "elementwise_mul|elementwise_div"
 
 
 def _scaled(node: OpPattern | VarPattern, prefix: str) -> list[OpPattern | VarPattern]:
-    """``node`` and ``node`` multiplied by a captured constant (``{prefix}_mul``, ``{prefix}_c``)."""
-    return [node, op("elementwise_mul", f"{prefix}_mul", X=node, Y=var(f"{prefix}_c", persistable=True))]
+    """``node`` multiplied by a captured constant (``{prefix}_mul``, ``{prefix}_c``), and ``node``."""
+    return [op("elementwise_mul", f"{prefix}_mul", X=node, Y=var(f"{prefix}_c", persistable=True)), node]
 
 
 def _patterns() -> list[Pattern]:
