@@ -58,10 +58,14 @@ class _State:
 @register_pass("cancel_casts", options=CastOptions)
 def cancel_casts(program: Program, scope: Scope | None, options: CastOptions) -> PassResult:
     """Remove casts to the same dtype, merge duplicate casts, cancel cast round trips."""
-    guard = Guard.of(program, options.fetch_names, "cancel_casts")
+    return _cancel(program, options.fetch_names, options.lossy)
+
+
+def _cancel(program: Program, fetch_names: tuple[str, ...], lossy: bool) -> PassResult:
+    guard = Guard.of(program, fetch_names, "cancel_casts")
     block = program.global_block()
     ops_before, vars_before = len(block.ops), len(block.vars)
-    fired = apply_rules(program, RULES, name="cancel_casts", state=_State(guard, options.lossy)).counts
+    fired = apply_rules(program, RULES, name="cancel_casts", state=_State(guard, lossy)).counts
     counts = {key: fired[rule.name] for key, rule in _CASES}
     stats = {"ops_removed": ops_before - len(block.ops), "vars_removed": vars_before - len(block.vars), **counts}
     return PassResult(program, modified=any(counts.values()), stats=stats)
@@ -77,7 +81,7 @@ class ExactCastOptions:
 @register_pass("cancel_exact_casts", options=ExactCastOptions)
 def cancel_exact_casts(program: Program, scope: Scope | None, options: ExactCastOptions) -> PassResult:
     """cancel_casts with ``lossy=False``: only what keeps every value (the default pipeline's)."""
-    return cancel_casts(program, scope, CastOptions(options.fetch_names, lossy=False))
+    return _cancel(program, options.fetch_names, lossy=False)
 
 
 def exact_round_trip(a: DType, b: DType) -> bool:

@@ -22,9 +22,8 @@ import numpy as np
 
 from halfway.ir.operator import Operator
 from halfway.passes.commute import commuted, products
-from halfway.passes.pattern import op, var
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, register_rules
-from halfway.passes.pattern import Pattern
+from halfway.passes.pattern import Pattern, VarPattern, op, var
 
 __all__ = ["RULES", "check_constant"]
 
@@ -37,11 +36,11 @@ def check_constant(ctx: RewriteContext, name: str, want: float, what: str) -> No
         raise Decline(f"{what} {name} is {shown}, not {want:.6g}")
 
 
-def _const(name: str) -> list:
+def _const(name: str) -> list[VarPattern]:
     return [var(name, persistable=True)]
 
 
-def _x() -> list:
+def _x() -> list[VarPattern]:
     return [var("x")]
 
 

@@ -52,7 +52,7 @@ def _scaled(node: OpPattern | VarPattern, prefix: str) -> list[OpPattern | VarPa
 
 def _patterns() -> list[Pattern]:
     """Every shape of the chain (module docstring), most specific first."""
-    keys = [op("transpose2", "kt_op", X=var("k")), var("kt")]
+    keys: list[OpPattern | VarPattern] = [op("transpose2", "kt_op", X=var("k")), var("kt")]
     found = []
     for q_side, k_side in itertools.product(_scaled(var("q"), "q"), [s for k in keys for s in _scaled(k, "k")]):
         scores = op("matmul_v2", "qk", X=q_side, Y=k_side)
@@ -85,8 +85,8 @@ def _scale(ctx: RewriteContext, q_c: str | None, k_c: str | None, scale: Operato
 
 def _check_mask(ctx: RewriteContext, add: Operator, mask: str, scores: Sequence[int]) -> None:
     shape, dtype = ctx.var(mask).shape or (), ctx.var(mask).dtype
-    if add.attr("axis") != -1 or not dtype.is_floating or len(shape) > 4:
-        raise Decline(f"the mask {mask} ({dtype.name} {list(shape)}, axis {add.attr('axis')}) is not a float "
+    if add.attr("axis") != -1 or dtype is None or not dtype.is_floating or len(shape) > 4:
+        raise Decline(f"the mask {mask} ({getattr(dtype, 'name', dtype)} {list(shape)}, axis {add.attr('axis')}) is not a float "
                       f"of rank <= 4 added along the last axes")
     for m, s in zip(shape[::-1], scores[::-1]):
         if m != 1 and m != s and (s == 1 or (m >= 0 and s >= 0)):
