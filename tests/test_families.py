@@ -229,14 +229,28 @@ def test_comparisons_of_floats_run_on_opencl(name, dtype):
 
 
 @pytest.mark.opencl
-def test_logical_not_and_bool_operands_run_on_numpy_from_opencl():
-    x = _values(np.bool_, (3, 5))
-    ran = run_op("logical_not", {"X": x.astype(np.float32)}, place=OpenCLPlace())
-    assert [reason for _, _, reason in ran.report.fallbacks] == ["logical_not has no OpenCL expression"]
-    np.testing.assert_array_equal(ran.out, ~x)
-    ran = run_op("logical_and", {"X": x, "Y": x[::-1]}, place=OpenCLPlace())
-    assert [reason for _, _, reason in ran.report.fallbacks] == ["no opencl kernel for bool"]
-    np.testing.assert_array_equal(ran.out, x & x[::-1])
+@pytest.mark.parametrize("dtype", [np.bool_, np.int32, np.int64])
+@pytest.mark.parametrize("name", sorted(n for n, row in COMPARE.items() if row.arity == 2))
+def test_comparisons_of_bool_and_integers_run_on_opencl(name, dtype):
+    x = _values(dtype, (3, 5, 7)) if dtype == np.bool_ else RNG.integers(-3, 4, (3, 5, 7)).astype(dtype)
+    y = x[:, ::-1].copy() if dtype == np.bool_ else RNG.integers(-3, 4, (5, 7)).astype(dtype)
+    ran = run_op(name, {"X": x, "Y": y}, place=OpenCLPlace())
+    assert ran.report.fallbacks == [], ran.report.summary()
+    np.testing.assert_array_equal(ran.out, COMPARE[name].numpy(x, y))
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.bool_, np.int64])
+@pytest.mark.parametrize("name", sorted(n for n, row in COMPARE.items() if row.arity == 1))
+def test_one_operand_comparisons_run_on_opencl(name, dtype):
+    if name != "logical_not" and dtype not in (np.float32, np.float16):
+        pytest.skip("isnan, isinf and isfinite take floats")
+    x = _values(np.float32, (3, 5, 7)) * 4 - 2
+    x[0, 0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    x = x.astype(dtype) if dtype in (np.float32, np.float16) else np.nan_to_num(x, posinf=5, neginf=-5).astype(dtype)
+    ran = run_op(name, {"X": x}, place=OpenCLPlace())
+    assert ran.report.fallbacks == [], ran.report.summary()
+    np.testing.assert_array_equal(ran.out, COMPARE[name].numpy(x))
 
 
 # -- a new activation, whole ----------------------------------------------------------------------

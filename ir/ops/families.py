@@ -200,10 +200,10 @@ COMPARE: dict[str, Elementwise] = _table([
     _compare("logical_or", 2, "X or Y (nonzero is true)", np.logical_or, "(a) != 0 || (b) != 0", "Or", False),
     _compare("logical_xor", 2, "X xor Y (nonzero is true)", np.logical_xor, "((a) != 0) != ((b) != 0)", "Xor",
              False),
-    _compare("logical_not", 1, "not X (nonzero is true)", np.logical_not, None, "Not", False),
-    _compare("isnan", 1, "X is NaN", np.isnan, None, "IsNaN", False),
-    _compare("isinf", 1, "X is infinite", np.isinf, None, None, False),
-    _compare("isfinite", 1, "X is neither infinite nor NaN", np.isfinite, None, None, False),
+    _compare("logical_not", 1, "not X (nonzero is true)", np.logical_not, "(a) == 0", "Not", False),
+    _compare("isnan", 1, "X is NaN", np.isnan, "isnan(a)", "IsNaN", False),
+    _compare("isinf", 1, "X is infinite", np.isinf, "isinf(a)", None, False),
+    _compare("isfinite", 1, "X is neither infinite nor NaN", np.isfinite, "isfinite(a)", None, False),
 ])
 """Op type -> row of the comparisons and logical ops: bool Out, Y broadcast into X (the
 comparisons from dim ``axis``, the logical ops numpy's way)."""

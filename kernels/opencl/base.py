@@ -27,11 +27,13 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
+from halfway.ir.dtypes import DType
 from halfway.kernels.opencl.runtime import Runtime, cl
 from halfway.kernels.registry import Unsupported
 
 __all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "INPLACE_OPS", "Unsupported", "source", "launch", "launch_1d",
-           "copy_launch", "meta", "element_type", "contiguous_strides"]
+           "copy_launch", "meta", "element_type", "contiguous_strides", "C_TYPES", "element_options", "broadcast_strides",
+           "index_defines"]
 
 Launch = Callable[[], Any]
 
@@ -114,6 +116,36 @@ _ELEMENT_TYPES = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
 def element_type(dtype: np.dtype) -> str:
     """The OpenCL type that copies elements of ``dtype`` bit for bit."""
     return _ELEMENT_TYPES[np.dtype(dtype).itemsize]
+
+
+C_TYPES = {DType.bool: "uchar", DType.int8: "char", DType.uint8: "uchar", DType.int16: "short", DType.uint16: "ushort",
+           DType.int32: "int", DType.uint32: "uint", DType.int64: "long", DType.uint64: "ulong"}
+"""The OpenCL C type of each integer and bool dtype (bool is a uchar of 0 or 1)."""
+
+
+def element_options(rt: Runtime, dtype: DType) -> tuple[str, ...]:
+    """Build options selecting the common header's T / REAL for ``dtype``: the float modes of
+    ``Runtime.float_options``, or an integer type (``INT_T``) whose arithmetic is its own."""
+    if dtype in C_TYPES:
+        return (f"-DINT_T={C_TYPES[dtype]}", f"-DINT_T4={C_TYPES[dtype]}4")
+    return rt.float_options(dtype)
+
+
+def index_defines(dtype: DType) -> dict[str, str]:
+    """IDX: the C type of an index tensor (int32 or int64)."""
+    return {"IDX": C_TYPES[dtype]}
+
+
+def broadcast_strides(shapes: Sequence[Sequence[int]], out: Sequence[int]) -> list[int]:
+    """[rank, out dims, then each operand's strides] for numpy-broadcast operands (stride 0 on
+    the dims an operand broadcasts; a scalar output counts as rank 1)."""
+    rank = len(out)
+    info = [max(rank, 1), *(list(out) or [1])]
+    for shape in shapes:
+        padded = [1] * (rank - len(shape)) + list(shape)
+        full = contiguous_strides(padded)
+        info += [0 if d == 1 and o != 1 else s for d, o, s in zip(padded, out, full)] or [0]
+    return info
 
 
 def contiguous_strides(shape: Sequence[int]) -> list[int]:

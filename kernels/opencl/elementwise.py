@@ -1,7 +1,8 @@
 """OpenCL kernels of the elementwise ops: binary ops with Paddle's broadcasting (``OP(a, b)`` from
-the family rows), activations and the other X -> Out ops (``activations.UNARY_OPS``), add_n
-(``sum``) and float casts. Comparisons and logical ops of float operands (``CMP(a, b)`` from the
-family rows) write bool as uchar; logical_not, which has no expression, runs on numpy.
+the family rows; add, sub and mul on int32 and int64 too), activations and the other X -> Out ops
+(``activations.UNARY_OPS``), add_n (``sum``) and casts between floats, integers and bool.
+Comparisons and logical ops (``CMP(a, b)`` from the family rows; the one-operand rows read
+``CMP(a, a)``) take operands of any of those dtypes and write bool as uchar.
 
 Same-shape operands take the flat kernel (four elements per work-item, ``vload4`` or
 ``vload_half4``); broadcasting ones the indexed kernel, whose per-dim strides (0 where an operand
@@ -19,38 +20,32 @@ from halfway.ir.ops.families import BINARY, COMPARE
 from halfway.ir.ops.family import FLOATS
 from halfway.ir.ops.math import numpy_operand_shapes
 from halfway.kernels.opencl.activations import UNARY_OPS, unary_activation
-from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, contiguous_strides,
-                                         copy_launch, launch_1d, meta, source)
+from halfway.kernels.opencl.base import (C_TYPES, INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported,
+                                         broadcast_strides, copy_launch, element_options, launch_1d, meta, source)
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
-__all__ = ["BINARY_OPS", "broadcast_meta"]
+__all__ = ["BINARY_OPS", "INT_BINARY", "CAST_DTYPES"]
 
 BINARY_OPS: dict[str, str] = {name: row.opencl for name, row in BINARY.items()}  # type: ignore[misc]
 """Op type -> OP(a, b) in OpenCL C."""
+
+INT_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul")
+"""The binary ops whose OpenCL expression is exact on integers too (int32, int64)."""
+INTEGERS = (DType.int32, DType.int64)
+CAST_DTYPES = (*FLOATS, *C_TYPES)
+"""What cast and the comparisons read and write: floats, integers and bool."""
 
 
 def _quads(n: int) -> int:
     return -(-n // 4)
 
 
-def broadcast_meta(x: Sequence[int], y: Sequence[int], out: Sequence[int]) -> list[int]:
-    """[rank, out dims, x strides, y strides] for numpy-broadcast operands (0 on broadcast dims)."""
-    rank = len(out)
-    dims = list(out) or [1]
-    strides = []
-    for shape in (x, y):
-        padded = [1] * (rank - len(shape)) + list(shape)
-        full = contiguous_strides(padded)
-        strides += [0 if d == 1 and o != 1 else s for d, o, s in zip(padded, out, full)] or [0]
-    return [max(rank, 1), *dims, *strides]
-
-
 def _operands(spec: KernelSpec) -> tuple[bool, list[int]]:
     """Whether X, Y and Out have one shape, and the broadcast meta of X and Y under Paddle's axis."""
     x, y, out = spec.input("X").shape, spec.input("Y").shape, spec.output("Out").shape
     xs, ys = numpy_operand_shapes(x, y, spec.attrs.get("axis", -1))
-    return tuple(xs) == tuple(ys) == tuple(out), broadcast_meta(xs, ys, out)
+    return tuple(xs) == tuple(ys) == tuple(out), broadcast_strides([xs, ys], out)
 
 
 def _bcast_launch(rt: Runtime, kernel: object, ins: Sequence[DeviceArray], out: DeviceArray,
@@ -66,7 +61,7 @@ def _binary(op: str) -> Binder:
         def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
             o = outs[0]
             text = source("elementwise.cl", defines={"OP(a, b)": op})
-            options = rt.float_options(spec.dtype)
+            options = element_options(rt, spec.dtype)
             if flat:
                 kernel = rt.kernel(text, "binary_flat", options)
                 return [launch_1d(rt, kernel, _quads(o.size), ins[0].buffer, ins[1].buffer, o.buffer,
@@ -82,16 +77,23 @@ def _compare(op: str | None) -> Binder:
     def make(spec: KernelSpec) -> Binder:
         if op is None:
             raise Unsupported(f"{spec.op_type} has no OpenCL expression")
+        if not spec.has_input("Y"):  # logical_not, isnan, ...: CMP(a, a) of X alone
+            return lambda rt, ins, outs: [_compare_unary(rt, spec.dtype, op, ins[0], outs[0])]
         _, info = _operands(spec)
 
         def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
             text = source("elementwise.cl", defines={"CMP(a, b)": op})
-            kernel = rt.kernel(text, "compare_bcast", rt.float_options(spec.dtype))
+            kernel = rt.kernel(text, "compare_bcast", element_options(rt, spec.dtype))
             return [_bcast_launch(rt, kernel, ins, outs[0], info)]
 
         return bind
 
     return make
+
+
+def _compare_unary(rt: Runtime, dtype: DType, op: str, x: DeviceArray, out: DeviceArray) -> Launch:
+    kernel = rt.kernel(source("elementwise.cl", defines={"CMP(a, b)": op}), "compare_unary", element_options(rt, dtype))
+    return launch_1d(rt, kernel, out.size, x.buffer, out.buffer, np.int32(out.size))
 
 
 def unary_launch(rt: Runtime, dtype: DType, expr: str, params: Sequence[float], x: DeviceArray,
@@ -139,30 +141,52 @@ def _sum(spec: KernelSpec) -> Binder:
 
 
 def _cast(spec: KernelSpec) -> Binder:
-    dst = spec.output("Out").dtype
-    if dst not in FLOATS:
-        raise Unsupported(f"cast to {dst.name}")
+    src, dst = spec.input("X").dtype, spec.output("Out").dtype
+    if dst not in CAST_DTYPES or src not in CAST_DTYPES:
+        raise Unsupported(f"cast from {src.name} to {dst.name}")
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         x, out = ins[0], outs[0]
         if x.dtype == out.dtype:
             return [copy_launch(rt, x, out)]
-        name = "to_half" if out.dtype == np.float16 else "to_float"
-        kernel = rt.kernel(source("elementwise.cl"), name, rt.float_options(DType.float32))
-        return [launch_1d(rt, kernel, _quads(out.size), x.buffer, out.buffer, np.int32(out.size))]
+        if src in FLOATS and dst in FLOATS:
+            name = "to_half" if out.dtype == np.float16 else "to_float"
+            kernel = rt.kernel(source("elementwise.cl"), name, rt.float_options(DType.float32))
+            return [launch_1d(rt, kernel, _quads(out.size), x.buffer, out.buffer, np.int32(out.size))]
+        defines = {**_cast_load(rt, src), **_cast_store(rt, dst)}
+        kernel = rt.kernel(source("elementwise.cl", defines=defines), "cast")
+        return [launch_1d(rt, kernel, out.size, x.buffer, out.buffer, np.int32(out.size))]
 
     return bind
 
 
+def _cast_load(rt: Runtime, dtype: DType) -> dict[str, str]:
+    """SRC and CAST_LOAD(p, i): the source element as float (floats) or as its own type."""
+    if rt.storage(dtype) == np.float16:
+        return {"SRC": "half", "CAST_LOAD(p, i)": "vload_half((i), (p))"}
+    return {"SRC": C_TYPES.get(dtype, "float"), "CAST_LOAD(p, i)": "((p)[i])"}
+
+
+def _cast_store(rt: Runtime, dtype: DType) -> dict[str, str]:
+    """DST and CAST_STORE(p, i, v): C's conversion (truncation toward zero to integers), bool as v != 0."""
+    if rt.storage(dtype) == np.float16:
+        return {"DST": "half", "CAST_STORE(p, i, v)": "vstore_half_rte((float)(v), (i), (p))"}
+    if dtype is DType.bool:
+        return {"DST": "uchar", "CAST_STORE(p, i, v)": "((p)[i] = (v) != 0)"}
+    c_type = C_TYPES.get(dtype, "float")
+    return {"DST": c_type, "CAST_STORE(p, i, v)": f"((p)[i] = ({c_type})(v))"}
+
+
 def _register() -> None:
     for op_type, op in BINARY_OPS.items():
-        register_kernel(op_type, "opencl", FLOATS)(_binary(op))
+        register_kernel(op_type, "opencl", FLOATS + INTEGERS if op_type in INT_BINARY else FLOATS)(_binary(op))
     for op_type in UNARY_OPS:
         register_kernel(op_type, "opencl", FLOATS)(_unary)
     for op_type, row in COMPARE.items():
-        register_kernel(op_type, "opencl", FLOATS)(_compare(row.opencl_expr({})))
+        dtypes = CAST_DTYPES if row.arity == 2 or op_type == "logical_not" else FLOATS
+        register_kernel(op_type, "opencl", dtypes)(_compare(row.opencl_expr({})))
     register_kernel("sum", "opencl", FLOATS)(_sum)
-    register_kernel("cast", "opencl", FLOATS)(_cast)
+    register_kernel("cast", "opencl", CAST_DTYPES)(_cast)
     INPLACE_OPS.update(BINARY_OPS, UNARY_OPS)
 
 

@@ -5,10 +5,19 @@
  *   LOAD(p, i) / STORE(p, i, v)     one element as REAL
  *   LOAD4(p, i) / STORE4(p, i, v)   four elements from element i as REAL4
  *
+ * -DINT_T=long -DINT_T4=long4 (integer and bool tensors) makes T and REAL that type.
  * -DSTORAGE_HALF without -DNATIVE_HALF keeps half buffers but computes in float through
  * vload_half / vstore_half_rte (core OpenCL), rounding to nearest even as numpy does.
  */
-#ifdef NATIVE_HALF
+#ifdef INT_T
+#define T INT_T
+#define REAL INT_T
+#define REAL4 INT_T4
+#define LOAD(p, i) ((p)[i])
+#define STORE(p, i, v) ((p)[i] = (v))
+#define LOAD4(p, i) vload4(0, (p) + (i))
+#define STORE4(p, i, v) vstore4((v), 0, (p) + (i))
+#elif defined(NATIVE_HALF)
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 #define T half
 #define REAL half

@@ -54,6 +54,14 @@ __kernel void compare_bcast(__global const T* x, __global const T* y, __global u
     REAL a = LOAD(x, xo), b = LOAD(y, yo);
     out[i] = (CMP(a, b)) ? 1 : 0;
 }
+
+/* One-operand rows (logical_not, isnan, ...): CMP(a, a). */
+__kernel void compare_unary(__global const T* x, __global uchar* out, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    REAL a = LOAD(x, i);
+    out[i] = (CMP(a, a)) ? 1 : 0;
+}
 #endif
 
 #ifdef ACT
@@ -90,3 +98,11 @@ __kernel void to_float(__global const half* x, __global float* out, int n) {
         for (; i < n; ++i) out[i] = vload_half(i, x);
     }
 }
+
+#ifdef CAST_LOAD
+/* Casts touching integers or bool: SRC / CAST_LOAD and DST / CAST_STORE come from the dtypes. */
+__kernel void cast(__global const SRC* x, __global DST* out, int n) {
+    int i = get_global_id(0);
+    if (i < n) CAST_STORE(out, i, CAST_LOAD(x, i));
+}
+#endif
