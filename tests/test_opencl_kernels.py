@@ -123,6 +123,106 @@ def test_transpose_and_slice(place, dtype):
                                          "decrease_axis": []})
 
 
+DATA = FLOATS + [np.int64, np.bool_]
+
+
+def data(*shape: int, dtype=np.float32) -> np.ndarray:
+    return rand(*shape).astype(dtype) if dtype != np.bool_ else rand(*shape) > 0
+
+
+@pytest.mark.parametrize("dtype", DATA)
+def test_strided_slice_expand_and_pad(place, dtype):
+    x = data(2, 3, 5, 4, dtype=dtype)
+    check(place, "strided_slice", {"Input": x}, {"axes": [1, 2, 3], "starts": [0, 4, -1], "ends": [3, 0, 100],
+                                                 "strides": [2, -2, 1], "decrease_axis": [3]})
+    check(place, "expand_v2", {"X": data(3, 1, 5, dtype=dtype)}, {"shape": [2, 3, 4, 5]})
+    if dtype != np.bool_:
+        check(place, "pad", {"X": x}, {"paddings": [0, 1, 2, 0, 1, 1, 0, 3], "pad_value": 1.5})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_slice_with_constant_bound_tensors(place, dtype):
+    """StartsTensor and EndsTensor given as parameters: constants at prepare, so no fallback."""
+    x = rand(3, 6, 5, dtype=dtype)
+    check(place, "slice", {"Input": x, "StartsTensor": np.array([1, -4], np.int64),
+                           "EndsTensor": np.array([3, 5], np.int64)},
+          {"axes": [0, 1], "starts": [], "ends": [], "decrease_axis": []}, params=("StartsTensor", "EndsTensor"))
+
+
+@pytest.mark.parametrize("src, dst", [(np.float32, 4), (np.float16, 5)])
+def test_cast(place, src, dst):
+    x = rand(5, 7, dtype=src) * 100
+    check(place, "cast", {"X": x}, {"in_dtype": 5 if src == np.float32 else 4, "out_dtype": dst})
+
+
+# -- data movement --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS + [np.int32])
+def test_concat_and_split(place, dtype):
+    parts = [rand(2, n, 3).astype(dtype) for n in (1, 4, 2)]
+    check(place, "concat", {"X": parts}, {"axis": 1})
+    check(place, "split", {"X": rand(2, 7, 3).astype(dtype)}, {"axis": 1, "sections": [2, -1, 1]},
+          outputs={"Out": 3})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_transpose_and_slice(place, dtype):
+    x = rand(2, 3, 5, 4, dtype=dtype)
+    check(place, "transpose2", {"X": x}, {"axis": [0, 2, 3, 1]})
+    check(place, "slice", {"Input": x}, {"axes": [1, 3], "starts": [1, -3], "ends": [3, 100],
+                                         "decrease_axis": []})
+
+
+DATA = FLOATS + [np.int64, np.bool_]
+
+
+def data(*shape: int, dtype=np.float32) -> np.ndarray:
+    return rand(*shape).astype(dtype) if dtype != np.bool_ else rand(*shape) > 0
+
+
+@pytest.mark.parametrize("dtype", DATA)
+def test_strided_slice_expand_and_pad(place, dtype):
+    x = data(2, 3, 5, 4, dtype=dtype)
+    check(place, "strided_slice", {"Input": x}, {"axes": [1, 2, 3], "starts": [0, 4, -1], "ends": [3, 0, 100],
+                                                 "strides": [2, -2, 1], "decrease_axis": [3]})
+    check(place, "expand_v2", {"X": data(3, 1, 5, dtype=dtype)}, {"shape": [2, 3, 4, 5]})
+    if dtype != np.bool_:
+        check(place, "pad", {"X": x}, {"paddings": [0, 1, 2, 0, 1, 1, 0, 3], "pad_value": 1.5})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_slice_with_constant_bound_tensors(place, dtype):
+    """StartsTensor and EndsTensor given as parameters: constants at prepare, so no fallback."""
+    x = rand(3, 6, 5, dtype=dtype)
+    check(place, "slice", {"Input": x, "StartsTensor": np.array([1, -4], np.int64),
+                           "EndsTensor": np.array([3, 5], np.int64)},
+          {"axes": [0, 1], "starts": [], "ends": [], "decrease_axis": []}, params=("StartsTensor", "EndsTensor"))
+
+
+def test_slice_with_fed_bounds_falls_back(place):
+    inputs = {"Input": rand(3, 6), "StartsTensor": np.array([1], np.int64)}
+    ran = run_op("slice", inputs, {"axes": [1], "starts": [], "ends": [4], "decrease_axis": []}, place=place)
+    assert [why for _, _, why in ran.report.fallbacks] == ["slice's StartsTensor is computed at run time"]
+
+
+@pytest.mark.parametrize("src, dst", [(np.float32, np.int64), (np.float16, np.int32), (np.int64, np.float32),
+                                      (np.int32, np.float16), (np.bool_, np.float32), (np.float32, np.bool_),
+                                      (np.int64, np.int32), (np.bool_, np.int64)])
+def test_cast_of_integers_and_bool(place, src, dst):
+    x = data(5, 7, dtype=np.float32) * 50
+    x[0, :3] = [0.0, -2.7, 2.7]
+    x = x.astype(src)
+    codes = {np.float32: 5, np.float16: 4, np.int32: 2, np.int64: 3, np.bool_: 0}
+    check(place, "cast", {"X": x}, {"in_dtype": codes[src], "out_dtype": codes[dst]})
+
+
+@pytest.mark.parametrize("op_type", ["elementwise_add", "elementwise_sub", "elementwise_mul"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_binary(place, op_type, dtype):
+    x, y = (RNG.integers(-1000, 1000, shape).astype(dtype) for shape in ((3, 5, 7), (5, 7)))
+    check(place, op_type, {"X": x, "Y": x[::-1].copy()})
+    check(place, op_type, {"X": x, "Y": y})
+
+
 @pytest.mark.parametrize("op_type, attrs", [("reshape2", {"shape": [0, -1]}),
                                             ("flatten_contiguous_range", {"start_axis": 1, "stop_axis": 2}),
                                             ("squeeze2", {"axes": [1]}), ("unsqueeze2", {"axes": [0]})])

@@ -1,27 +1,30 @@
-"""OpenCL kernels of the data-movement ops, for float32, float16 and the index dtypes (bits are
-copied as they are, whatever the float16 mode).
+"""OpenCL kernels of the data-movement ops, for floats, integers and bool (bits are copied as
+they are, whatever the float16 mode).
 
 reshape2, flatten_contiguous_range, squeeze2 and unsqueeze2 are ``ALIAS``: their output is their
-input's buffer under the inferred shape, with no work. concat, split, slice and transpose2 are
-one strided copy per operand (``movement.cl``), with offsets and strides computed here; assign is
-a buffer copy.
+input's buffer under the inferred shape, with no work. concat, split, slice, strided_slice,
+transpose2 and expand_v2 are one strided copy per operand (``movement.cl``), with offsets and
+strides computed here (negative for a reversed strided_slice, 0 on expanded dims); pad fills the
+output with the pad value and copies X into its interior; assign is a buffer copy. Bounds,
+shapes and paddings given as tensors must be constants at prepare (``KernelSpec.constant``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.base import (ALIAS, INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported,
-                                         contiguous_strides, copy_launch, element_type, launch_1d, meta, source)
+from halfway.kernels.opencl.base import (ALIAS, C_TYPES, INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported,
+                                         broadcast_strides, contiguous_strides, copy_launch, element_type, launch_1d,
+                                         meta, source)
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
-__all__ = ["DTYPES", "strided_copy"]
+__all__ = ["DTYPES", "strided_copy", "fill", "constant_ints"]
 
-DTYPES = (DType.float32, DType.float16, DType.int32, DType.int64)
+DTYPES = (DType.float32, DType.float16, *C_TYPES)
 _VIEWS = ("reshape2", "flatten_contiguous_range", "squeeze2", "unsqueeze2")
 
 
@@ -32,6 +35,25 @@ def strided_copy(rt: Runtime, src: DeviceArray, dst: DeviceArray, dims: Sequence
     n = int(np.prod(dims)) if dims else 1
     info = [max(len(dims), 1), src_offset, dst_offset, *(dims or [1]), *(src_strides or [0]), *(dst_strides or [0])]
     return launch_1d(rt, kernel, n, src.buffer, dst.buffer, meta(rt, info), np.int32(n))
+
+
+def fill(rt: Runtime, dst: DeviceArray, value: float) -> Launch:
+    """Every element of ``dst`` set to ``value`` (converted to its element type)."""
+    kernel = rt.kernel(source("movement.cl", defines={"ELEM": element_type(dst.dtype)}), "fill")
+    bits = np.asarray(value).astype(dst.dtype).reshape(1).view(f"u{dst.dtype.itemsize}")[0]
+    return launch_1d(rt, kernel, dst.size, dst.buffer, bits, np.int32(dst.size))
+
+
+def constant_ints(spec: KernelSpec, slots: Sequence[str], default: Sequence[int]) -> list[int]:
+    """Ints from the first of ``slots`` the op has (a tensor, or a list of one-value tensors),
+    which must be a constant at prepare; else ``default`` (the attr)."""
+    for slot in slots:
+        if spec.has_input(slot):
+            values = [spec.constant(slot, i) for i in range(len(spec.inputs[slot]))]
+            if any(v is None for v in values):
+                raise Unsupported(f"{spec.op_type}'s {slot} is computed at run time")
+            return [int(v) for value in values for v in np.asarray(value).reshape(-1)]
+    return [int(v) for v in default]
 
 
 def _known(spec: KernelSpec) -> None:
@@ -103,20 +125,69 @@ def _transpose2(spec: KernelSpec) -> Binder:
 
 
 def _slice(spec: KernelSpec) -> Binder:
-    if any(spec.has_input(s) for s in ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList")):
-        raise Unsupported("slice with tensor bounds")
     _known(spec)
+    starts = constant_ints(spec, ("StartsTensor", "StartsTensorList"), spec.attrs["starts"])
+    ends = constant_ints(spec, ("EndsTensor", "EndsTensorList"), spec.attrs["ends"])
     shape = spec.input("Input").shape
+    steps = [1] * len(spec.attrs["axes"])
+    return _strided_view(spec, shape, zip(spec.attrs["axes"], starts, ends, steps), clamp=True)
+
+
+def _strided_slice(spec: KernelSpec) -> Binder:
+    if len(spec.inputs) > 1:
+        raise Unsupported("strided_slice with tensor bounds")
+    _known(spec)
+    attrs = spec.attrs
+    bounds = zip(attrs["axes"], attrs["starts"], attrs["ends"], attrs["strides"])
+    return _strided_view(spec, spec.input("Input").shape, bounds, clamp=False)
+
+
+def _strided_view(spec: KernelSpec, shape: tuple[int, ...], bounds: Iterable[tuple[int, int, int, int]],
+                  clamp: bool) -> Binder:
+    """A copy of X[start:end:step] on each (axis, start, end, step); ``clamp``: Paddle's slice,
+    whose bounds clamp to [0, dim] and whose end before its start selects nothing."""
     strides = contiguous_strides(shape)
-    dims, offset = list(shape), 0
-    for axis, start, end in zip(spec.attrs["axes"], spec.attrs["starts"], spec.attrs["ends"]):
+    dims, steps, offset = list(shape), list(strides), 0
+    for axis, start, end, step in bounds:
         axis %= len(shape)
-        lo, hi, _ = slice(start, end).indices(shape[axis])
-        dims[axis] = max(hi - lo, 0)
-        offset += lo * strides[axis]
+        if clamp:
+            start, end = (min(max(v + shape[axis] if v < 0 else v, 0), shape[axis]) for v in (start, end))
+        picked = range(*slice(start, end, step).indices(shape[axis]))
+        dims[axis] = len(picked)
+        offset += (picked.start if picked else 0) * strides[axis]
+        steps[axis] = step * strides[axis]
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        return [strided_copy(rt, ins[0], outs[0], dims, offset, strides, 0, contiguous_strides(dims))]
+        return [strided_copy(rt, ins[0], outs[0], dims, offset, steps, 0, contiguous_strides(dims))]
+
+    return bind
+
+
+def _expand(spec: KernelSpec) -> Binder:
+    """X read with stride 0 along the dims it broadcasts (the target shape is Out's, known at prepare)."""
+    _known(spec)
+    out = spec.output("Out").shape
+    info = broadcast_strides([spec.input("X").shape], out)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        return [strided_copy(rt, ins[0], outs[0], out, 0, info[1 + len(out):], 0, contiguous_strides(out))]
+
+    return bind
+
+
+def _pad(spec: KernelSpec) -> Binder:
+    _known(spec)
+    paddings = constant_ints(spec, ("Paddings",), spec.attrs["paddings"])
+    shape, out = spec.input("X").shape, spec.output("Out").shape
+    if any(p < 0 for p in paddings):
+        raise Unsupported("pad with negative paddings (a crop)")
+    strides = contiguous_strides(out)
+    offset = sum(paddings[2 * i] * strides[i] for i in range(len(shape)))
+    value = spec.attrs["pad_value"]
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        return [fill(rt, outs[0], value),
+                strided_copy(rt, ins[0], outs[0], shape, 0, contiguous_strides(shape), offset, strides)]
 
     return bind
 
@@ -129,7 +200,8 @@ def _register() -> None:
     for op_type in _VIEWS:
         register_kernel(op_type, "opencl", DTYPES)(_view)
     for op_type, factory in (("concat", _concat), ("split", _split), ("transpose2", _transpose2),
-                             ("slice", _slice), ("assign", _assign)):
+                             ("slice", _slice), ("strided_slice", _strided_slice), ("expand_v2", _expand),
+                             ("pad", _pad), ("assign", _assign)):
         register_kernel(op_type, "opencl", DTYPES)(factory)
     INPLACE_OPS.add("assign")
 

@@ -12,3 +12,9 @@ __kernel void strided_copy(__global const ELEM* src, __global ELEM* dst, __const
     }
     dst[dO] = src[so];
 }
+
+/* Every element of dst set to the bits of `value`. */
+__kernel void fill(__global ELEM* dst, ELEM value, int n) {
+    int i = get_global_id(0);
+    if (i < n) dst[i] = value;
+}

@@ -1,0 +1,114 @@
+"""OpenCL kernels of the indexing ops (``indexing.cl``): where, gather, gather_nd,
+take_along_axis on any element type (bits copied as they are), and cumsum on floats and
+integers. Index tensors are int32 or int64; a negative index counts from the end, and one outside
+its dim reads the dim's nearest end (the numpy kernels raise there; a device kernel cannot).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, broadcast_strides,
+                                         contiguous_strides, element_options, element_type, index_defines,
+                                         launch_1d, meta, source)
+from halfway.kernels.opencl.elementwise import INTEGERS
+from halfway.kernels.opencl.movement import DTYPES, constant_ints
+from halfway.kernels.opencl.runtime import Runtime
+from halfway.kernels.registry import KernelSpec, register_kernel
+
+__all__: list[str] = []
+
+FLOATS = (DType.float32, DType.float16)
+
+
+def _kernel(rt: Runtime, name: str, elem: np.dtype, index: DType | None = None) -> object:
+    defines = {"ELEM": element_type(elem), **(index_defines(index) if index is not None else {})}
+    return rt.kernel(source("indexing.cl", defines=defines), name)
+
+
+def _where(spec: KernelSpec) -> Binder:
+    out = spec.output("Out").shape
+    info = broadcast_strides([spec.input(s).shape for s in ("Condition", "X", "Y")], out)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        o = outs[0]
+        return [launch_1d(rt, _kernel(rt, "where_bcast", o.dtype), o.size, *(a.buffer for a in ins), o.buffer,
+                          meta(rt, info), np.int32(o.size))]
+
+    return bind
+
+
+def _gather(spec: KernelSpec) -> Binder:
+    x = spec.input("X").shape
+    axis = constant_ints(spec, ("Axis",), [spec.attrs["axis"]])[0] % len(x)
+    count = math.prod(spec.input("Index").shape)
+    inner = math.prod(x[axis + 1:])
+    index = spec.input("Index").dtype
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        o = outs[0]
+        return [launch_1d(rt, _kernel(rt, "gather", o.dtype, index), o.size, ins[0].buffer, ins[1].buffer, o.buffer,
+                          *(np.int32(v) for v in (count, x[axis], inner, o.size)))]
+
+    return bind
+
+
+def _gather_nd(spec: KernelSpec) -> Binder:
+    x, index = spec.input("X").shape, spec.input("Index")
+    depth = index.shape[-1] if index.shape else 0
+    info = [depth, *x[:depth], *contiguous_strides(x)[:depth]]
+    inner = math.prod(x[depth:])
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        o = outs[0]
+        return [launch_1d(rt, _kernel(rt, "gather_nd", o.dtype, index.dtype), o.size, ins[0].buffer, ins[1].buffer,
+                          o.buffer, meta(rt, info), np.int32(inner), np.int32(o.size))]
+
+    return bind
+
+
+def _take_along_axis(spec: KernelSpec) -> Binder:
+    x, index = spec.input("Input").shape, spec.input("Index")
+    if not x:
+        raise Unsupported("take_along_axis of a 0-d tensor")
+    axis = spec.attrs["Axis"] % len(x)
+    info = [len(x), axis, *index.shape, *contiguous_strides(x), x[axis]]
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        o = outs[0]
+        return [launch_1d(rt, _kernel(rt, "take_along_axis", o.dtype, index.dtype), o.size, ins[0].buffer,
+                          ins[1].buffer, o.buffer, meta(rt, info), np.int32(o.size))]
+
+    return bind
+
+
+def _cumsum(spec: KernelSpec) -> Binder:
+    attrs = spec.attrs
+    shape = spec.input("X").shape or (1,)
+    if attrs["flatten"]:
+        shape = (math.prod(shape),)
+    axis = attrs["axis"] % len(shape)
+    length, inner = shape[axis], math.prod(shape[axis + 1:])
+    lines = math.prod(shape) // max(length, 1)
+    defines = {"CUMSUM": "", **{name.upper(): "" for name in ("exclusive", "reverse") if attrs[name]}}
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        kernel = rt.kernel(source("indexing.cl", defines=defines), "cumsum", element_options(rt, spec.dtype))
+        return [launch_1d(rt, kernel, lines, ins[0].buffer, outs[0].buffer, np.int32(length), np.int32(inner),
+                          np.int32(lines))]
+
+    return bind
+
+
+def _register() -> None:
+    for op_type, factory in (("where", _where), ("gather", _gather), ("gather_nd", _gather_nd),
+                             ("take_along_axis", _take_along_axis)):
+        register_kernel(op_type, "opencl", DTYPES)(factory)
+    register_kernel("cumsum", "opencl", FLOATS + INTEGERS)(_cumsum)
+
+
+_register()
