@@ -33,7 +33,7 @@ from halfway.kernels.registry import Unsupported
 
 __all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "INPLACE_OPS", "Unsupported", "source", "launch", "launch_1d",
            "copy_launch", "meta", "element_type", "contiguous_strides", "C_TYPES", "element_options", "broadcast_strides",
-           "index_defines"]
+           "index_defines", "param_defines", "work_group"]
 
 Launch = Callable[[], Any]
 
@@ -134,6 +134,24 @@ def element_options(rt: Runtime, dtype: DType) -> tuple[str, ...]:
 def index_defines(dtype: DType) -> dict[str, str]:
     """IDX: the C type of an index tensor (int32 or int64)."""
     return {"IDX": C_TYPES[dtype]}
+
+
+def param_defines(rt: Runtime, dtype: DType) -> dict[str, str]:
+    """P, LOADP and STOREP: a parameter of ``dtype`` (norm scales, batch norm statistics) read and
+    written as float, whatever the element type T of the program."""
+    if rt.storage(dtype) == np.float16:
+        return {"P": "half", "LOADP(p, i)": "vload_half((i), (p))", "STOREP(p, i, v)": "vstore_half_rte((v), (i), (p))"}
+    return {"P": "float", "LOADP(p, i)": "((p)[i])", "STOREP(p, i, v)": "((p)[i] = (v))"}
+
+
+def work_group(rt: Runtime, items: int) -> int:
+    """A power-of-two work-group size for a reduction over ``items``: up to 256 on GPUs, 16 on
+    CPUs (whose work-items run in one thread, so a wide group only adds barriers)."""
+    cap = min(256 if rt.caps.is_gpu else 16, rt.caps.max_work_group_size)
+    size = 1
+    while size < cap and size < items:
+        size *= 2
+    return size
 
 
 def broadcast_strides(shapes: Sequence[Sequence[int]], out: Sequence[int]) -> list[int]:

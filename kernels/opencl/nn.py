@@ -23,7 +23,7 @@ from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import ConvGeometry, conv_geometry, slot_positions
 from halfway.kernels.opencl.activations import Activation, fused_activation
 from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch,
-                                         launch_1d, source)
+                                         launch_1d, param_defines, source)
 from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
@@ -117,12 +117,6 @@ def _pool2d(spec: KernelSpec) -> Binder:
 
 
 # -- batch_norm -----------------------------------------------------------------------------------
-def _param_defines(rt: Runtime, dtype: DType) -> dict[str, str]:
-    if rt.storage(dtype) == np.float16:
-        return {"P": "half", "LOADP(p, i)": "vload_half((i), (p))", "STOREP(p, i, v)": "vstore_half_rte((v), (i), (p))"}
-    return {"P": "float", "LOADP(p, i)": "((p)[i])", "STOREP(p, i, v)": "((p)[i] = (v))"}
-
-
 def _batch_norm(spec: KernelSpec) -> Binder:
     x = spec.input("X").shape
     channel_last = spec.attrs["data_layout"] == "NHWC"
@@ -133,7 +127,7 @@ def _batch_norm(spec: KernelSpec) -> Binder:
     wanted = [slot for slot, _ in spec.output_keys]
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        text = source("nn.cl", defines=_param_defines(rt, stats))
+        text = source("nn.cl", defines=param_defines(rt, stats))
         options = rt.float_options(spec.dtype)
         y = outs[wanted.index("Y")]
         launches = [launch_1d(rt, rt.kernel(text, "batch_norm", options), y.size, ins[0].buffer,
