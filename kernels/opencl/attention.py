@@ -1,0 +1,82 @@
+"""The OpenCL kernel of scaled_dot_product_attention (``attention.cl``): one launch, an online
+softmax over K/V tiles in local memory (the flash-attention scheme), float32 math in every
+float16 mode. Masks (bool or additive, broadcast, a last dim shorter than the keys), KeyLengths,
+causal masking and softcap are applied to each tile's scores; the Scores output (the full
+matrix this kernel never forms) is left to numpy.
+
+Head sizes are compile-time constants (each row keeps its query and accumulator in private
+memory), so a program is built per (head size, sequence lengths, heads) signature: prepare
+time, not run time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from halfway.ir.dtypes import DType
+from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, broadcast_strides, index_defines,
+                                         launch, param_defines, source)
+from halfway.kernels.opencl.runtime import Runtime
+from halfway.kernels.registry import KernelSpec, register_kernel
+
+__all__ = ["MAX_HEAD_SIZE"]
+
+FLOATS = (DType.float32, DType.float16)
+MAX_HEAD_SIZE = 256
+"""The largest head size the kernel keeps in private memory."""
+
+
+def _mask_defines(rt: Runtime, spec: KernelSpec, scores: tuple[int, ...]) -> tuple[dict[str, object], list[int]]:
+    """The mask's defines and its strides over (batch, head, query row, key)."""
+    if not spec.has_input("Mask"):
+        return {}, [0, 0, 0, 0]
+    mask = spec.input("Mask")
+    width = mask.shape[-1] if mask.shape else scores[-1]
+    strides = broadcast_strides([mask.shape], (*scores[:3], width))[1 + 4:]
+    defines: dict[str, object] = {"MW": width}
+    if mask.dtype is DType.bool:
+        defines["MASK_BOOL"] = ""
+    else:
+        float_mask = param_defines(rt, mask.dtype)
+        defines.update({"MASK_T": float_mask["P"], "LOADM(p, i)": float_mask["LOADP(p, i)"]})
+    return defines, strides
+
+
+def _attention(spec: KernelSpec) -> Binder:
+    if spec.outputs.get("Scores"):
+        raise Unsupported("scaled_dot_product_attention with a Scores output")
+    (batch, q_heads, q_len, depth), k, v = spec.input("Q").shape, spec.input("K").shape, spec.input("V").shape
+    kv_heads, kv_len, v_depth = k[1], k[2], v[3]
+    if max(depth, v_depth) > MAX_HEAD_SIZE:
+        raise Unsupported(f"head size {max(depth, v_depth)} over {MAX_HEAD_SIZE}")
+    attrs = spec.attrs
+    if spec.has_input("Mask") and spec.input("Mask").dtype not in (DType.bool, *FLOATS):
+        raise Unsupported(f"a {spec.input('Mask').dtype.name} mask")
+    defines: dict[str, object] = {
+        "D": depth, "DV": v_depth, "HQ": q_heads, "HKV": kv_heads, "SQ": q_len, "SKV": kv_len,
+        "SCALE": f"{float(np.float32(attrs['scale'] or 1 / math.sqrt(depth)))!r}f"}
+    if attrs["softcap"] > 0:
+        defines["SOFTCAP"] = f"{float(np.float32(attrs['softcap']))!r}f"
+    if attrs["is_causal"]:
+        defines.update({"CAUSAL": "", "OFFSET": attrs["causal_offset"]})
+    if spec.has_input("KeyLengths"):
+        defines.update({"LENGTHS": "", **index_defines(spec.input("KeyLengths").dtype)})
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        mask_defines, strides = _mask_defines(rt, spec, (batch, q_heads, q_len, kv_len))
+        rows = 32 if rt.caps.is_gpu else 16
+        tile = 32 if rt.caps.is_gpu else 16
+        text = source("attention.cl", defines={**defines, **mask_defines, "BQ": rows, "BK": tile})
+        kernel = rt.kernel(text, "attention", rt.float_options(spec.dtype))
+        mask = ins[3].buffer if spec.has_input("Mask") else None
+        lengths = ins[-1].buffer if spec.has_input("KeyLengths") else None
+        return [launch(rt, kernel, (-(-q_len // rows) * rows, batch * q_heads), (rows, 1), *(a.buffer for a in ins[:3]),
+                       outs[0].buffer, mask, lengths, *(np.int32(s) for s in strides))]
+
+    return bind
+
+
+register_kernel("scaled_dot_product_attention", "opencl", FLOATS)(_attention)

@@ -1,0 +1,98 @@
+/* Fused attention with an online softmax (flash-attention style, float32 math): a work-group
+ * holds BQ query rows of one (batch, head), one row per work-item; K and V pass through local
+ * memory in tiles of BK keys, each row keeping its running max, sum and output accumulator in
+ * private memory, so no score matrix reaches device memory.
+ *
+ * Q [B, HQ, SQ, D], K [B, HKV, SKV, D], V [B, HKV, SKV, DV], Out [B, HQ, SQ, DV]; query head h
+ * reads key/value head h / (HQ / HKV). Defines: D, DV, HQ, HKV, SQ, SKV, BQ, BK, SCALE;
+ * SOFTCAP (c * tanh(s / c)); CAUSAL with OFFSET (key j > row + OFFSET dropped); MASK_BOOL
+ * (uchar, 0 drops) or MASK_T / LOADM (added), read at mstride . (b, h, row, j) for keys j < MW
+ * (keys past MW drop); LENGTHS with IDX (keys j >= lengths[b] drop). A row whose keys all drop
+ * gives 0 / 0 = NaN, as the numpy kernel does. */
+
+__kernel void attention(__global const T* q, __global const T* k, __global const T* v, __global T* out,
+#if defined(MASK_BOOL)
+                        __global const uchar* mask,
+#elif defined(MASK_T)
+                        __global const MASK_T* mask,
+#else
+                        __global const void* mask,
+#endif
+#ifdef LENGTHS
+                        __global const IDX* lengths,
+#else
+                        __global const void* lengths,
+#endif
+                        int ms0, int ms1, int ms2, int ms3) {
+    __local float kt[BK * D];
+    __local float vt[BK * DV];
+    int lid = get_local_id(0), row = get_group_id(0) * BQ + lid;
+    int bh = get_global_id(1), b = bh / HQ, h = bh % HQ;
+    int kvh = b * HKV + h / (HQ / HKV);
+    bool live = row < SQ;
+    float qr[D], acc[DV], sc[BK];
+    __global const T* qp = q + ((long)bh * SQ + (live ? row : 0)) * D;
+    for (int d = 0; d < D; ++d) qr[d] = (float)LOAD(qp, d) * SCALE;
+    for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    int keys = SKV;
+#ifdef LENGTHS
+    keys = (int)min((long)SKV, (long)lengths[b]);
+#endif
+    __global const T* kp = k + (long)kvh * SKV * D;
+    __global const T* vp = v + (long)kvh * SKV * DV;
+    for (int start = 0; start < SKV; start += BK) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int e = lid; e < BK * D; e += BQ) {
+            int j = start + e / D;
+            kt[e] = j < SKV ? (float)LOAD(kp, (long)j * D + e % D) : 0.0f;
+        }
+        for (int e = lid; e < BK * DV; e += BQ) {
+            int j = start + e / DV;
+            vt[e] = j < SKV ? (float)LOAD(vp, (long)j * DV + e % DV) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float tile_max = -INFINITY;
+        for (int jj = 0; jj < BK; ++jj) {
+            int j = start + jj;
+            float s = 0.0f;
+            for (int d = 0; d < D; ++d) s += qr[d] * kt[jj * D + d];
+#ifdef SOFTCAP
+            s = SOFTCAP * tanh(s / SOFTCAP);
+#endif
+#if defined(MASK_BOOL) || defined(MASK_T)
+            if (j < MW) {
+                long at = (long)b * ms0 + (long)h * ms1 + (long)row * ms2 + (long)j * ms3;
+#ifdef MASK_BOOL
+                if (live && !mask[at]) s = -INFINITY;
+#else
+                if (live) s += (float)LOADM(mask, at);
+#endif
+            } else {
+                s = -INFINITY;
+            }
+#endif
+#ifdef CAUSAL
+            if (j > row + OFFSET) s = -INFINITY;
+#endif
+            if (j >= keys) s = -INFINITY;
+            sc[jj] = s;
+            tile_max = fmax(tile_max, s);
+        }
+        float m_new = fmax(m, tile_max);
+        if (m_new > -INFINITY) {
+            float correction = exp(m - m_new);
+            l *= correction;
+            for (int d = 0; d < DV; ++d) acc[d] *= correction;
+            for (int jj = 0; jj < BK; ++jj) {
+                float p = exp(sc[jj] - m_new);
+                l += p;
+                for (int d = 0; d < DV; ++d) acc[d] += p * vt[jj * DV + d];
+            }
+            m = m_new;
+        }
+    }
+    if (!live) return;
+    __global T* op = out + ((long)bh * SQ + row) * DV;
+    for (int d = 0; d < DV; ++d) STORE(op, d, acc[d] / l);
+}
