@@ -33,3 +33,4 @@ def test_rms_norm(place, shape, dtype):
     check(place, "rms_norm", {"X": x, "Scale": rand(shape[-1])}, {"begin_norm_axis": len(shape) - 1,
                                                                    "epsilon": 1e-6}, params=("Scale",))
     check(place, "rms_norm", {"X": x}, {"begin_norm_axis": 1})
+
