@@ -149,61 +149,6 @@ def test_slice_with_constant_bound_tensors(place, dtype):
           {"axes": [0, 1], "starts": [], "ends": [], "decrease_axis": []}, params=("StartsTensor", "EndsTensor"))
 
 
-@pytest.mark.parametrize("src, dst", [(np.float32, 4), (np.float16, 5)])
-def test_cast(place, src, dst):
-    x = rand(5, 7, dtype=src) * 100
-    check(place, "cast", {"X": x}, {"in_dtype": 5 if src == np.float32 else 4, "out_dtype": dst})
-
-
-# -- data movement --------------------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", FLOATS + [np.int32])
-def test_concat_and_split(place, dtype):
-    parts = [rand(2, n, 3).astype(dtype) for n in (1, 4, 2)]
-    check(place, "concat", {"X": parts}, {"axis": 1})
-    check(place, "split", {"X": rand(2, 7, 3).astype(dtype)}, {"axis": 1, "sections": [2, -1, 1]},
-          outputs={"Out": 3})
-
-
-@pytest.mark.parametrize("dtype", FLOATS)
-def test_transpose_and_slice(place, dtype):
-    x = rand(2, 3, 5, 4, dtype=dtype)
-    check(place, "transpose2", {"X": x}, {"axis": [0, 2, 3, 1]})
-    check(place, "slice", {"Input": x}, {"axes": [1, 3], "starts": [1, -3], "ends": [3, 100],
-                                         "decrease_axis": []})
-
-
-DATA = FLOATS + [np.int64, np.bool_]
-
-
-def data(*shape: int, dtype=np.float32) -> np.ndarray:
-    return rand(*shape).astype(dtype) if dtype != np.bool_ else rand(*shape) > 0
-
-
-@pytest.mark.parametrize("dtype", DATA)
-def test_strided_slice_expand_and_pad(place, dtype):
-    x = data(2, 3, 5, 4, dtype=dtype)
-    check(place, "strided_slice", {"Input": x}, {"axes": [1, 2, 3], "starts": [0, 4, -1], "ends": [3, 0, 100],
-                                                 "strides": [2, -2, 1], "decrease_axis": [3]})
-    check(place, "expand_v2", {"X": data(3, 1, 5, dtype=dtype)}, {"shape": [2, 3, 4, 5]})
-    if dtype != np.bool_:
-        check(place, "pad", {"X": x}, {"paddings": [0, 1, 2, 0, 1, 1, 0, 3], "pad_value": 1.5})
-
-
-@pytest.mark.parametrize("dtype", FLOATS)
-def test_slice_with_constant_bound_tensors(place, dtype):
-    """StartsTensor and EndsTensor given as parameters: constants at prepare, so no fallback."""
-    x = rand(3, 6, 5, dtype=dtype)
-    check(place, "slice", {"Input": x, "StartsTensor": np.array([1, -4], np.int64),
-                           "EndsTensor": np.array([3, 5], np.int64)},
-          {"axes": [0, 1], "starts": [], "ends": [], "decrease_axis": []}, params=("StartsTensor", "EndsTensor"))
-
-
-def test_slice_with_fed_bounds_falls_back(place):
-    inputs = {"Input": rand(3, 6), "StartsTensor": np.array([1], np.int64)}
-    ran = run_op("slice", inputs, {"axes": [1], "starts": [], "ends": [4], "decrease_axis": []}, place=place)
-    assert [why for _, _, why in ran.report.fallbacks] == ["slice's StartsTensor is computed at run time"]
-
-
 @pytest.mark.parametrize("src, dst", [(np.float32, np.int64), (np.float16, np.int32), (np.int64, np.float32),
                                       (np.int32, np.float16), (np.bool_, np.float32), (np.float32, np.bool_),
                                       (np.int64, np.int32), (np.bool_, np.int64)])
