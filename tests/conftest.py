@@ -97,3 +97,11 @@ def isolated_registries() -> Iterator[None]:
     for registry, snapshot in zip(registries, snapshots):
         registry.clear()
         registry.update(snapshot)
+
+
+@pytest.fixture(scope="session")
+def place() -> Any:
+    """The default OpenCL device's place, for the tests marked ``opencl`` (skipped without one)."""
+    from halfway.executor import OpenCLPlace
+
+    return OpenCLPlace()

@@ -13,7 +13,7 @@ from tests.extras import import_pyopencl
 import_pyopencl()
 
 from tests.oprun import run_op
-from tests.test_opencl_kernels import FLOATS, RNG, check, place, rand  # noqa: F401  (place: fixture)
+from tests.test_opencl_kernels import FLOATS, RNG, check, rand
 
 pytestmark = pytest.mark.opencl
 

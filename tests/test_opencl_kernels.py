@@ -23,11 +23,6 @@ RNG = np.random.default_rng(5)
 FLOATS = [np.float32, np.float16]
 
 
-@pytest.fixture(scope="session")
-def place() -> OpenCLPlace:
-    return OpenCLPlace()
-
-
 def rand(*shape: int, dtype=np.float32, low: float | None = None) -> np.ndarray:
     if low is not None:
         return RNG.uniform(low, low + 2, shape).astype(dtype)

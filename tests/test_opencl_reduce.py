@@ -9,7 +9,7 @@ from tests.extras import import_pyopencl
 
 import_pyopencl()
 
-from tests.test_opencl_kernels import FLOATS, check, place, rand  # noqa: F401  (place: fixture)
+from tests.test_opencl_kernels import FLOATS, check, rand
 
 pytestmark = pytest.mark.opencl
 
