@@ -78,29 +78,13 @@ def paired_ratio(ours: list[list[float]], theirs: list[list[float]]) -> float:
 
 
 def profile_by_op_type(prepared: PreparedProgram, feeds: dict[str, np.ndarray], repeats: int) -> dict[str, float]:
-    """Median milliseconds per run spent in each op type's kernels (each step's kernel timed)."""
+    """Median milliseconds per run spent in each op type's kernels (``PreparedProgram.profile``:
+    each op timed to its end)."""
     spent: dict[str, list[float]] = defaultdict(lambda: [0.0] * repeats)
-    steps = prepared._steps  # the benchmark times each step in place; nothing else reads them
-    originals = [step.kernel for step in steps]
-    run_index = [0]
-
-    def timed(step, kernel):
-        def call(*args):
-            start = time.perf_counter()
-            out = kernel(*args)
-            spent[step.op.type][run_index[0]] += time.perf_counter() - start
-            return out
-        return call
-
-    try:
-        for step, kernel in zip(steps, originals):
-            step.kernel = timed(step, kernel)
-        for i in range(repeats):
-            run_index[0] = i
-            prepared.run(feeds)
-    finally:
-        for step, kernel in zip(steps, originals):
-            step.kernel = kernel
+    op_types = [step.op.type for step in prepared._steps]  # profile times every step, in this order
+    for i in range(repeats):
+        for op_type, (_, seconds) in zip(op_types, prepared.profile(feeds), strict=True):
+            spent[op_type][i] += seconds
     return {op: statistics.median(t) * 1e3 for op, t in sorted(spent.items(), key=lambda kv: -sum(kv[1]))}
 
 
