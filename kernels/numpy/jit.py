@@ -19,14 +19,14 @@ import functools
 import importlib.util
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
-           "compiled_pool"]
+           "compiled_pool", "compiled_unary"]
 
 log = logging.getLogger("halfway.kernels")
 
@@ -39,6 +39,7 @@ class _Loops(NamedTuple):
     channels_last: Any
     depthwise3x3: Any
     pool3x3: Any
+    unary: Mapping[str, Any]
 
 
 class CompiledActivation(NamedTuple):
@@ -64,12 +65,22 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from halfway.kernels.numpy import jit_epilogue, jit_windows
+        from halfway.kernels.numpy import jit_epilogue, jit_math, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
     return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise3x3,
-                  jit_windows.pool3x3)
+                  jit_windows.pool3x3, _unary_loops(jit_math))
+
+
+def _unary_loops(jit_math: Any) -> dict[str, Any]:
+    """Op type -> the compiled ``loop(out, x)`` over flat arrays; gelu's two by ``approximate``."""
+    return {"gelu": jit_math.gelu_erf, "gelu_tanh": jit_math.gelu_tanh, "sigmoid": jit_math.sigmoid,
+            "silu": jit_math.silu}
+
+
+_UNARY = frozenset({"gelu", "sigmoid", "silu"})
+"""The unary ops ``compiled_unary`` has loops for (``jit_math``)."""
 
 
 def cache_dir() -> Path:
@@ -146,3 +157,23 @@ def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple
         return False
     loops.pool3x3(out, x, *pads, *strides, scale)
     return True
+
+
+def compiled_unary(op_type: str, attrs: Mapping[str, Any]) -> Callable[[np.ndarray, np.ndarray], bool] | None:
+    """For an op of ``_UNARY`` (gelu, sigmoid, silu) with ``attrs``, a ``run(out, x)`` computing it
+    in one compiled pass (``jit_math``) that returns False, having done nothing, where the arrays
+    do not suit the loops (float32, C-contiguous); None where numba is missing or for other ops."""
+    if not JIT or op_type not in _UNARY:
+        return None
+    name = "gelu_tanh" if op_type == "gelu" and attrs.get("approximate") else op_type
+
+    def run(out: np.ndarray, x: np.ndarray) -> bool:
+        if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        loops = _loops()
+        if loops is None:
+            return False
+        loops.unary[name](out.reshape(-1), x.reshape(-1))
+        return True
+
+    return run

@@ -1,0 +1,75 @@
+"""Compiled single-pass loops (numba) for the numpy backend's transcendental activations: GELU
+(exact and tanh), sigmoid and SiLU over flat float32 arrays. numpy spends a pass over memory per
+operation of their formulas (ten or more for GELU); these read and write each element once.
+
+Each element is computed in float64 and rounded once, so the loops are as precise as the family
+rows' numpy math (``halfway.ir.ops.numpy_math``) in the tails: exact GELU takes erf from Eigen's
+rational fit where ``1 + erf`` does not cancel (x >= -2) and libm's ``erfc`` below; sigmoid goes
+through exp(-|x|). Loaded through ``halfway.kernels.numpy.jit``, which is where they are used.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+__all__ = ["gelu_erf", "gelu_tanh", "sigmoid", "silu"]
+
+_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+      -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+      -1.42647390514189e-02)
+_SQRT_HALF = math.sqrt(0.5)
+_TWO_SQRT_2_OVER_PI = 2 * math.sqrt(2 / math.pi)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _erf(z):  # pragma: no cover - compiled
+    """Eigen's erf fit (``numpy_math.erf``) on z in [-4, 4]; +-1 beyond."""
+    z = min(max(z, -4.0), 4.0)
+    z2 = z * z
+    p = _P[0]
+    for c in _P[1:]:
+        p = p * z2 + c
+    q = _Q[0]
+    for c in _Q[1:]:
+        q = q * z2 + c
+    return z * p / q
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sigmoid(v):  # pragma: no cover - compiled
+    e = math.exp(-abs(v))
+    return 1.0 / (1.0 + e) if v >= 0 else e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True)
+def gelu_erf(out, x):  # pragma: no cover - compiled
+    for i in range(x.size):
+        v = float(x[i])
+        if v >= -2.0:
+            out[i] = 0.5 * v * (1.0 + _erf(v * _SQRT_HALF))
+        else:
+            out[i] = 0.5 * v * math.erfc(-v * _SQRT_HALF)
+
+
+@njit(cache=True, nogil=True)
+def gelu_tanh(out, x):  # pragma: no cover - compiled
+    """0.5 x (1 + tanh(u)) written x * sigmoid(2u), as ``numpy_math.gelu``."""
+    for i in range(x.size):
+        v = float(x[i])
+        out[i] = v * _sigmoid(_TWO_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
+
+
+@njit(cache=True, nogil=True)
+def sigmoid(out, x):  # pragma: no cover - compiled
+    for i in range(x.size):
+        out[i] = _sigmoid(float(x[i]))
+
+
+@njit(cache=True, nogil=True)
+def silu(out, x):  # pragma: no cover - compiled
+    for i in range(x.size):
+        v = float(x[i])
+        out[i] = v * _sigmoid(v)
