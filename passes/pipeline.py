@@ -1,7 +1,7 @@
 """The default inference pipeline, by pass name (``PassManager()`` runs it).
 
 Clean up first (identities, constants), then fold batch_norm into weights before fusing the
-epilogues (bias, activation) into conv and fc ops and GELU's elementwise ops into one, then drop
+epilogues (bias, activation) into conv and fc ops, GELU's elementwise ops into one gelu, then drop
 what became dead.
 """
 
@@ -9,4 +9,4 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_PIPELINE"]
 
-DEFAULT_PIPELINE = "remove_identity,fold_constants,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_gelu,fuse_fc,dce"
+DEFAULT_PIPELINE = "remove_identity,fold_constants,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,fuse_gelu,dce"
