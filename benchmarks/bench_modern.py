@@ -1,5 +1,5 @@
 """Today's models at realistic sizes: per-model latency of halfway's prepared numpy run against
-ONNX Runtime (CPU, 2 intra-op threads), fp32, batch 1, same inputs, in the same run, with the
+ONNX Runtime (CPU, as many intra-op threads as numpy's BLAS: OPENBLAS_NUM_THREADS, default 2), fp32, batch 1, same inputs, in the same run, with the
 default pass pipeline applied to halfway's program; the geomean ratio; and where halfway is
 slower, the time per op type of its prepared run.
 
@@ -32,12 +32,14 @@ import onnx  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_zoo import THREADS, alternate, paired_ratio, prepare_halfway, profile_by_op_type  # noqa: E402
+from bench_zoo import alternate, paired_ratio, prepare_halfway, profile_by_op_type  # noqa: E402
 from tests.onnx_zoo import ort_session  # noqa: E402
 
 MODELS = ["bert_base", "gpt2_small", "t5_small_encoder", "vit_b16", "convnext_tiny", "mobilenetv3_large", "yolo_640"]
 DEFAULT_DIR = Path(os.environ.get("HALFWAY_BENCH_MODELS", Path.home() / ".cache" / "halfway" / "bench_models"))
 MAKE = "/work/torchvenv/bin/python scripts/make_bench_models.py"
+THREADS = int(os.environ["OPENBLAS_NUM_THREADS"])
+"""ONNX Runtime's intra-op threads: numpy's BLAS threads (on a busy machine, 1 each gives steadier ratios)."""
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

@@ -38,6 +38,7 @@ class _Loops(NamedTuple):
     channels_mid: Any
     channels_last: Any
     depthwise3x3: Any
+    depthwise: Any
     pool3x3: Any
     unary: Mapping[str, Any]
 
@@ -70,7 +71,7 @@ def _loops() -> _Loops | None:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
     return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise3x3,
-                  jit_windows.pool3x3, _unary_loops(jit_math))
+                  jit_windows.depthwise, jit_windows.pool3x3, _unary_loops(jit_math))
 
 
 def _unary_loops(jit_math: Any) -> dict[str, Any]:
@@ -128,19 +129,20 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
 def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: tuple[int, int],
                        dilations: tuple[int, int], out: np.ndarray, x: np.ndarray, w: np.ndarray,
                        bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
-    """``out = act(depthwise3x3(x, w) + bias[O] + residual)`` in one compiled loop
-    (``jit_windows``), NCHW; ``pads`` are the top and left ones (the output's size implies the
-    others). Returns False, having done nothing, where the arrays do not suit it: float32 only,
-    ``x`` C-contiguous, ``w`` ``[O, 1, 3, 3]``."""
+    """``out = act(depthwise(x, w) + bias[O] + residual)`` in one compiled loop
+    (``jit_windows``: its 3x3 loop, or its loop for other windows), NCHW; ``pads`` are the top and
+    left ones (the output's size implies the others). Returns False, having done nothing, where
+    the arrays do not suit it: float32 only, ``x`` C-contiguous, ``w`` ``[O, 1, KH, KW]``."""
     arrays = [a for a in (out, x, w, bias, residual) if a is not None]
-    if (any(a.dtype != np.float32 for a in arrays) or not x.flags.c_contiguous or w.shape[1:] != (1, 3, 3)
+    if (any(a.dtype != np.float32 for a in arrays) or not x.flags.c_contiguous or w.ndim != 4 or w.shape[1] != 1
             or (residual is not None and residual.shape != out.shape)):
         return False
     loops = _loops()
     if loops is None:
         return False
     flat_bias = None if bias is None else bias.reshape(-1)
-    loops.depthwise3x3(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
+    loop = loops.depthwise3x3 if w.shape[2:] == (3, 3) else loops.depthwise
+    loop(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
     return True
 
 

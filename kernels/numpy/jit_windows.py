@@ -1,5 +1,6 @@
 """The compiled window loops that ``halfway.kernels.numpy.jit`` imports (with numba) at first use: the 3x3 depthwise
-convolution and 3x3 pooling, NCHW.
+convolution and 3x3 pooling, NCHW, and the depthwise convolution of any other window (MobileNetV3's 5x5,
+ConvNeXt's 7x7).
 
 numpy runs both as a few passes over memory per call (a depthwise conv as small batched GEMMs over
 gathered columns, a pool as ``kh + kw`` shifted maxima or sums); at ShuffleNet's and SqueezeNet's
@@ -14,6 +15,9 @@ sizes that costs 2-4x more than the arithmetic. These loops work channel by chan
    straight into the output. (A running result per tap in memory, or a branch per max, kept
    LLVM from vectorising: 2-4x slower than numpy.)
 
+Other windows (``depthwise``) accumulate an output row over the taps instead, one contiguous
+multiply-add of the row's pixels per tap into a row in L1, then apply the epilogue.
+
 Indices are unsigned where they address the scratch: numba wraps negative indices, and that
 check (on signed ones LLVM cannot bound) turns the row's contiguous loads into gathers, 5-10x
 slower.
@@ -26,7 +30,7 @@ from numba import njit, uint64
 
 from halfway.kernels.numpy.jit_epilogue import activate
 
-__all__ = ["depthwise3x3", "pool3x3"]
+__all__ = ["depthwise3x3", "depthwise", "pool3x3"]
 
 zero = np.float32(0)
 
@@ -111,6 +115,37 @@ def depthwise3x3(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha,
                         v0, v1, v2, v3, v4, v5, v6, v7, v8 = taps(planes, row, ox)
                         v = (w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3 + w4 * v4 + w5 * v5 + w6 * v6 + w7 * v7
                              + w8 * v8)
+                        if bias is not None:
+                            v = v + b_o
+                        if residual is not None:
+                            v = v + residual[n, o, oy, ox]
+                        out[n, o, oy, ox] = activate(v, code, alpha, top)
+
+
+@njit(cache=True, nogil=True)
+def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
+    """``depthwise3x3`` for a ``[C * mult, 1, KH, KW]`` filter of any size, a row at a time."""
+    channels = x.shape[1]
+    outs, kh, kw, oh, ow = w.shape[0], w.shape[2], w.shape[3], out.shape[2], out.shape[3]
+    mult = outs // channels
+    wq = ow + (kw - 1) * dw // sw
+    planes, starts, firsts, offsets, counts, base = phases(x, oh + (kh - 1) * dh // sh + 1, wq, pt, pl, sh, sw,
+                                                           kh, kw, dh, dw, zero)
+    wf = w.reshape(outs, kh * kw)
+    acc = np.empty(ow, np.float32)
+    for n in range(x.shape[0]):
+        for c in range(channels):
+            copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw)
+            for o in range(c * mult, (c + 1) * mult):
+                b_o = bias[o] if bias is not None else zero
+                for oy in range(oh):
+                    acc[:] = zero
+                    for t in range(kh * kw):
+                        wt, start = wf[o, t], base[t] + oy * wq
+                        for ox in range(ow):
+                            acc[ox] += wt * planes[uint64(start + ox)]
+                    for ox in range(ow):
+                        v = acc[ox]
                         if bias is not None:
                             v = v + b_o
                         if residual is not None:
