@@ -15,7 +15,8 @@ pytestmark = pytest.mark.skipif(not jit.JIT, reason="numba is not installed (pip
 
 RNG = np.random.default_rng(11)
 ACTIVATIONS = [("", 0.0, 0.0), ("relu", 0.0, 0.0), ("relu6", 0.0, 0.0), ("relu6", 0.0, 2.5), ("relu6", 1.5, 0.0),
-               ("leaky_relu", 0.1, 0.0), ("leaky_relu", 0.0, 0.0)]
+               ("leaky_relu", 0.1, 0.0), ("leaky_relu", 0.0, 0.0),
+               ("hard_swish", 0.0, 0.0), ("hard_swish", 0.25, 0.4)]
 
 
 def _both(bias_shape, act, out, bias, residual, source):

@@ -16,6 +16,7 @@ The epilogues' results are numpy's bit for bit: the same float32 operations in t
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import logging
 import os
@@ -30,8 +31,9 @@ __all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "com
 
 log = logging.getLogger("halfway.kernels")
 
-_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3}
-"""The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold."""
+_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4}
+"""The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold
+(hard_swish: its offset as alpha, where its scale is its threshold, as in every model's)."""
 
 
 class _Loops(NamedTuple):
@@ -85,10 +87,21 @@ _UNARY = frozenset({"gelu", "sigmoid", "silu"})
 
 
 def cache_dir() -> Path:
-    """Where numba keeps the compiled loops: ``$XDG_CACHE_HOME/halfway/numba`` (by default
-    ``~/.cache/halfway/numba``)."""
+    """Where numba keeps the compiled loops: ``$XDG_CACHE_HOME/halfway/numba/<digest>`` (by
+    default under ``~/.cache``), the digest that of the loops' sources (``_sources_digest``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "halfway" / "numba"
+    return Path(base) / "halfway" / "numba" / _sources_digest()
+
+
+@functools.cache
+def _sources_digest() -> str:
+    """A digest of every ``jit_*.py`` module: numba checks a cached loop against its own file
+    only, not the files of the functions it inlines, so a loop of ``jit_windows`` cached before
+    ``jit_epilogue.activate`` gained an activation would compute without it."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("jit_*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActivation | None:
@@ -96,6 +109,10 @@ def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActiv
     they lack it or numba is missing."""
     if not JIT or op_type not in _CODES:
         return None
+    if op_type == "hard_swish":
+        if attrs["scale"] != attrs["threshold"]:
+            return None
+        return CompiledActivation(_CODES[op_type], np.float32(attrs["offset"]), np.float32(attrs["threshold"]))
     return CompiledActivation(_CODES[op_type], np.float32(attrs.get("alpha", 0.0)),
                               np.float32(attrs.get("threshold", 0.0)))
 
