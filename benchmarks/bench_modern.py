@@ -32,7 +32,7 @@ import onnx  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_zoo import alternate, paired_ratio, prepare_halfway, profile_by_op_type  # noqa: E402
+from bench_zoo import alternate, geomean, paired_ratio, prepare_halfway, print_profiles, profile_by_op_type  # noqa: E402
 from tests.onnx_zoo import ort_session  # noqa: E402
 
 MODELS = ["bert_base", "gpt2_small", "t5_small_encoder", "vit_b16", "convnext_tiny", "mobilenetv3_large", "yolo_640"]
@@ -94,14 +94,10 @@ def main() -> None:
     for name, t_ours, t_ort, ratio in rows:
         print(f"{name:20} {t_ours:11.1f} {t_ort:15.1f} {ratio:7.2f}")
     if rows:
-        geomean = float(np.exp(np.mean(np.log([r[3] for r in rows]))))
-        print(f"geomean ratio (halfway / onnxruntime) over {len(rows)} models: {geomean:.2f}")
+        print(f"geomean ratio (halfway / onnxruntime) over {len(rows)} models: {geomean([r[3] for r in rows]):.2f}")
     for name, why in failed.items():
         print(f"{name}: not measured: {why}")
-    for name, by_type in slow.items():
-        total = sum(by_type.values())
-        top = ", ".join(f"{op} {ms:.1f} ms ({ms / total:.0%})" for op, ms in list(by_type.items())[:6])
-        print(f"{name}: {top}")
+    print_profiles(slow, 6)
 
 
 if __name__ == "__main__":

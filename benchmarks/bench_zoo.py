@@ -88,6 +88,17 @@ def profile_by_op_type(prepared: PreparedProgram, feeds: dict[str, np.ndarray], 
     return {op: statistics.median(t) * 1e3 for op, t in sorted(spent.items(), key=lambda kv: -sum(kv[1]))}
 
 
+def geomean(ratios: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(ratios))))
+
+
+def print_profiles(slow: dict[str, dict[str, float]], top: int) -> None:
+    """Per model, its ``top`` op types by time (``profile_by_op_type``) and their shares."""
+    for name, by_type in slow.items():
+        total = sum(by_type.values())
+        print(f"{name}: " + ", ".join(f"{op} {ms:.1f} ms ({ms / total:.0%})" for op, ms in list(by_type.items())[:top]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=",".join(LIGHT_MODELS))
@@ -115,12 +126,8 @@ def main() -> None:
         print(f"{name:14} {t_ours * 1e3:11.1f} {t_ort * 1e3:15.1f} {ratio:7.2f}", flush=True)
         if t_ours > t_ort:
             slow[name] = profile_by_op_type(prepared, feeds, max(3, args.repeats // 2))
-    geomean = float(np.exp(np.mean(np.log(ratios))))
-    print(f"geomean ratio (halfway / onnxruntime): {geomean:.2f}")
-    for name, by_type in slow.items():
-        total = sum(by_type.values())
-        top = ", ".join(f"{op} {ms:.1f} ms ({ms / total:.0%})" for op, ms in list(by_type.items())[:5])
-        print(f"{name}: {top}")
+    print(f"geomean ratio (halfway / onnxruntime): {geomean(ratios):.2f}")
+    print_profiles(slow, 5)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""Compiled single-pass loops for the numpy backend's memory-bound epilogues, its 3x3 depthwise
-convolution and its 3x3 pooling (``jit_windows``), through numba when it is installed (``pip install
-'halfway[jit]'``); without it the kernels keep their numpy passes.
+"""Compiled single-pass loops for the numpy backend's memory-bound epilogues, its depthwise
+convolutions and 3x3 pooling (``jit_windows``) and its GELU, sigmoid and SiLU (``jit_math``), through
+numba when it is installed (``pip install 'halfway[jit]'``); without it the kernels keep their numpy
+passes.
 
 numpy spends one pass over memory per operation: a conv epilogue ``act(conv + bias + residual)``
 costs three (four with a crop), each a read and a write of the whole output. The loops here do it
