@@ -1,7 +1,7 @@
 """Today's models at realistic sizes: per-model latency of halfway's prepared numpy run against
-ONNX Runtime (CPU, as many intra-op threads as numpy's BLAS: OPENBLAS_NUM_THREADS, default 2), fp32, batch 1, same inputs, in the same run, with the
-default pass pipeline applied to halfway's program; the geomean ratio; and where halfway is
-slower, the time per op type of its prepared run.
+ONNX Runtime (CPU, as many intra-op threads as numpy's BLAS: OPENBLAS_NUM_THREADS, default 2),
+fp32, batch 1, same inputs, in the same run, with the default pass pipeline applied to halfway's
+program; the geomean ratio; and where halfway is slower, the time per op type of its prepared run.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_modern.py \\
         [--models bert_base,vit_b16] [--repeats 20] [--block 2] [--dir DIR]
@@ -32,7 +32,8 @@ import onnx  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_zoo import alternate, geomean, paired_ratio, prepare_halfway, print_profiles, profile_by_op_type  # noqa: E402
+from bench_zoo import (alternate, geomean, paired_ratio, prepare_halfway, print_profiles,  # noqa: E402
+                       profile_by_op_type)
 from tests.onnx_zoo import ort_session  # noqa: E402
 
 MODELS = ["bert_base", "gpt2_small", "t5_small_encoder", "vit_b16", "convnext_tiny", "mobilenetv3_large", "yolo_640"]

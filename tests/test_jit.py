@@ -134,7 +134,8 @@ def test_depthwise_loops_match_the_reference(monkeypatch, act, case, with_residu
                         lambda *a: calls.append(1) or jit.compiled_depthwise(*a))
     channels = shape[1]
     attrs = {**conv_attrs, "groups": channels, "fuse_activation": act[0], "fuse_alpha": act[1], "fuse_beta": act[2]}
-    x, w = RNG.standard_normal(shape).astype(np.float32), RNG.standard_normal((channels * mult, 1, *window)).astype(np.float32)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    w = RNG.standard_normal((channels * mult, 1, *window)).astype(np.float32)
     bias = RNG.standard_normal(channels * mult).astype(np.float32)
     base = ref_conv(x, w, attrs)
     residual = RNG.standard_normal(base.shape).astype(np.float32) if with_residual else None
