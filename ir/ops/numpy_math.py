@@ -14,8 +14,8 @@ import numpy as np
 from halfway.ir.errors import HalfwayError
 
 __all__ = ["relu", "relu6", "leaky_relu", "sigmoid", "hard_swish", "hard_sigmoid", "swish", "silu", "gelu",
-           "softplus", "erfc", "erf", "round_half_away", "elu", "celu", "thresholded_relu", "hard_shrink",
-           "divide_toward_zero", "power_via_double", "int_mod", "int_fmod", "int_floordiv"]
+           "softplus", "erfc", "erf", "ERF_P", "ERF_Q", "round_half_away", "elu", "celu", "thresholded_relu",
+           "hard_shrink", "divide_toward_zero", "power_via_double", "int_mod", "int_fmod", "int_floordiv"]
 
 Out = np.ndarray | None
 
@@ -101,9 +101,9 @@ def erfc(x: np.ndarray) -> np.ndarray:
 
 # Eigen's float erf (its generic_fast_erf_float, also XLA's): x * P(x^2) / Q(x^2) on x clamped to
 # [-4, 4], where erf is +-1 in float32; highest power first.
-_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
           -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
           -1.42647390514189e-02)
 
 
@@ -123,9 +123,9 @@ def erf(x: np.ndarray) -> np.ndarray:
         return _erf_wide(x)
     clamped = np.clip(x, -4, 4, dtype=np.float32)
     x2 = np.square(clamped)
-    p = _polynomial(x2, _ERF_P)
+    p = _polynomial(x2, ERF_P)
     p *= clamped
-    p /= _polynomial(x2, _ERF_Q)
+    p /= _polynomial(x2, ERF_Q)
     return p.astype(x.dtype, copy=False)
 
 

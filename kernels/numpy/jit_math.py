@@ -16,12 +16,11 @@ import math
 
 from numba import njit
 
+from halfway.ir.ops.numpy_math import ERF_P, ERF_Q
+
 __all__ = ["gelu_erf", "gelu_tanh", "sigmoid", "silu"]
 
-_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-      -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-      -1.42647390514189e-02)
+_P, _Q = ERF_P, ERF_Q
 _SQRT_HALF = math.sqrt(0.5)
 _TWO_SQRT_2_OVER_PI = 2 * math.sqrt(2 / math.pi)
 
