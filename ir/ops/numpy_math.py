@@ -102,9 +102,9 @@ def erfc(x: np.ndarray) -> np.ndarray:
 # Eigen's float erf (its generic_fast_erf_float, also XLA's): x * P(x^2) / Q(x^2) on x clamped to
 # [-4, 4], where erf is +-1 in float32; highest power first.
 ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+         -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
 ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-          -1.42647390514189e-02)
+         -1.42647390514189e-02)
 
 
 def _polynomial(x2: np.ndarray, coeffs: tuple[float, ...]) -> np.ndarray:
