@@ -10,8 +10,8 @@ Rules:
 2. GPT-2's and T5's tanh approximation (``gelu_new``), ``(x * 0.5) * (tanh(sqrt(2 / pi) *
    (x + 0.044715 * x ** 3)) + 1)``.
 
-The constants must be one-element parameters holding those values (to float32's precision); a
-rule declines, naming the constant, where one differs.
+The constants must be one-element parameters holding those values (to float32's precision) that
+leave x's shape as it is; a rule declines, naming the constant, where one differs.
 """
 
 from __future__ import annotations
@@ -27,8 +27,11 @@ from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, registe
 __all__ = ["RULES"]
 
 
-def _constants_are(ctx: RewriteContext, wanted: dict[str, float]) -> Decline | None:
-    """A decline naming the first parameter that is not one value equal to its wanted one."""
+def _constants_are(ctx: RewriteContext, out: Operator, x: str, wanted: dict[str, float]) -> Decline | None:
+    """A decline naming the first parameter that is not one value equal to its wanted one, or
+    saying that the constants broadcast x to another shape."""
+    if tuple(ctx.var(out.output("Out")[0]).shape or ()) != tuple(ctx.var(x).shape or ()):
+        return ctx.decline(f"the constants broadcast {x} to another shape")
     for name, value in wanted.items():
         held = ctx.value(name)
         if held is None or held.size != 1 or not np.isclose(float(held.reshape(-1)[0]), value, rtol=1e-6, atol=0):
@@ -37,7 +40,7 @@ def _constants_are(ctx: RewriteContext, wanted: dict[str, float]) -> Decline | N
 
 
 def _gelu(ctx: RewriteContext, *, out: Operator, x: str, root2: str, one: str, half: str) -> Operator | Decline:
-    declined = _constants_are(ctx, {root2: math.sqrt(2), one: 1.0, half: 0.5})
+    declined = _constants_are(ctx, out, x, {root2: math.sqrt(2), one: 1.0, half: 0.5})
     if declined is not None:
         return declined
     return Operator("gelu", {"X": x}, {"Out": out.output("Out")}, {"approximate": False})
@@ -47,7 +50,7 @@ def _gelu_tanh(ctx: RewriteContext, *, out: Operator, x: str, cube: Operator, k:
                ) -> Operator | Decline:
     if cube.attr("factor") != 3.0:
         return ctx.decline(f"the pow's factor is {cube.attr('factor')}, not 3")
-    declined = _constants_are(ctx, {k: 0.044715, s: math.sqrt(2 / math.pi), one: 1.0, half: 0.5})
+    declined = _constants_are(ctx, out, x, {k: 0.044715, s: math.sqrt(2 / math.pi), one: 1.0, half: 0.5})
     if declined is not None:
         return declined
     return Operator("gelu", {"X": x}, {"Out": out.output("Out")}, {"approximate": True})
