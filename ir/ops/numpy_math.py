@@ -14,8 +14,9 @@ import numpy as np
 from halfway.ir.errors import HalfwayError
 
 __all__ = ["relu", "relu6", "leaky_relu", "sigmoid", "hard_swish", "hard_sigmoid", "swish", "silu", "gelu",
-           "softplus", "erfc", "erf", "ERF_P", "ERF_Q", "round_half_away", "elu", "celu", "thresholded_relu",
-           "hard_shrink", "divide_toward_zero", "power_via_double", "int_mod", "int_fmod", "int_floordiv"]
+           "softplus", "erfc", "erf", "ERF_P", "ERF_Q", "ERFC_COEFFS", "round_half_away", "elu", "celu",
+           "thresholded_relu", "hard_shrink", "divide_toward_zero", "power_via_double", "int_mod", "int_fmod",
+           "int_floordiv"]
 
 Out = np.ndarray | None
 
@@ -81,7 +82,7 @@ def softplus(x: np.ndarray, beta: np.generic, threshold: np.generic) -> np.ndarr
 
 
 # Numerical Recipes' erfcc (Chebyshev fit, W. H. Press et al., 2nd ed., section 6.2), highest power first.
-_ERFC_COEFFS = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
+ERFC_COEFFS = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
                 0.37409196, 1.00002368, -1.26551223)
 
 
@@ -92,7 +93,7 @@ def erfc(x: np.ndarray) -> np.ndarray:
     z = np.abs(x)
     t = 1 / (1 + 0.5 * z)
     poly = np.zeros_like(t)
-    for c in _ERFC_COEFFS:
+    for c in ERFC_COEFFS:
         poly *= t
         poly += c
     tail = t * np.exp(poly - z * z)
