@@ -40,7 +40,6 @@ _CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4}
 class _Loops(NamedTuple):
     channels_mid: Any
     channels_last: Any
-    depthwise3x3: Any
     depthwise: Any
     pool3x3: Any
     unary: Mapping[str, Any]
@@ -73,8 +72,8 @@ def _loops() -> _Loops | None:
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
-    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise3x3,
-                  jit_windows.depthwise, jit_windows.pool3x3, _unary_loops(jit_math))
+    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise,
+                  jit_windows.pool3x3, _unary_loops(jit_math))
 
 
 def _unary_loops(jit_math: Any) -> dict[str, Any]:
@@ -148,9 +147,9 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
                        dilations: tuple[int, int], out: np.ndarray, x: np.ndarray, w: np.ndarray,
                        bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
     """``out = act(depthwise(x, w) + bias[O] + residual)`` in one compiled loop
-    (``jit_windows``: its 3x3 loop, or its loop for other windows), NCHW; ``pads`` are the top and
-    left ones (the output's size implies the others). Returns False, having done nothing, where
-    the arrays do not suit it: float32 only, ``x`` C-contiguous, ``w`` ``[O, 1, KH, KW]``."""
+    (``jit_windows``), NCHW, any window; ``pads`` are the top and left ones (the output's size
+    implies the others). Returns False, having done nothing, where the arrays do not suit it:
+    float32 only, ``x`` C-contiguous, ``w`` ``[O, 1, KH, KW]``."""
     arrays = [a for a in (out, x, w, bias, residual) if a is not None]
     if (any(a.dtype != np.float32 for a in arrays) or not x.flags.c_contiguous or w.ndim != 4 or w.shape[1] != 1
             or (residual is not None and residual.shape != out.shape)):
@@ -159,8 +158,7 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
     if loops is None:
         return False
     flat_bias = None if bias is None else bias.reshape(-1)
-    loop = loops.depthwise3x3 if w.shape[2:] == (3, 3) else loops.depthwise
-    loop(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
+    loops.depthwise(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
     return True
 
 
