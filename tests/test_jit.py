@@ -1,6 +1,7 @@
 """The compiled epilogue (halfway.kernels.numpy.jit) against the numpy passes it replaces: the same
 float32 bits, every activation, layout, crop and missing term."""
 
+import math
 import os
 import subprocess
 import sys
@@ -211,3 +212,23 @@ def test_the_compiled_loops_come_from_the_user_cache_in_the_next_process(tmp_pat
     files = sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*"))
     assert run() == [2, 0]  # both loops found, nothing compiled
     assert sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*")) == files
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+def test_gelu_loops_match_the_float64_formulas_densely(approximate):
+    """The compiled GELU against x * Phi(x) in float64 (``math.erfc``; the tanh form's
+    x * sigmoid(2u)) over [-14, 6], the tail below -2 included; in place too."""
+    x = np.concatenate([np.linspace(-14, 6, 200_001), [np.nan]]).astype(np.float32)
+    wide = x.astype(np.float64)
+    if approximate:
+        u = 2 * math.sqrt(2 / math.pi) * (wide + 0.044715 * wide ** 3)
+        want = wide / (1 + np.exp(-u))
+    else:
+        want = np.array([0.5 * v * math.erfc(-v * math.sqrt(0.5)) for v in wide])
+    run = jit.compiled_unary("gelu", {"approximate": approximate})
+    out = np.empty_like(x)
+    assert run(out, x)
+    tiny = np.abs(want) < 1e-37  # beyond float32's normal range
+    np.testing.assert_allclose(out[~tiny].astype(np.float64), want[~tiny], rtol=1e-6)
+    assert np.all(np.abs(out[tiny]) < 1e-37)
+    assert run(x, x) and np.array_equal(x, out, equal_nan=True)
