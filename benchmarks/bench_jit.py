@@ -1,4 +1,4 @@
-"""The compiled loops (``halfway.kernels.numpy.jit``, numba: conv epilogues, 3x3 depthwise convs,
+"""The compiled loops (``halfway.kernels.numpy.jit``, numba: conv epilogues, depthwise convs,
 3x3 pools) against the numpy passes they replace: each light-zoo model prepared twice in one
 process, with and without them, and run in alternating blocks as ``bench_zoo`` runs its two
 runtimes; per model, the median over rounds of the paired ratio (compiled / numpy passes) and

@@ -78,30 +78,25 @@ def paired_ratio(ours: list[list[float]], theirs: list[list[float]]) -> float:
 
 
 def profile_by_op_type(prepared: PreparedProgram, feeds: dict[str, np.ndarray], repeats: int) -> dict[str, float]:
-    """Median milliseconds per run spent in each op type's kernels (each step's kernel timed)."""
+    """Median milliseconds per run spent in each op type's kernels (``PreparedProgram.profile``:
+    each op timed to its end)."""
     spent: dict[str, list[float]] = defaultdict(lambda: [0.0] * repeats)
-    steps = prepared._steps  # the benchmark times each step in place; nothing else reads them
-    originals = [step.kernel for step in steps]
-    run_index = [0]
-
-    def timed(step, kernel):
-        def call(*args):
-            start = time.perf_counter()
-            out = kernel(*args)
-            spent[step.op.type][run_index[0]] += time.perf_counter() - start
-            return out
-        return call
-
-    try:
-        for step, kernel in zip(steps, originals):
-            step.kernel = timed(step, kernel)
-        for i in range(repeats):
-            run_index[0] = i
-            prepared.run(feeds)
-    finally:
-        for step, kernel in zip(steps, originals):
-            step.kernel = kernel
+    op_types = [step.op.type for step in prepared._steps]  # profile times every step, in this order
+    for i in range(repeats):
+        for op_type, (_, seconds) in zip(op_types, prepared.profile(feeds), strict=True):
+            spent[op_type][i] += seconds
     return {op: statistics.median(t) * 1e3 for op, t in sorted(spent.items(), key=lambda kv: -sum(kv[1]))}
+
+
+def geomean(ratios: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(ratios))))
+
+
+def print_profiles(slow: dict[str, dict[str, float]], top: int) -> None:
+    """Per model, its ``top`` op types by time (``profile_by_op_type``) and their shares."""
+    for name, by_type in slow.items():
+        total = sum(by_type.values())
+        print(f"{name}: " + ", ".join(f"{op} {ms:.1f} ms ({ms / total:.0%})" for op, ms in list(by_type.items())[:top]))
 
 
 def main() -> None:
@@ -131,12 +126,8 @@ def main() -> None:
         print(f"{name:14} {t_ours * 1e3:11.1f} {t_ort * 1e3:15.1f} {ratio:7.2f}", flush=True)
         if t_ours > t_ort:
             slow[name] = profile_by_op_type(prepared, feeds, max(3, args.repeats // 2))
-    geomean = float(np.exp(np.mean(np.log(ratios))))
-    print(f"geomean ratio (halfway / onnxruntime): {geomean:.2f}")
-    for name, by_type in slow.items():
-        total = sum(by_type.values())
-        top = ", ".join(f"{op} {ms:.1f} ms ({ms / total:.0%})" for op, ms in list(by_type.items())[:5])
-        print(f"{name}: {top}")
+    print(f"geomean ratio (halfway / onnxruntime): {geomean(ratios):.2f}")
+    print_profiles(slow, 5)
 
 
 if __name__ == "__main__":

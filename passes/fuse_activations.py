@@ -36,6 +36,13 @@ def check_constant(ctx: RewriteContext, name: str, want: float, what: str) -> No
         raise Decline(f"{what} {name} is {shown}, not {want:.6g}")
 
 
+def _check_shape_kept(ctx: RewriteContext, x: str, out: Operator) -> None:
+    """Decline when the constants broadcast x to another shape (a [1, 1, 1] factor on a 2-D x)."""
+    x_shape, out_shape = ctx.var(x).shape or (), ctx.var(out.output("Out")[0]).shape or ()
+    if len(x_shape) != len(out_shape):
+        raise Decline(f"the constants broadcast x {list(x_shape)} to {list(out_shape)}")
+
+
 def _const(name: str) -> list[VarPattern]:
     return [var(name, persistable=True)]
 
@@ -59,6 +66,7 @@ def _tanh_patterns() -> list[Pattern]:
 
 def _gelu_erf(ctx: RewriteContext, *, out: Operator, erf: Operator, x: str, c: str, one: str,
               half: str) -> Operator | Decline:
+    _check_shape_kept(ctx, x, out)
     divides = ctx.block.producers(erf.input("X")[0])[0][0].type == "elementwise_div"
     check_constant(ctx, c, math.sqrt(2) if divides else 1 / math.sqrt(2), "the erf's scale")
     check_constant(ctx, one, 1.0, "the added")
@@ -70,6 +78,7 @@ def _gelu_tanh(ctx: RewriteContext, *, out: Operator, cube: Operator, x: str, k:
                half: str) -> Operator | Decline:
     if cube.input("FactorTensor") or cube.attr("factor") != 3.0:
         return ctx.decline("the power is not a constant cube")
+    _check_shape_kept(ctx, x, out)
     check_constant(ctx, k, 0.044715, "the cube's factor")
     check_constant(ctx, c, math.sqrt(2 / math.pi), "the tanh's scale")
     check_constant(ctx, one, 1.0, "the added")

@@ -5,8 +5,9 @@
 Rules (applied until nothing matches, so they chain):
 
 1. matmul_v2 (2-D parameter W, X not transposed and of rank >= 2) + elementwise_add of a [N]
-   parameter on the last dim (either operand of the add: TorchScript writes ``Add(bias, MatMul)``) -> fc with in_num_col_dims = rank(X) - 1; a transposed W (ONNX
-   Gemm's transB) becomes a new parameter holding W.T, when the scope holds W;
+   parameter on the last dim (either operand of the add: TorchScript writes ``Add(bias, MatMul)``)
+   -> fc with in_num_col_dims = rank(X) - 1; a transposed W (ONNX Gemm's transB) becomes a new
+   parameter holding W.T, when the scope holds W;
 2. mul (2-D parameter W, y_num_col_dims 1) + the same bias add -> fc with in_num_col_dims =
    x_num_col_dims;
 3. fc without activation + an absorbable activation (``halfway.ir.ops.families``) its epilogue

@@ -2,8 +2,8 @@
 
 Clean up first (identities, constants), then fold batch_norm into weights before fusing the
 epilogues (bias, activation) into conv and fc ops; drop the casts that change nothing (exporters
-write float32 -> float32 casts inside attention) before fusing attention; then drop what became
-dead.
+write float32 -> float32 casts inside attention) before fusing attention; GELU's and SiLU's
+elementwise ops into one op; then drop what became dead.
 """
 
 from __future__ import annotations

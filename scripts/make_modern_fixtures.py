@@ -188,15 +188,17 @@ class TinyYolo(nn.Module):
     """An anchor-free detector: a C2f backbone, SPPF, an upsampling neck over strides 8-32 and a
     head that decodes boxes on grids made from the feature maps' run-time sizes."""
 
-    def __init__(self, classes: int = 4) -> None:
+    def __init__(self, classes: int = 4, widths: tuple[int, int, int, int] = (8, 16, 24, 32), depth: int = 1) -> None:
+        """``widths``: channels of the stem and of the stride 8, 16 and 32 maps; ``depth``: bottlenecks per C2f."""
         super().__init__()
-        self.p3 = nn.Sequential(ConvBnAct(3, 8, s=2), ConvBnAct(8, 16, s=2), C2f(16, 16), ConvBnAct(16, 16, s=2),
-                                C2f(16, 16))
-        self.p4 = nn.Sequential(ConvBnAct(16, 24, s=2), C2f(24, 24))
-        self.p5 = nn.Sequential(ConvBnAct(24, 32, s=2), SPPF(32))
+        c1, c3, c4, c5 = widths
+        self.p3 = nn.Sequential(ConvBnAct(3, c1, s=2), ConvBnAct(c1, c3, s=2), C2f(c3, c3, depth),
+                                ConvBnAct(c3, c3, s=2), C2f(c3, c3, depth))
+        self.p4 = nn.Sequential(ConvBnAct(c3, c4, s=2), C2f(c4, c4, depth))
+        self.p5 = nn.Sequential(ConvBnAct(c4, c5, s=2), SPPF(c5))
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
-        self.n4, self.n3 = C2f(32 + 24, 24), C2f(24 + 16, 16)
-        self.heads = nn.ModuleList(nn.Conv2d(c, 4 + classes, 1) for c in (16, 24, 32))
+        self.n4, self.n3 = C2f(c5 + c4, c4, depth), C2f(c4 + c3, c3, depth)
+        self.heads = nn.ModuleList(nn.Conv2d(c, 4 + classes, 1) for c in (c3, c4, c5))
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         p3 = self.p3(pixel_values)
@@ -240,21 +242,25 @@ class InvertedResidual(nn.Module):
         return x + self.body(x) if self.residual else self.body(x)
 
 
-class MobileNetV3(nn.Module):
-    """MobileNetV3-Small's block list at a quarter of its width, for 10 classes."""
+MOBILENETV3_TINY = ((8, 8, 8, 3, True, False, 2), (8, 24, 16, 3, False, False, 2), (16, 32, 16, 3, False, False, 1),
+                    (16, 48, 24, 5, True, True, 2), (24, 64, 24, 5, True, True, 1))
+"""MobileNetV3-Small's first blocks at a quarter of its width: (in, expand, out, kernel, squeeze-excite,
+hardswish (else ReLU), stride) per inverted residual."""
 
-    def __init__(self, classes: int = 10) -> None:
+
+class MobileNetV3(nn.Module):
+    """A MobileNetV3 of ``blocks`` (default: ``MOBILENETV3_TINY``), a 3x3 stem of ``blocks[0][0]``
+    channels, a last 1x1 conv of ``last`` channels and a classifier of ``hidden`` units."""
+
+    def __init__(self, classes: int = 10, blocks: tuple[tuple, ...] = MOBILENETV3_TINY, last: int = 96,
+                 hidden: int = 64) -> None:
         super().__init__()
         hs, re = nn.Hardswish, nn.ReLU
-        self.features = nn.Sequential(
-            ConvBnAct(3, 8, s=2, act=hs),
-            InvertedResidual(8, 8, 8, 3, True, re, 2),
-            InvertedResidual(8, 24, 16, 3, False, re, 2),
-            InvertedResidual(16, 32, 16, 3, False, re, 1),
-            InvertedResidual(16, 48, 24, 5, True, hs, 2),
-            InvertedResidual(24, 64, 24, 5, True, hs, 1),
-            ConvBnAct(24, 96, 1, act=hs))
-        self.classifier = nn.Sequential(nn.Linear(96, 64), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(64, classes))
+        body = [InvertedResidual(cin, e, cout, k, se, hs if swish else re, s) for cin, e, cout, k, se, swish, s in blocks]
+        self.features = nn.Sequential(ConvBnAct(3, blocks[0][0], s=2, act=hs), *body,
+                                      ConvBnAct(blocks[-1][2], last, 1, act=hs))
+        self.classifier = nn.Sequential(nn.Linear(last, hidden), nn.Hardswish(), nn.Dropout(0.2),
+                                        nn.Linear(hidden, classes))
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(pixel_values).mean((2, 3)))

@@ -13,7 +13,8 @@ from tests.passcheck import fuse_and_compare, lively_params, op_types, random_cn
 FIXTURES = Path(__file__).parent / "fixtures" / "paddle"
 
 
-def _linear(rank=2, flatten=None, act=None, attrs=None, transpose_y=False, transpose_x=False, extra_reader=False):
+def _linear(rank=2, flatten=None, act=None, attrs=None, transpose_y=False, transpose_x=False, extra_reader=False,
+            bias_first=False):
     prog = halfway.Program()
     with halfway.program_guard(prog):
         x = layers.data("x", ([3, 4, 6][-rank:] if rank <= 3 else [2, 3, 2, 6]) if not transpose_x else [6, 4])
@@ -24,7 +25,7 @@ def _linear(rank=2, flatten=None, act=None, attrs=None, transpose_y=False, trans
             w = create_parameter("w", [int(np.prod(x.shape[flatten:])), 7])
             h = layers.mul(x, w, x_num_col_dims=flatten)
         b = create_parameter("b", [7])
-        y = layers.elementwise_add(h, b)
+        y = layers.elementwise_add(b, h) if bias_first else layers.elementwise_add(h, b)
         outs = [layers.sigmoid(y).name] if extra_reader else []
         y = apply_act(y, act, **(attrs or {})) if act else y
     scope = halfway.init_scope(prog, seed=9)
@@ -39,6 +40,14 @@ def test_matmul_bias_act_becomes_fc(rank, act):
     result = fuse_and_compare(prog, scope, "fuse_fc", outs)
     (fc,) = result.program.global_block().ops
     assert fc.type == "fc" and fc.attr("activation_type") == (act or "") and fc.attr("in_num_col_dims") == rank - 1
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_bias_plus_matmul_becomes_fc(rank):
+    prog, scope, outs = _linear(rank, act="relu", bias_first=True)
+    result = fuse_and_compare(prog, scope, "fuse_fc", outs)
+    (fc,) = result.program.global_block().ops
+    assert fc.type == "fc" and fc.attr("activation_type") == "relu" and fc.attr("in_num_col_dims") == rank - 1
 
 
 def test_transposed_weight_becomes_a_new_parameter():

@@ -1,6 +1,7 @@
 """The compiled epilogue (halfway.kernels.numpy.jit) against the numpy passes it replaces: the same
 float32 bits, every activation, layout, crop and missing term."""
 
+import math
 import os
 import subprocess
 import sys
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.skipif(not jit.JIT, reason="numba is not installed (pip
 
 RNG = np.random.default_rng(11)
 ACTIVATIONS = [("", 0.0, 0.0), ("relu", 0.0, 0.0), ("relu6", 0.0, 0.0), ("relu6", 0.0, 2.5), ("relu6", 1.5, 0.0),
-               ("leaky_relu", 0.1, 0.0), ("leaky_relu", 0.0, 0.0)]
+               ("leaky_relu", 0.1, 0.0), ("leaky_relu", 0.0, 0.0),
+               ("hard_swish", 0.0, 0.0), ("hard_swish", 0.25, 0.4)]
 
 
 def _both(bias_shape, act, out, bias, residual, source):
@@ -109,14 +111,22 @@ DEPTHWISE_CASES = [  # (x shape, channel multiplier, conv attrs)
     ((2, 2, 7, 7), 3, {"strides": [3, 1], "dilations": [1, 3], "paddings": [0, 2, 3, 1]}),
     ((1, 6, 5, 4), 1, {"padding_algorithm": "SAME", "strides": [2, 2]}),
 ]
+WIDE_CASES = [  # the same for windows other than 3x3, on images they fit
+    ((2, 4, 14, 15), 1, {"paddings": [2, 2]}),
+    ((1, 3, 16, 13), 2, {"strides": [2, 2], "paddings": [3, 3]}),
+    ((1, 5, 17, 19), 1, {"strides": [2, 3], "dilations": [2, 1], "paddings": [2, 0, 1, 2]}),
+    ((1, 6, 9, 8), 1, {"padding_algorithm": "SAME", "strides": [2, 2]}),
+]
+WINDOW_CASES = ([(case, (3, 3)) for case in DEPTHWISE_CASES]
+                + [(case, window) for window in ((5, 5), (7, 7), (1, 4)) for case in WIDE_CASES])
 
 
 @pytest.mark.parametrize("act", ACTIVATIONS)
-@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=str)
+@pytest.mark.parametrize("case, window", WINDOW_CASES, ids=str)
 @pytest.mark.parametrize("with_residual", [True, False])
-def test_depthwise_3x3_loop_matches_the_reference(monkeypatch, act, case, with_residual):
-    """The compiled 3x3 depthwise conv (with bias, residual and activation in its loop) against
-    the float64 reference convolution, and the loop is what ran."""
+def test_depthwise_loops_match_the_reference(monkeypatch, act, case, with_residual, window):
+    """The compiled depthwise convs, 3x3 and other windows (with bias, residual and activation in
+    their loop) against the float64 reference convolution, and a loop is what ran."""
     from tests.test_kernels_nn import check, ref_activation, ref_conv, run
 
     shape, mult, conv_attrs = case
@@ -125,7 +135,8 @@ def test_depthwise_3x3_loop_matches_the_reference(monkeypatch, act, case, with_r
                         lambda *a: calls.append(1) or jit.compiled_depthwise(*a))
     channels = shape[1]
     attrs = {**conv_attrs, "groups": channels, "fuse_activation": act[0], "fuse_alpha": act[1], "fuse_beta": act[2]}
-    x, w = RNG.standard_normal(shape).astype(np.float32), RNG.standard_normal((channels * mult, 1, 3, 3)).astype(np.float32)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    w = RNG.standard_normal((channels * mult, 1, *window)).astype(np.float32)
     bias = RNG.standard_normal(channels * mult).astype(np.float32)
     base = ref_conv(x, w, attrs)
     residual = RNG.standard_normal(base.shape).astype(np.float32) if with_residual else None
@@ -143,7 +154,9 @@ def test_depthwise_arrays_the_loop_does_not_take_are_refused():
     np.testing.assert_array_equal(out[0, 0], [[4, 6, 6, 4], [6, 9, 9, 6], [6, 9, 9, 6], [4, 6, 6, 4]])
     assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x.astype(np.float64), w, None, None)
     assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x[..., ::-1], w, None, None)
-    assert not jit.compiled_depthwise(act, (2, 2), (1, 1), (1, 1), out, x, np.ones((2, 1, 5, 5), np.float32),
+    assert jit.compiled_depthwise(act, (2, 2), (1, 1), (1, 1), out, x, np.ones((2, 1, 5, 5), np.float32), None, None)
+    np.testing.assert_array_equal(out[0, 0], [[9, 12, 12, 9], [12, 16, 16, 12], [12, 16, 16, 12], [9, 12, 12, 9]])
+    assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, np.ones((2, 2, 3, 3), np.float32),
                                       None, None)
     assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, w, None, np.ones((1, 2, 1, 4), np.float32))
 
@@ -199,3 +212,23 @@ def test_the_compiled_loops_come_from_the_user_cache_in_the_next_process(tmp_pat
     files = sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*"))
     assert run() == [2, 0]  # both loops found, nothing compiled
     assert sorted(p.name for p in (tmp_path / "halfway" / "numba").rglob("*")) == files
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+def test_gelu_loops_match_the_float64_formulas_densely(approximate):
+    """The compiled GELU against x * Phi(x) in float64 (``math.erfc``; the tanh form's
+    x * sigmoid(2u)) over [-14, 6], the tail below -2 included; in place too."""
+    x = np.concatenate([np.linspace(-14, 6, 200_001), [np.nan]]).astype(np.float32)
+    wide = x.astype(np.float64)
+    if approximate:
+        u = 2 * math.sqrt(2 / math.pi) * (wide + 0.044715 * wide ** 3)
+        want = wide / (1 + np.exp(-u))
+    else:
+        want = np.array([0.5 * v * math.erfc(-v * math.sqrt(0.5)) for v in wide])
+    run = jit.compiled_unary("gelu", {"approximate": approximate})
+    out = np.empty_like(x)
+    assert run(out, x)
+    tiny = np.abs(want) < 1e-37  # beyond float32's normal range
+    np.testing.assert_allclose(out[~tiny].astype(np.float64), want[~tiny], rtol=1e-6)
+    assert np.all(np.abs(out[tiny]) < 1e-37)
+    assert run(x, x) and np.array_equal(x, out, equal_nan=True)

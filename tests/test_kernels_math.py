@@ -92,6 +92,19 @@ def test_erfc_matches_math_erfc_relatively_and_erf_absolutely():
     np.testing.assert_allclose(1 - erfc(x), erf_ref, rtol=0, atol=1.5e-7)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_erf_is_relatively_close_to_math_erf_from_tiny_values_to_saturation(dtype):
+    x = np.concatenate([np.linspace(-6, 6, 4001), [1e-30, -1e-20, 1e-6, 3.9, 4.1, 30.0, np.inf, -np.inf]]).astype(dtype)
+    if dtype == np.float16:
+        x = x[np.isfinite(x) & (np.abs(x) < 60000)]
+    wide = x.astype(np.float64)
+    out = run("erf", {"X": x})
+    assert out.dtype == x.dtype
+    np.testing.assert_allclose(out.astype(np.float64), [math.erf(v) for v in wide],
+                               rtol=1e-6 if dtype == np.float32 else 1e-3,
+                               atol=0 if dtype == np.float32 else 2.0 ** -24)  # float16's subnormal step
+
+
 # -- elementwise binary -------------------------------------------------------------------------
 BINARY_REF = {
     "elementwise_add": (np.add, "Add"),
@@ -441,7 +454,8 @@ def test_scale_of_integers_truncates_scale_and_bias(after, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-@pytest.mark.parametrize("factor, tensor", [(2.0, False), (0.5, False), (-1.5, False), (3.0, True)])
+@pytest.mark.parametrize("factor, tensor", [(2.0, False), (0.5, False), (-1.5, False), (3.0, True), (3.0, False),
+                                            (4.0, False), (-0.5, False)])
 def test_pow(factor, tensor, dtype):
     x = uniform((5, 6), dtype, 0.5, 3.0)
     inputs = {"X": x, "FactorTensor": np.array([factor], np.float32)} if tensor else {"X": x}
@@ -449,6 +463,14 @@ def test_pow(factor, tensor, dtype):
     wide = x.astype(np.float64)
     assert_close(out, wide ** factor)
     assert_close(out, onnx_ref("Pow", [wide, np.array(factor)]))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("factor", [2.0, 3.0, 4.0])
+def test_pow_by_multiplies_keeps_signs_infinities_and_nan(factor, dtype):
+    x = np.array([-3.5, -1.0, -0.0, 0.25, 2.0, np.inf, -np.inf, np.nan], dtype)
+    with np.errstate(invalid="ignore"):
+        assert_close(run("pow", {"X": x}, {"factor": factor}), x.astype(np.float64) ** factor)
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES)

@@ -14,8 +14,9 @@ import numpy as np
 from halfway.ir.errors import HalfwayError
 
 __all__ = ["relu", "relu6", "leaky_relu", "sigmoid", "hard_swish", "hard_sigmoid", "swish", "silu", "gelu",
-           "softplus", "erfc", "erf", "round_half_away", "elu", "celu", "thresholded_relu", "hard_shrink",
-           "divide_toward_zero", "power_via_double", "int_mod", "int_fmod", "int_floordiv"]
+           "softplus", "erfc", "erf", "ERF_P", "ERF_Q", "ERFC_COEFFS", "round_half_away", "elu", "celu",
+           "thresholded_relu", "hard_shrink", "divide_toward_zero", "power_via_double", "int_mod", "int_fmod",
+           "int_floordiv"]
 
 Out = np.ndarray | None
 
@@ -81,7 +82,7 @@ def softplus(x: np.ndarray, beta: np.generic, threshold: np.generic) -> np.ndarr
 
 
 # Numerical Recipes' erfcc (Chebyshev fit, W. H. Press et al., 2nd ed., section 6.2), highest power first.
-_ERFC_COEFFS = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
+ERFC_COEFFS = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
                 0.37409196, 1.00002368, -1.26551223)
 
 
@@ -92,14 +93,44 @@ def erfc(x: np.ndarray) -> np.ndarray:
     z = np.abs(x)
     t = 1 / (1 + 0.5 * z)
     poly = np.zeros_like(t)
-    for c in _ERFC_COEFFS:
+    for c in ERFC_COEFFS:
         poly *= t
         poly += c
     tail = t * np.exp(poly - z * z)
     return np.where(x >= 0, tail, 2 - tail)
 
 
+# Eigen's float erf (its generic_fast_erf_float, also XLA's): x * P(x^2) / Q(x^2) on x clamped to
+# [-4, 4], where erf is +-1 in float32; highest power first.
+ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+         -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
+ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+         -1.42647390514189e-02)
+
+
+def _polynomial(x2: np.ndarray, coeffs: tuple[float, ...]) -> np.ndarray:
+    out = np.full_like(x2, coeffs[0])
+    for c in coeffs[1:]:
+        out *= x2
+        out += x2.dtype.type(c)
+    return out
+
+
 def erf(x: np.ndarray) -> np.ndarray:
+    """erf: float32 (and float16) through Eigen's rational fit in float32 (a few ulp; erf's
+    relative precision kept near 0), a pass per term over the array instead of float64's series;
+    float64 through ``_erf_wide``."""
+    if x.dtype == np.float64:
+        return _erf_wide(x)
+    clamped = np.clip(x, -4, 4, dtype=np.float32)
+    x2 = np.square(clamped)
+    p = _polynomial(x2, ERF_P)
+    p *= clamped
+    p /= _polynomial(x2, ERF_Q)
+    return p.astype(x.dtype, copy=False)
+
+
+def _erf_wide(x: np.ndarray) -> np.ndarray:
     """erf in float64: its Taylor series below 0.5 (where 1 - erfc cancels), 1 - erfc above."""
     wide = x.astype(np.float64)
     small = np.abs(wide) < 0.5

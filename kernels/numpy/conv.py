@@ -34,9 +34,9 @@ returns a new array, or a crop of one, in the output's layout, NCHW or NHWC):
 3. **depthwise** (one input channel per group, any channel multiplier): NCHW, im2col per block of
    channels and one batched GEMM ``W[c, mult, kh*kw] @ cols[c, kh*kw, OH*OW]``, with columns
    gathered as in 2a at stride 1; NHWC, ``kh * kw`` vectorised multiply-adds of shifted views of
-   the padded input. With numba (``halfway[jit]``), a 3x3 NCHW one and its epilogue run as one
+   the padded input. With numba (``halfway[jit]``), an NCHW one and its epilogue run as one
    compiled loop instead, channel by channel in cache (``jit_windows``; 2-4x faster at
-   ShuffleNet's sizes).
+   ShuffleNet's 3x3 sizes; MobileNetV3's 5x5 and ConvNeXt's 7x7 take its loop for any window).
 4. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
    ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
 
@@ -569,7 +569,7 @@ def _conv_kernel(spec: KernelSpec, conv: Callable[[np.ndarray, np.ndarray], np.n
 
 
 def _compiled_depthwise(spec: KernelSpec, g: ConvGeometry, act: CompiledActivation, numpy_kernel: Kernel) -> Kernel:
-    """The 3x3 NCHW depthwise conv and its epilogue as one compiled loop (``jit_windows``);
+    """The NCHW depthwise conv and its epilogue as one compiled loop (``jit_windows``);
     ``numpy_kernel`` runs where the arrays do not suit it (float16 widened to float64, say)."""
     where = slot_positions(spec)
     bias_at, residual_at = where.get("Bias"), where.get("ResidualData")
@@ -588,7 +588,7 @@ def _compiled_depthwise(spec: KernelSpec, g: ConvGeometry, act: CompiledActivati
 
 def _conv(spec: KernelSpec, g: ConvGeometry, epilogue: Epilogue) -> Kernel:
     kernel = _conv_kernel(spec, _conv_runner(g, spec.constant("Filter")), epilogue)
-    if epilogue.compiled is not None and g.groups == g.c > 1 and g.kernel == (3, 3) and not g.channel_last:
+    if epilogue.compiled is not None and g.groups == g.c > 1 and not g.channel_last:
         return _compiled_depthwise(spec, g, epilogue.compiled, kernel)
     return kernel
 

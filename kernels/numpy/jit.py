@@ -1,6 +1,7 @@
-"""Compiled single-pass loops for the numpy backend's memory-bound epilogues, its 3x3 depthwise
-convolution and its 3x3 pooling (``jit_windows``), through numba when it is installed (``pip install
-'halfway[jit]'``); without it the kernels keep their numpy passes.
+"""Compiled single-pass loops for the numpy backend's memory-bound epilogues, its depthwise
+convolutions and 3x3 pooling (``jit_windows``) and its GELU, sigmoid and SiLU (``jit_math``), through
+numba when it is installed (``pip install 'halfway[jit]'``); without it the kernels keep their numpy
+passes.
 
 numpy spends one pass over memory per operation: a conv epilogue ``act(conv + bias + residual)``
 costs three (four with a crop), each a read and a write of the whole output. The loops here do it
@@ -16,29 +17,32 @@ The epilogues' results are numpy's bit for bit: the same float32 operations in t
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 __all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
-           "compiled_pool"]
+           "compiled_pool", "compiled_unary"]
 
 log = logging.getLogger("halfway.kernels")
 
-_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3}
-"""The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold."""
+_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4}
+"""The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold
+(hard_swish: its offset as alpha, where its scale is its threshold, as in every model's)."""
 
 
 class _Loops(NamedTuple):
     channels_mid: Any
     channels_last: Any
-    depthwise3x3: Any
+    depthwise: Any
     pool3x3: Any
+    unary: Mapping[str, Any]
 
 
 class CompiledActivation(NamedTuple):
@@ -64,19 +68,40 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from halfway.kernels.numpy import jit_epilogue, jit_windows
+        from halfway.kernels.numpy import jit_epilogue, jit_math, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
-    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise3x3,
-                  jit_windows.pool3x3)
+    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise,
+                  jit_windows.pool3x3, _unary_loops(jit_math))
+
+
+def _unary_loops(jit_math: Any) -> dict[str, Any]:
+    """Op type -> the compiled ``loop(out, x)`` over flat arrays; gelu's two by ``approximate``."""
+    return {"gelu": jit_math.gelu_erf, "gelu_tanh": jit_math.gelu_tanh, "sigmoid": jit_math.sigmoid,
+            "silu": jit_math.silu}
+
+
+_UNARY = frozenset({"gelu", "sigmoid", "silu"})
+"""The unary ops ``compiled_unary`` has loops for (``jit_math``)."""
 
 
 def cache_dir() -> Path:
-    """Where numba keeps the compiled loops: ``$XDG_CACHE_HOME/halfway/numba`` (by default
-    ``~/.cache/halfway/numba``)."""
+    """Where numba keeps the compiled loops: ``$XDG_CACHE_HOME/halfway/numba/<digest>`` (by
+    default under ``~/.cache``), the digest that of the loops' sources (``_sources_digest``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "halfway" / "numba"
+    return Path(base) / "halfway" / "numba" / _sources_digest()
+
+
+@functools.cache
+def _sources_digest() -> str:
+    """A digest of every ``jit_*.py`` module: numba checks a cached loop against its own file
+    only, not the files of the functions it inlines, so a loop of ``jit_windows`` cached before
+    ``jit_epilogue.activate`` gained an activation would compute without it."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("jit_*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActivation | None:
@@ -84,6 +109,10 @@ def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActiv
     they lack it or numba is missing."""
     if not JIT or op_type not in _CODES:
         return None
+    if op_type == "hard_swish":
+        if attrs["scale"] != attrs["threshold"]:
+            return None
+        return CompiledActivation(_CODES[op_type], np.float32(attrs["offset"]), np.float32(attrs["threshold"]))
     return CompiledActivation(_CODES[op_type], np.float32(attrs.get("alpha", 0.0)),
                               np.float32(attrs.get("threshold", 0.0)))
 
@@ -117,19 +146,19 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
 def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: tuple[int, int],
                        dilations: tuple[int, int], out: np.ndarray, x: np.ndarray, w: np.ndarray,
                        bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
-    """``out = act(depthwise3x3(x, w) + bias[O] + residual)`` in one compiled loop
-    (``jit_windows``), NCHW; ``pads`` are the top and left ones (the output's size implies the
-    others). Returns False, having done nothing, where the arrays do not suit it: float32 only,
-    ``x`` C-contiguous, ``w`` ``[O, 1, 3, 3]``."""
+    """``out = act(depthwise(x, w) + bias[O] + residual)`` in one compiled loop
+    (``jit_windows``), NCHW, any window; ``pads`` are the top and left ones (the output's size
+    implies the others). Returns False, having done nothing, where the arrays do not suit it:
+    float32 only, ``x`` C-contiguous, ``w`` ``[O, 1, KH, KW]``."""
     arrays = [a for a in (out, x, w, bias, residual) if a is not None]
-    if (any(a.dtype != np.float32 for a in arrays) or not x.flags.c_contiguous or w.shape[1:] != (1, 3, 3)
+    if (any(a.dtype != np.float32 for a in arrays) or not x.flags.c_contiguous or w.ndim != 4 or w.shape[1] != 1
             or (residual is not None and residual.shape != out.shape)):
         return False
     loops = _loops()
     if loops is None:
         return False
     flat_bias = None if bias is None else bias.reshape(-1)
-    loops.depthwise3x3(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
+    loops.depthwise(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
     return True
 
 
@@ -146,3 +175,23 @@ def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple
         return False
     loops.pool3x3(out, x, *pads, *strides, scale)
     return True
+
+
+def compiled_unary(op_type: str, attrs: Mapping[str, Any]) -> Callable[[np.ndarray, np.ndarray], bool] | None:
+    """For an op of ``_UNARY`` (gelu, sigmoid, silu) with ``attrs``, a ``run(out, x)`` computing it
+    in one compiled pass (``jit_math``) that returns False, having done nothing, where the arrays
+    do not suit the loops (float32, C-contiguous); None where numba is missing or for other ops."""
+    if not JIT or op_type not in _UNARY:
+        return None
+    name = "gelu_tanh" if op_type == "gelu" and attrs.get("approximate") else op_type
+
+    def run(out: np.ndarray, x: np.ndarray) -> bool:
+        if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        loops = _loops()
+        if loops is None:
+            return False
+        loops.unary[name](out.reshape(-1), x.reshape(-1))
+        return True
+
+    return run

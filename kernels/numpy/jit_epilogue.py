@@ -28,6 +28,13 @@ def activate(v, code, alpha, top):  # pragma: no cover - compiled
             v = top
     elif code == 3 and v < zero:
         v = v * alpha
+    elif code == 4:  # hard_swish as numpy_math's: v * clip(v + offset, 0, threshold) / threshold
+        gate = v + alpha
+        if gate < zero:
+            gate = zero
+        elif gate > top:
+            gate = top
+        v = gate * v / top
     return v
 
 

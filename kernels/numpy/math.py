@@ -41,6 +41,7 @@ from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
 from halfway.ir.ops.family import FLOATS, INTS, NUMBERS, Elementwise, Reduction
 from halfway.ir.ops.math import numpy_operand_shapes
 from halfway.ir.ops.numpy_math import power_via_double
+from halfway.kernels.numpy.jit import compiled_unary
 from halfway.kernels.registry import KernelFactory, KernelSpec, register_kernel
 
 __all__ = ["KERNELS", "Entry", "binary", "unary", "reduction"]
@@ -94,18 +95,31 @@ def binary(floats: Callable[[np.ndarray, np.ndarray], np.ndarray],
 # -- unary --------------------------------------------------------------------------------------
 def unary(fn: Callable[..., np.ndarray]) -> KernelFactory:
     """A factory for the X -> Out op computing ``fn(X, **attrs)``; in place (``out=X``) where the
-    spec allows it and ``fn`` takes an ``out`` (ufuncs do)."""
+    spec allows it and ``fn`` takes an ``out`` (ufuncs do). Where ``jit.compiled_unary`` has a
+    one-pass loop for the op, float32 arrays go through it and others through ``fn``."""
     writes_out = isinstance(fn, np.ufunc) or "out" in inspect.signature(fn).parameters
 
     def make(spec: KernelSpec) -> Kernel:
         dtype = spec.dtype.numpy
         attrs = {name: _scalar(v, dtype) if isinstance(v, float) else v for name, v in spec.attrs.items()}
         bound = functools.partial(fn, **attrs) if attrs else fn
-        if spec.inplace and writes_out and len(spec.input("X").shape) > 0:
+        inplace = spec.inplace and len(spec.input("X").shape) > 0
+        compiled = compiled_unary(spec.op_type, spec.attrs) if spec.dtype is DType.float32 else None
+        if compiled is not None:
+            return _through_loop(compiled, bound, inplace)
+        if inplace and writes_out:
             return lambda x: bound(x, out=x)
         return bound
 
     return make
+
+
+def _through_loop(loop: Callable[[np.ndarray, np.ndarray], bool], fallback: Kernel, inplace: bool) -> Kernel:
+    def run(x: np.ndarray) -> np.ndarray:
+        out = x if inplace else np.empty_like(x)
+        return out if loop(out, x) else fallback(x)
+
+    return run
 
 
 
@@ -168,9 +182,30 @@ def _clip(spec: KernelSpec) -> Kernel:
 
 
 def _pow(spec: KernelSpec) -> Kernel:
+    if spec.dtype.is_floating and not spec.has_input("FactorTensor"):
+        by_multiplies = _small_power(float(spec.attrs["factor"]))
+        if by_multiplies is not None:
+            return by_multiplies
     read = _scalar_reader(spec, [("FactorTensor", "factor")])
     power = np.power if spec.dtype.is_floating else power_via_double
     return lambda x, *tensor: power(x, *read(*tensor))
+
+
+def _small_power(factor: float) -> Kernel | None:
+    """x ** factor as multiplies (2, 3, 4) or a square root (0.5, -0.5) for the floating factors
+    today's models use (GELU's x ** 3, RMS norm's x ** 2, layer norm's ** -0.5): ``np.power``
+    calls libm's ``pow`` per element, several times slower. None for other factors."""
+    if factor == 2:
+        return np.square
+    if factor == 3:
+        return lambda x: np.multiply(np.square(x), x)
+    if factor == 4:
+        return lambda x: np.square(np.square(x))
+    if factor == 0.5:
+        return np.sqrt
+    if factor == -0.5:
+        return lambda x: np.reciprocal(np.sqrt(x))
+    return None
 
 
 def _sum(spec: KernelSpec) -> Kernel:
