@@ -6,9 +6,10 @@
 Steps (nothing is changed until the last one):
 
 1. Check: block 0 only (ops with sub-blocks are refused), the program verifies, calibration runs.
-2. Float16 copies of the float32 parameters (``values``), and range pins
-   (``range``): parameters beyond float16's range, and with calibration feeds, vars and
-   accumulations that exceed ``max_abs_value``, must stay float32.
+2. Float16 copies of the float32 parameters (``values``), mask constants held at
+   +-``max_abs_value / 2`` in them, and range pins (``range``): other parameters beyond float16's
+   range, and with calibration feeds, vars and accumulations that exceed ``max_abs_value``, must
+   stay float32.
 3. Decisions (``policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
    ``lists``, the kernels registered for ``backend``, and the pins.
 4. Rewrite (``casts``): one cast per var crossing a float32/float16 boundary, the float16
@@ -39,7 +40,7 @@ from halfway.passes.base import Pass, PassResult, register_pass
 from halfway.passes.float16.casts import Edges, plan_vars, rewrite
 from halfway.passes.float16.lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
 from halfway.passes.float16.policy import IO_OPS, Plan, Policy, State, decide, float_var
-from halfway.passes.float16.range import calibrate, calibration_pins, parameter_pins
+from halfway.passes.float16.range import calibrate, calibration_pins, clamp_mask_constants, parameter_pins
 from halfway.passes.float16.report import Float16Report, OpEntry
 from halfway.passes.float16.values import Losses, to_float16
 
@@ -104,10 +105,12 @@ class Float16Pass(Pass):
         if missing:
             raise PassError(f"pass 'float16': the scope holds no value for parameter(s) {missing}")
         float32_params = [n for n in params if block.var(n).dtype is DType.float32]
-        float16_copies = dict(zip(float32_params, to_float16([scope.get(n) for n in float32_params])))
-        policy, out_of_range = _policy(program, scope, float16_copies, options)
+        float16_copies, clamped = clamp_mask_constants(
+            scope, dict(zip(float32_params, to_float16([scope.get(n) for n in float32_params]))),
+            options.max_abs_value)
+        policy, out_of_range = _policy(program, scope, float16_copies, clamped, options)
         plan = decide(block, policy, _sources(block, params, edges, policy))
-        report = Float16Report(ops=_op_entries(program, plan), out_of_range=out_of_range,
+        report = Float16Report(ops=_op_entries(program, plan), out_of_range=out_of_range, clamped=clamped,
                                param_bytes_before=_param_bytes(program, scope))
         var_plans = plan_vars(block, plan, edges)
         rewrite(block, scope, var_plans, params, float16_copies, report)
@@ -151,12 +154,15 @@ def _leaves(program: Program) -> list[str]:
 
 
 def _policy(program: Program, scope: Scope, float16_copies: Mapping[str, tuple[np.ndarray, Losses]],
-            options: Float16Options) -> tuple[Policy, dict[str, int]]:
+            clamped: Mapping[str, int], options: Float16Options) -> tuple[Policy, dict[str, int]]:
     block = program.global_block()
     pinned, out_of_range = parameter_pins(scope, float16_copies)
     pinned_ops: dict[int, str] = {}
     if options.calibration_feeds:
-        ranges = calibrate(program, scope, options.calibration_feeds)
+        held = scope.new_scope()  # the mask constants as the float16 program holds them
+        for name in clamped:
+            held.set(name, float16_copies[name][0].astype(np.float32))
+        ranges = calibrate(program, held, options.calibration_feeds)
         measured, pinned_ops = calibration_pins(block, scope, ranges, options.max_abs_value)
         pinned = measured | pinned
     policy = Policy(options.white_list, options.black_list, options.backend, options.max_float16_reduction,
