@@ -158,7 +158,8 @@ def _narrow(value: np.ndarray) -> np.ndarray:
     """float16, mask values held in its range as the transpile holds them (``range``)."""
     if value.dtype != np.float32:
         return value
-    return np.clip(value, -FLOAT16_MAX / 4, FLOAT16_MAX / 4).astype(np.float16)
+    narrow: np.ndarray = np.clip(value, -FLOAT16_MAX / 4, FLOAT16_MAX / 4).astype(np.float16)
+    return narrow
 
 
 def _unmasked_error(got: np.ndarray, want: np.ndarray) -> float:

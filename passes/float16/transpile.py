@@ -110,7 +110,7 @@ class Float16Pass(Pass):
         options: Float16Options = self.options
         _check_program(program)
         if options.tolerance is not None:
-            return _within_tolerance(program, scope, options)
+            return _within_tolerance(program, scope, options, options.tolerance)
         block = program.global_block()
         edges = _edges(program, options)
         params = [v.name for v in program.persistable_vars() if float_var(block, v.name) is not None]
@@ -134,10 +134,10 @@ class Float16Pass(Pass):
         return PassResult(program, modified=bool(var_plans), stats=_stats(report), report=report)
 
 
-def _within_tolerance(program: Program, scope: Scope, options: Float16Options) -> PassResult:
+def _within_tolerance(program: Program, scope: Scope, options: Float16Options, tolerance: float) -> PassResult:
     """The transpile keeping float32 the ops ``search_float32_ops`` finds (``tolerance``)."""
     if not options.calibration_feeds:
-        raise PassError(f"pass 'float16': tolerance={options.tolerance:g} needs calibration_feeds, the inputs "
+        raise PassError(f"pass 'float16': tolerance={tolerance:g} needs calibration_feeds, the inputs "
                         f"on which the float16 program's error is measured")
     given = dict(options.float32_ops)
 
@@ -150,7 +150,7 @@ def _within_tolerance(program: Program, scope: Scope, options: Float16Options) -
         return result.program, trial_scope, result.report
 
     fetches = _edges(program, options).fetches
-    pins = search_float32_ops(program, scope, options.calibration_feeds, fetches, options.tolerance, trial)
+    pins = search_float32_ops(program, scope, options.calibration_feeds, fetches, tolerance, trial)
     return pinned(pins).apply(program, scope)
 
 
