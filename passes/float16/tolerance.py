@@ -12,8 +12,11 @@ max |float32| (inf where the float16 output is not finite). Steps:
    error against float32. Ops are ranked by it, largest first.
 4. Search: promoting (keeping float32) the first ``k`` ranked ops, ``k`` doubling from 1 until
    the error is within tolerance, then bisected down to the smallest such ``k``; about
-   ``2 log2(n)`` transpiles and runs. The promoted ops' reasons give their own error and what
-   promoting them cut the output error from and to.
+   ``2 log2(n)`` transpiles and runs.
+5. Pruning: each of those ``k`` ops, smallest own error first, runs float16 again where the
+   output error stays within tolerance without it (``k`` more runs). What stays float32 has
+   the reason "promoting it cut the output error from X to Y": X with it float16 and the other
+   kept ops float32, Y with it float32 as well.
 
 A tolerance that even promoting every ranked op cannot meet raises a ``PassError`` giving the
 error reached, rather than returning a program that silently misses it.
@@ -39,6 +42,9 @@ from halfway.passes.float16.range import MASK_MAGNITUDE
 from halfway.passes.float16.report import Float16Report
 
 __all__ = ["Trial", "relative_error", "search_float32_ops"]
+
+_MAX_PRUNED = 64
+"""At most this many kept ops (those of smallest own error) are tried float16 again."""
 
 Trial = Callable[[Mapping[int, str]], tuple[Program, Scope, Float16Report]]
 """Transpile with the given op indices pinned float32: the program, the scope it runs on, its report."""
@@ -76,9 +82,24 @@ def search_float32_ops(program: Program, scope: Scope, feeds: Sequence[Mapping[s
         raise PassError(f"pass 'float16': tolerance {tolerance:g} cannot be met on the calibration feeds: the "
                         f"plain float16 program's output error is {plain_error:.3g}, and with all "
                         f"{len(ranked)} float16 ops kept float32 still {reached:.3g}; loosen the tolerance")
-    return {index: (f"tolerance: its own float16 error {local:.2g} ranks #{rank + 1}; keeping the top {k} "
-                    f"float32 cut the output error from {plain_error:.3g} to {reached:.3g} (tolerance {tolerance:g})")
-            for rank, (local, index) in enumerate(ranked[:k])}
+    return _prune([index for _, index in ranked[:k]], error, reached, tolerance)
+
+
+def _prune(kept: list[int], error: Callable[[Mapping[int, str]], float], reached: float,
+           tolerance: float) -> dict[int, str]:
+    """Op index -> reason for the ``kept`` ops (ranked, largest own error first) that must stay
+    float32: from the smallest own error up, an op whose float16 run keeps the output error
+    within tolerance runs float16 again; the others are what their reasons say."""
+    pins = {index: "" for index in kept}
+    for index in reversed(kept[:_MAX_PRUNED]):
+        without = {i: why for i, why in pins.items() if i != index}
+        raised = error(without)
+        if raised <= tolerance:
+            pins, reached = without, raised
+        else:
+            pins[index] = f"tolerance: promoting it cut the output error from {raised:.3g} to {reached:.3g}"
+    kept_reason = f"tolerance: among the ops of largest own float16 error, kept float32 (output error {reached:.3g})"
+    return {index: why or kept_reason for index, why in pins.items()}
 
 
 def _smallest_prefix(error: Callable[[int], float], count: int, tolerance: float) -> tuple[int, float]:
