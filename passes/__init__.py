@@ -13,6 +13,9 @@ from halfway.passes import fuse_bn_relu_conv  # noqa: F401
 from halfway.passes import reorder_pool_conv  # noqa: F401
 from halfway.passes import fuse_conv_act  # noqa: F401
 from halfway.passes import fuse_fc  # noqa: F401
+from halfway.passes import fuse_activations  # noqa: F401
+from halfway.passes import fuse_norm  # noqa: F401
+from halfway.passes import fuse_attention  # noqa: F401
 from halfway.passes import dce  # noqa: F401
 from halfway.passes import identity  # noqa: F401
 from halfway.passes import constants  # noqa: F401

@@ -37,7 +37,7 @@ from halfway.passes.pattern import pattern
 from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
-__all__ = ["CastOptions", "RULES", "cancel_casts", "exact_round_trip"]
+__all__ = ["CastOptions", "ExactCastOptions", "RULES", "cancel_casts", "cancel_exact_casts", "exact_round_trip"]
 
 
 @attrs.frozen
@@ -58,13 +58,30 @@ class _State:
 @register_pass("cancel_casts", options=CastOptions)
 def cancel_casts(program: Program, scope: Scope | None, options: CastOptions) -> PassResult:
     """Remove casts to the same dtype, merge duplicate casts, cancel cast round trips."""
-    guard = Guard.of(program, options.fetch_names, "cancel_casts")
+    return _cancel(program, options.fetch_names, options.lossy)
+
+
+def _cancel(program: Program, fetch_names: tuple[str, ...], lossy: bool) -> PassResult:
+    guard = Guard.of(program, fetch_names, "cancel_casts")
     block = program.global_block()
     ops_before, vars_before = len(block.ops), len(block.vars)
-    fired = apply_rules(program, RULES, name="cancel_casts", state=_State(guard, options.lossy)).counts
+    fired = apply_rules(program, RULES, name="cancel_casts", state=_State(guard, lossy)).counts
     counts = {key: fired[rule.name] for key, rule in _CASES}
     stats = {"ops_removed": ops_before - len(block.ops), "vars_removed": vars_before - len(block.vars), **counts}
     return PassResult(program, modified=any(counts.values()), stats=stats)
+
+
+@attrs.frozen
+class ExactCastOptions:
+    """``fetch_names``: vars that must survive besides the fetch targets."""
+
+    fetch_names: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@register_pass("cancel_exact_casts", options=ExactCastOptions)
+def cancel_exact_casts(program: Program, scope: Scope | None, options: ExactCastOptions) -> PassResult:
+    """cancel_casts with ``lossy=False``: only what keeps every value (the default pipeline's)."""
+    return _cancel(program, options.fetch_names, lossy=False)
 
 
 def exact_round_trip(a: DType, b: DType) -> bool:

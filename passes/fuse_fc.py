@@ -5,7 +5,7 @@
 Rules (applied until nothing matches, so they chain):
 
 1. matmul_v2 (2-D parameter W, X not transposed and of rank >= 2) + elementwise_add of a [N]
-   parameter on the last dim -> fc with in_num_col_dims = rank(X) - 1; a transposed W (ONNX
+   parameter on the last dim (either operand of the add: TorchScript writes ``Add(bias, MatMul)``) -> fc with in_num_col_dims = rank(X) - 1; a transposed W (ONNX
    Gemm's transB) becomes a new parameter holding W.T, when the scope holds W;
 2. mul (2-D parameter W, y_num_col_dims 1) + the same bias add -> fc with in_num_col_dims =
    x_num_col_dims;
@@ -30,7 +30,7 @@ _ACTS = [name for name, row in UNARY.items() if fc_absorbable(row)]
 
 def _fc(ctx: RewriteContext, *, add: Operator, mm: Operator, x: str, w: str, b: str) -> Operator | Decline:
     x_shape, w_shape, b_shape = (ctx.var(n).shape or () for n in (x, w, b))
-    out_rank = len(ctx.var(add.input("X")[0]).shape or ())
+    out_rank = len(ctx.var(add.output("Out")[0]).shape or ())
     transposed = mm.type == "matmul_v2" and mm.attr("trans_y")
     if len(w_shape) != 2:
         return ctx.decline(f"the weight {w} is not 2-D (shape {list(w_shape)})")
@@ -64,6 +64,8 @@ def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator) -> Operator | D
 RULES = Rules([
     # matmul_v2 + elementwise_add(bias) -> fc
     Rule(pattern("add:elementwise_add(X=mm:matmul_v2(X=x, Y=w:param), Y=b:param)"), _fc, "matmul_v2 + bias -> fc"),
+    # elementwise_add(bias, matmul_v2) -> fc (the bias first, as TorchScript exports of Linear write it)
+    Rule(pattern("add:elementwise_add(X=b:param, Y=mm:matmul_v2(X=x, Y=w:param))"), _fc, "bias + matmul_v2 -> fc"),
     # mul + elementwise_add(bias) -> fc
     Rule(pattern("add:elementwise_add(X=mm:mul(X=x, Y=w:param), Y=b:param)"), _fc, "mul + bias -> fc"),
     # fc (no activation) + activation -> fc(activation_type)

@@ -1,11 +1,14 @@
 """The default inference pipeline, by pass name (``PassManager()`` runs it).
 
 Clean up first (identities, constants), then fold batch_norm into weights before fusing the
-epilogues (bias, activation) into conv and fc ops, then drop what became dead.
+epilogues (bias, activation) into conv and fc ops; drop the casts that change nothing (exporters
+write float32 -> float32 casts inside attention) before fusing attention; then drop what became
+dead.
 """
 
 from __future__ import annotations
 
 __all__ = ["DEFAULT_PIPELINE"]
 
-DEFAULT_PIPELINE = "remove_identity,fold_constants,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,dce"
+DEFAULT_PIPELINE = ("remove_identity,fold_constants,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,"
+                    "cancel_exact_casts,fuse_norm,fuse_activations,fuse_attention,dce")

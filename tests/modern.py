@@ -34,11 +34,7 @@ RTOL = 1e-4
 ATOL = 1e-5
 """allclose's atol, in units of the reference's largest magnitude (at least 1)."""
 
-EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {
-    'unsupported ONNX ops: Resize':
-        ('mobilevit_torchscript', 'mobilevit_dynamo', 'segformer_eager_torchscript', 'segformer_sdpa_torchscript',
-        'segformer_eager_dynamo', 'segformer_sdpa_dynamo', 'yolo_torchscript', 'yolo_dynamo'),
-}
+EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {}
 """First failure -> the fixtures that hit it today, as imported and after the passes. A reason
 starting "numeric mismatch" is an AssertionError, any other a HalfwayError: a fixture that starts
 passing, or fails the other way, fails its test. ``python -m tests.modern`` prints the failures."""

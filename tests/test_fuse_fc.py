@@ -106,3 +106,23 @@ def test_an_activation_the_fc_cannot_compute_is_a_near_miss_with_its_reason():
     (record,) = result.records
     assert [(m.rule, m.root.split("(")[0], m.reason) for m in record.near_misses] == [
         ("fc + activation -> fc", "relu6", "fc computes relu6 only with {'threshold': 6.0}")]
+
+
+@pytest.mark.parametrize("axis, width, fused", [(-1, 7, True), (2, 7, True), (1, 4, False)])
+def test_bias_before_the_product_becomes_fc(axis, width, fused):
+    """TorchScript writes Linear as Add(bias, MatMul): the bias may be the add's first operand."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [3, 4, 6])
+        h = layers.matmul(x, create_parameter("w", [6, 7]))
+        y = layers.elementwise_add(create_parameter("b", [width]), h, axis=axis)
+    scope = halfway.init_scope(prog, seed=3)
+    lively_params(scope, np.random.default_rng(3))
+    if not fused:
+        result = PassManager("fuse_fc", debug=True).run(prog, scope, fetch=[y.name])
+        assert "fc" not in op_types(result.program)
+        assert "is not a bias on the last dim" in result.records[0].near_misses[0].reason
+        return
+    result = fuse_and_compare(prog, scope, "fuse_fc", [y.name])
+    (fc,) = result.program.global_block().ops
+    assert fc.type == "fc" and fc.attr("in_num_col_dims") == 2

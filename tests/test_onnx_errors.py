@@ -136,9 +136,9 @@ def test_unsupported_ops_computable_from_initializers_fold():
 
 
 def test_unsupported_attrs_name_the_node():
-    node = helper.make_node("MaxPool", ["x"], ["y"], name="dilated", kernel_shape=[2, 2], dilations=[2, 2])
-    model = _model([node], inputs=(("x", [1, 1, 6, 6]),))
-    with pytest.raises(ConversionError, match=r"<ModelProto>: node 'dilated' \(MaxPool\): pooling with dilations"):
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="area", mode="area")
+    model = _model([node], inputs=(("x", [1, 1, 6, 6]),), inits=[("scales", np.array([1, 1, 2, 2], np.float32))])
+    with pytest.raises(ConversionError, match=r"<ModelProto>: node 'area' \(Resize\): mode 'area' is not one of"):
         load(model)
 
 

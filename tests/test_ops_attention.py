@@ -162,3 +162,58 @@ def test_rotary_embedding(layout, interleaved, rotary_dim, dtype):
         feeds["ids"] = RNG.integers(0, 10, (2, 3))
     _check("RotaryEmbedding", feeds, rtol=1e-5 if dtype is np.float32 else 2 * float16_tolerance(),
            interleaved=interleaved, rotary_embedding_dim=rotary_dim, num_heads=0 if layout.startswith("4d") else 4)
+
+
+def _sdpa_program(shape_q, shape_kv, mask_shape, causal):
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        from halfway import layers
+        from halfway.ir.builder import append_op
+        inputs = {"Q": layers.data("q", shape_q), "K": layers.data("k", shape_kv), "V": layers.data("v", shape_kv)}
+        if mask_shape:
+            inputs["Mask"] = layers.data("mask", mask_shape)
+        out = append_op("scaled_dot_product_attention", inputs, {"is_causal": causal})["Out"][0]
+    return prog, out.name
+
+
+@pytest.mark.parametrize("mask_shape, causal", [((2, 1, 40, 40), False), ((1, 40), True), (None, True)])
+def test_blocks_of_query_rows_match_one_block_and_onnx_reference(monkeypatch, mask_shape, causal):
+    """Grouped heads, a mask per query row or per key, causal offsets across blocks of 7 rows: the
+    blocks give the one-block result, and (without causal) onnx's reference."""
+    import halfway.kernels.numpy.attention as kernels
+
+    prog, out = _sdpa_program([2, 4, 40, 8], [2, 2, 40, 8], mask_shape, causal)
+    feed = {"q": _x(2, 4, 40, 8), "k": _x(2, 2, 40, 8), "v": _x(2, 2, 40, 8)}
+    if mask_shape:
+        feed["mask"] = _x(*mask_shape)
+    whole = Executor().run(prog, feed, [out])[0]
+    monkeypatch.setattr(kernels, "SCORE_BLOCK_BYTES", 2 * 4 * 40 * 4 * 7)
+    assert kernels._block_rows(2, 4, 40, 40, 4) == 7
+    blocked = Executor().run(prog, feed, [out])[0]
+    np.testing.assert_allclose(blocked, whole, rtol=1e-6, atol=1e-6)
+    if causal:
+        return
+    names = ["q", "k", "v"] + (["mask"] if mask_shape else [])
+    model = _model("Attention", {n: feed[n] for n in names}, ["y"], is_causal=int(causal))
+    (want,) = ReferenceEvaluator(model).run(None, {n: feed[n] for n in names})
+    np.testing.assert_allclose(blocked, want, rtol=1e-5, atol=1e-5)
+
+
+def test_long_sequences_hold_one_block_of_scores(monkeypatch):
+    """At sequence 512 the scratch is a block of rows, not the [B, H, S, S] scores (2 MiB here)."""
+    import tracemalloc
+
+    import halfway.kernels.numpy.attention as kernels
+
+    prog, out = _sdpa_program([1, 2, 512, 16], [1, 2, 512, 16], None, False)
+    feed = {n: _x(1, 2, 512, 16) for n in ("q", "k", "v")}
+    full_scores = 2 * 512 * 512 * 4
+    monkeypatch.setattr(kernels, "SCORE_BLOCK_BYTES", full_scores // 16)
+    prepared = Executor().prepare(prog, list(feed), [out], halfway.Scope(),
+                                  feed_shapes={n: v.shape for n, v in feed.items()})
+    prepared.run(feed)
+    tracemalloc.start()
+    prepared.run(feed)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < full_scores // 4, f"peak {peak} bytes"

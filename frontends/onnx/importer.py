@@ -23,7 +23,8 @@ from google.protobuf.message import DecodeError
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from halfway.frontends.onnx import (  # noqa: F401  (register converters)
-    ops_attention, ops_composed, ops_indexing, ops_loss, ops_math, ops_nn, ops_norm, ops_quantize, ops_tensor)
+    ops_attention, ops_composed, ops_image, ops_indexing, ops_loss, ops_math, ops_nn, ops_norm, ops_quantize,
+    ops_resize, ops_tensor)
 from halfway.frontends.onnx.context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from halfway.frontends.onnx.folding import fold, foldable
 from halfway.frontends.onnx.registry import CONVERTERS

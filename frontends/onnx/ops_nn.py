@@ -1,5 +1,6 @@
-"""Converters of ONNX's neural-network ops: Conv, ConvTranspose, pooling, BatchNormalization,
-LRN, Dropout, Softmax, Gemm and MatMul.
+"""Converters of ONNX's neural-network ops: Conv, ConvTranspose, pooling (MaxPool, AveragePool and
+LpPool in 1-D, 2-D and 3-D, dilated or not), BatchNormalization, LRN, Dropout, Softmax, Gemm and
+MatMul.
 
 Padding: ONNX ``pads`` are ``[x1_begin, x2_begin, x1_end, x2_end]``; Paddle's 4-value
 ``paddings`` are ``[top, bottom, left, right]``. ``auto_pad`` SAME_UPPER/SAME_LOWER are
@@ -68,14 +69,14 @@ def _unit_height(ctx: GraphContext, name: str) -> str:
 
 def _paddings(ctx: GraphContext, attrs: dict[str, Any], sizes: Sequence[int], kernel: Sequence[int],
               strides: Sequence[int], dilations: Sequence[int]) -> tuple[list[int], str]:
-    """(Paddle ``paddings``, ``padding_algorithm``) for a 2-D window."""
-    auto_pad = attrs.get("auto_pad", "NOTSET")
+    """(Paddle ``paddings``, ``padding_algorithm``) for a window over ``sizes``."""
+    auto_pad, n = attrs.get("auto_pad", "NOTSET"), len(sizes)
     if auto_pad == "VALID":
-        return [0, 0, 0, 0], "EXPLICIT"
+        return [0] * (2 * n), "EXPLICIT"
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         if any(s < 0 for s in sizes):
             if auto_pad == "SAME_UPPER" and all(d == 1 for d in dilations):
-                return [0, 0, 0, 0], "SAME"
+                return [0] * (2 * n), "SAME"
             ctx.fail(f"auto_pad {auto_pad} needs static spatial dims, got {list(sizes)}")
         pads = []
         for size, k, s, d in zip(sizes, kernel, strides, dilations):
@@ -85,8 +86,8 @@ def _paddings(ctx: GraphContext, attrs: dict[str, Any], sizes: Sequence[int], ke
         return [p for pair in pads for p in pair], "EXPLICIT"
     if auto_pad != "NOTSET":
         ctx.fail(f"unknown auto_pad {auto_pad!r}")
-    onnx_pads = list(attrs.get("pads", [0, 0, 0, 0]))
-    return [onnx_pads[0], onnx_pads[2], onnx_pads[1], onnx_pads[3]], "EXPLICIT"
+    onnx_pads = list(attrs.get("pads", [0] * (2 * n)))
+    return [p for i in range(n) for p in (onnx_pads[i], onnx_pads[n + i])], "EXPLICIT"
 
 
 def _window_attrs(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], kernel: Sequence[int],
@@ -166,28 +167,45 @@ def _onnx_pool_out(size: int, k: int, s: int, before: int, after: int, ceil_mode
     return out
 
 
-@converts("MaxPool", "AveragePool")
+_POOLING = {"MaxPool": "max", "AveragePool": "avg", "LpPool": "lp"}
+
+
+@converts("MaxPool", "AveragePool", "LpPool")
 @_lifts_1d
 def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """pool2d, or pool3d for a 5-D input; LpPool is "lp" pooling of order p."""
     if ctx.is_used(node, 1):
         ctx.fail("the Indices output of MaxPool is not supported")
-    if any(d != 1 for d in attrs.get("dilations", [1, 1])):
-        ctx.fail(f"pooling with dilations {list(attrs['dilations'])} is not supported")
-    kernel = list(attrs["kernel_shape"])
-    window = _window_attrs(ctx, node, attrs, kernel, [1, 1])
+    sizes = ctx.shape(node.input[0])[2:]
+    if len(sizes) not in (2, 3):
+        ctx.fail(f"only 1-D, 2-D and 3-D {node.op_type} are supported, the input has shape "
+                 f"{list(ctx.shape(node.input[0]))}")
+    kernel, dims = list(attrs["kernel_shape"]), len(sizes)
+    dilations, strides = list(attrs.get("dilations", [1] * dims)), list(attrs.get("strides", [1] * dims))
+    paddings, algorithm = _paddings(ctx, attrs, sizes, kernel, strides, dilations)
+    window = {"strides": strides, "paddings": paddings, "padding_algorithm": algorithm}
     ceil_mode = bool(attrs.get("ceil_mode", 0))
     exclusive = not attrs.get("count_include_pad", 0)
-    pooling = "max" if node.op_type == "MaxPool" else "avg"
-    if _covers_input(ctx, node, kernel, window, ceil_mode, exclusive or not any(window["paddings"])):
+    pooling = _POOLING[node.op_type]
+    op_type = "pool2d" if dims == 2 else "pool3d"
+    plain = dims == 2 and pooling != "lp" and dilations == [1, 1]
+    if plain and _covers_input(ctx, node, kernel, window, ceil_mode, exclusive or not any(window["paddings"])):
         ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]},
                  {"pooling_type": pooling, "ksize": [1, 1], "global_pooling": True})
         return
     if ceil_mode and window["padding_algorithm"] == "EXPLICIT":
         # ONNX counts the explicit pads, never a ceil-mode window's overhang past them
         exclusive = exclusive or not any(window["paddings"])
-        window["paddings"], ceil_mode = _ceil_pads(ctx, node, kernel, window)
-    ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]}, window | {
-        "pooling_type": pooling, "ksize": kernel, "ceil_mode": ceil_mode, "exclusive": exclusive})
+        extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        window["paddings"], ceil_mode = _ceil_pads(sizes, extents, window)
+    options = {"pooling_type": pooling, "ksize": kernel, "ceil_mode": ceil_mode, "exclusive": exclusive}
+    if any(d != 1 for d in dilations):
+        options["dilations"] = dilations
+    if pooling == "lp":
+        options["norm_type"] = float(attrs.get("p", 2))
+    if dims == 3:
+        options["data_format"] = "NCDHW"
+    ctx.emit(op_type, {"X": node.input[0]}, {"Out": node.output[0]}, window | options)
 
 
 def _covers_input(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], window: dict[str, Any],
@@ -203,14 +221,14 @@ def _covers_input(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], win
     return outs == [1, 1] and all(k >= size for k, size in zip(kernel, sizes)) and counts_input_only
 
 
-def _ceil_pads(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], window: dict[str, Any]) -> tuple[list[int], bool]:
+def _ceil_pads(sizes: Sequence[int], extents: Sequence[int], window: dict[str, Any]) -> tuple[list[int], bool]:
     """Paddings and ceil_mode giving ONNX's ceil-mode output size (Paddle's ceil mode keeps a
-    last window starting in the end padding, ONNX drops it): extra end padding, floor mode."""
-    sizes = _spatial(ctx, node, node.input[0])
+    last window starting in the end padding, ONNX drops it): extra end padding, floor mode.
+    ``extents``: the windows' spans, dilations included."""
     if any(s < 0 for s in sizes):
         return window["paddings"], True
     pads = list(window["paddings"])
-    for i, (size, k, s) in enumerate(zip(sizes, kernel, window["strides"])):
+    for i, (size, k, s) in enumerate(zip(sizes, extents, window["strides"])):
         before, after = pads[2 * i], pads[2 * i + 1]
         out = _onnx_pool_out(size, k, s, before, after, True)
         pads[2 * i + 1] = max(after, (out - 1) * s + k - size - before)

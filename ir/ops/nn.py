@@ -262,29 +262,47 @@ _register(
 
 # -- pooling --------------------------------------------------------------------------------------
 def _infer_pool(ctx: InferContext) -> None:
-    x = _ranked(ctx, "X", 4)
-    channel_last = ctx.attr("data_format") == "NHWC"
+    rank = 5 if ctx.op_type == "pool3d" else 4
+    x = _ranked(ctx, "X", rank)
+    channel_last = ctx.attr("data_format") in ("NHWC", "NDHWC")
     n, c, spatial = _split(x.shape, channel_last)
     ksize = ctx.attr("ksize")
-    ctx.check(len(ksize) == 2 and all(k > 0 for k in ksize), f"attr ksize must be 2 positive values, got {list(ksize)}")
+    ctx.check(len(ksize) == rank - 2 and all(k > 0 for k in ksize),
+              f"attr ksize must be {rank - 2} positive values, got {list(ksize)}")
+    ctx.check(ctx.attr("norm_type") > 0, f"attr norm_type must be positive, got {ctx.attr('norm_type')}")
     if ctx.attr("global_pooling"):
-        out: Sequence[int] = (1, 1)
+        out: Sequence[int] = (1,) * (rank - 2)
     elif ctx.attr("adaptive"):
+        ctx.check(rank == 4 and ctx.attr("pooling_type") != "lp", "adaptive pooling is supported in 2-D, max or avg")
         out = ksize
     else:
-        out = _window(ctx, spatial, ksize, (1, 1), ceil_mode=ctx.attr("ceil_mode")).out
+        dilations = ctx.attr("dilations") or (1,) * (rank - 2)
+        out = _window(ctx, spatial, ksize, dilations, ceil_mode=ctx.attr("ceil_mode")).out
     ctx.set_output("Out", _join(n, c, out, channel_last), x.dtype)
 
 
+def _pool_attrs(window: list[AttrSpec]) -> list[AttrSpec]:
+    """pool2d's and pool3d's attrs around the ``window`` ones, with halfway's ``dilations`` (empty:
+    ones) and "lp" pooling, (sum |x|^norm_type)^(1 / norm_type) over each window, pads adding zeros."""
+    return [AttrSpec("pooling_type", AttrType.STRING, choices=("max", "avg", "lp")), AttrSpec("ksize", AttrType.INTS),
+            *window, AttrSpec("global_pooling", AttrType.BOOLEAN, False), AttrSpec("adaptive", AttrType.BOOLEAN, False),
+            AttrSpec("ceil_mode", AttrType.BOOLEAN, False), AttrSpec("exclusive", AttrType.BOOLEAN, True),
+            AttrSpec("dilations", AttrType.INTS, []), AttrSpec("norm_type", AttrType.FLOAT, 2.0)]
+
+
 _register(
-    "pool2d", inputs=[Slot("X")], outputs=[Slot("Out")],
-    attrs=[AttrSpec("pooling_type", AttrType.STRING, choices=("max", "avg")), AttrSpec("ksize", AttrType.INTS),
-           *_window_attrs(), AttrSpec("global_pooling", AttrType.BOOLEAN, False),
-           AttrSpec("adaptive", AttrType.BOOLEAN, False), AttrSpec("ceil_mode", AttrType.BOOLEAN, False),
-           AttrSpec("exclusive", AttrType.BOOLEAN, True)],
+    "pool2d", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=_pool_attrs(_window_attrs()),
     infer=_infer_pool,
-    doc="2-D max/avg pooling; global_pooling pools each plane to 1x1 (ignoring ksize, paddings, adaptive), "
+    doc="2-D max/avg/lp pooling; global_pooling pools each plane to 1x1 (ignoring ksize, paddings, adaptive), "
         "adaptive makes the output ksize; exclusive avg divides by the unpadded window area.",
+)
+_register(
+    "pool3d", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=_pool_attrs([AttrSpec("strides", AttrType.INTS, [1, 1, 1]), AttrSpec("paddings", AttrType.INTS, [0, 0, 0]),
+                       AttrSpec("padding_algorithm", AttrType.STRING, "EXPLICIT", choices=("EXPLICIT", "SAME", "VALID")),
+                       AttrSpec("data_format", AttrType.STRING, "NCDHW", choices=("NCDHW", "NDHWC"))]),
+    infer=_infer_pool,
+    doc="3-D max/avg/lp pooling over [N, C, D, H, W] (or NDHWC), as pool2d (adaptive excepted).",
 )
 
 

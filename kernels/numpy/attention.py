@@ -5,7 +5,9 @@ storage, float32 scores, softmax and statistics.
 Attention computes every head at once: query heads are grouped under their key/value head
 ([B, Hkv, G * Sq, D], a view of Q), so one 4-D ``np.matmul`` makes the scores of all heads
 without repeating K or V, the mask and softmax run in place on that one scores array, and a
-second ``np.matmul`` reads V.
+second ``np.matmul`` reads V. Long sequences run in blocks of query rows whose scores fit
+``SCORE_BLOCK_BYTES`` (4 MiB), so the scratch stays one block rather than [B, H, Sq, Skv]; the
+Scores output, a full matrix anyway, computes in one block.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 from halfway.ir.dtypes import DType
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
-__all__: list[str] = []
+__all__ = ["SCORE_BLOCK_BYTES"]
 
 _FLOATS = (DType.float32, DType.float16, DType.float64)
 
@@ -46,6 +48,16 @@ def _apply_causal(scores: np.ndarray, offset: int) -> None:
     np.copyto(scores, -np.inf, where=np.arange(cols) > np.arange(rows)[:, None] + offset)
 
 
+SCORE_BLOCK_BYTES = 4 << 20
+"""The most bytes of scores one block of query rows holds (every head's scores for those rows);
+a long sequence runs block by block, so the scratch is one block, not [B, H, Sq, Skv]."""
+
+
+def _block_rows(batch: int, heads: int, q_len: int, kv_len: int, itemsize: int) -> int:
+    """How many query rows fit ``SCORE_BLOCK_BYTES`` of scores (at least one)."""
+    return max(1, min(q_len, SCORE_BLOCK_BYTES // max(batch * heads * kv_len * itemsize, 1)))
+
+
 @register_kernel("scaled_dot_product_attention", dtypes=_FLOATS)
 def _attention(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
@@ -55,31 +67,45 @@ def _attention(spec: KernelSpec) -> Kernel:
 
     has_mask = spec.has_input("Mask")
 
-    def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, *masks: np.ndarray) -> Any:
-        batch, q_heads, q_len, depth = q.shape
+    def scores_of(q: np.ndarray, k: np.ndarray, masks: tuple[np.ndarray, ...], rows: slice,
+                  kept: list[np.ndarray]) -> np.ndarray:
+        """Softmax of the scores of query rows ``rows`` for every head, [B, Hkv, G * r, Skv]."""
+        batch, q_heads, _, depth = q.shape
         kv_heads, kv_len = k.shape[1], k.shape[2]
-        scores = np.matmul(q.reshape(batch, kv_heads, -1, depth), k.swapaxes(-1, -2))
+        block = q[:, :, rows]
+        scores = np.matmul(block.reshape(batch, kv_heads, -1, depth), k.swapaxes(-1, -2))
         scores *= q.dtype.type(scale or 1 / np.sqrt(depth))
-        heads = scores.reshape(batch, q_heads, q_len, kv_len)
-        kept = [heads.copy()] if keep_scores and stage == 0 else []
+        heads = scores.reshape(batch, q_heads, block.shape[2], kv_len)
+        kept += [heads.copy()] if keep_scores and stage == 0 else []
         if softcap > 0:
             heads /= q.dtype.type(softcap)
             np.tanh(heads, out=heads)
             heads *= q.dtype.type(softcap)
         kept += [heads.copy()] if keep_scores and stage == 1 else []
         if has_mask:
-            _apply_mask(heads, masks[0])
+            mask = masks[0]
+            _apply_mask(heads, mask[..., rows, :] if mask.ndim >= 2 and mask.shape[-2] != 1 else mask)
         if len(masks) > has_mask:
             lengths = masks[-1].reshape(-1, 1, 1, 1)
             np.copyto(heads, -np.inf, where=np.arange(kv_len) >= lengths)
         if causal:
-            _apply_causal(heads, offset)
+            _apply_causal(heads, offset + rows.start)
         kept += [heads.copy()] if keep_scores and stage == 2 else []
         _softmax_in_place(scores)
-        out = np.matmul(scores, v).reshape(batch, q_heads, q_len, v.shape[-1])
-        if not keep_scores:
-            return out
-        return out, kept[0] if kept else heads
+        kept += [heads] if keep_scores and len(kept) == 0 else []
+        return scores
+
+    def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, *masks: np.ndarray) -> Any:
+        batch, q_heads, q_len, _ = q.shape
+        kv_len, dv = k.shape[2], v.shape[-1]
+        step = q_len if keep_scores else _block_rows(batch, q_heads, q_len, kv_len, q.dtype.itemsize)
+        out = np.empty((batch, q_heads, q_len, dv), q.dtype)
+        kept: list[np.ndarray] = []
+        for start in range(0, q_len, step):
+            rows = slice(start, min(start + step, q_len))
+            probs = scores_of(q, k, masks, rows, kept)
+            out[:, :, rows] = np.matmul(probs, v).reshape(batch, q_heads, rows.stop - start, dv)
+        return (out, kept[0]) if keep_scores else out
 
     return run
 

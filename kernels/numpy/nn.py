@@ -12,7 +12,8 @@ matrix products.
   too: avg is ``A_h @ X @ A_w.T`` with averaging matrices, max a running maximum over the
   bins' clamped row then column indices. float16 max pools run on float16 (exact); avg widens.
   With numba (``halfway[jit]``), float32 NCHW 3x3 pools run as one compiled loop instead,
-  channel by channel in cache (``jit_windows``).
+  channel by channel in cache (``jit_windows``). Dilated and lp pools, and pools whose padded
+  copy would be more than twice the input, run on ``pool.general_pool`` (no padded copy).
 * batch_norm (inference): ``Y = X * a + b`` with ``a = Scale / sqrt(Variance + eps)`` and
   ``b = Bias - Mean * a`` per channel, computed once at prepare when the statistics are
   parameters, else per call.
@@ -42,6 +43,7 @@ from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import make_epilogue, slot_positions  # and registers the convolutions
 from halfway.kernels.numpy import jit
 from halfway.kernels.numpy.jit import compiled_pool
+from halfway.kernels.numpy.pool import general_pool
 from halfway.kernels.registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_float16
 
 __all__ = ["adaptive_bins", "pool_counts"]
@@ -119,6 +121,8 @@ def _window_pool(spec: KernelSpec, axes: tuple[int, int], sizes: tuple[int, int]
     inner = tuple(slice(window.pads[axes.index(d)][0], window.pads[axes.index(d)][0] + n) if d in axes
                   else slice(None) for d, n in enumerate(x_shape))
     needs_pad = padded_shape != tuple(x_shape)
+    if math.prod(padded_shape) > 2 * math.prod(x_shape):  # a small map widely padded: pad nothing
+        return general_pool(spec)
     fill = (-np.inf if spec.dtype.is_floating else np.iinfo(spec.dtype.numpy).min) if is_max else 0
     taps = [[_at(axis, slice(t, t + (o - 1) * s + 1, s)) for t in range(k)]
             for axis, o, s, k in zip(axes, window.out, strides, ksize)]
@@ -165,6 +169,9 @@ def _pool(spec: KernelSpec) -> Kernel:
     sizes = (x_shape[axes[0]], x_shape[axes[1]])
     out_shape = spec.output("Out").shape
     out = (out_shape[axes[0]], out_shape[axes[1]])
+    dilated = any(d != 1 for d in attrs["dilations"]) and not (attrs["global_pooling"] or attrs["adaptive"])
+    if attrs["pooling_type"] == "lp" or dilated:
+        return general_pool(spec)
     if attrs["global_pooling"] or (attrs["adaptive"] and out == (1, 1)) or _whole_window(attrs, sizes, out):
         return _global_pool(spec, axes)
     if attrs["adaptive"]:

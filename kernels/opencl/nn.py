@@ -92,6 +92,8 @@ def _conv(spec: KernelSpec) -> Binder:
 def _pool2d(spec: KernelSpec) -> Binder:
     _nchw(spec)
     attrs = spec.attrs
+    if attrs["pooling_type"] == "lp" or any(d != 1 for d in attrs["dilations"]):
+        raise Unsupported("lp and dilated pools have no OpenCL kernel")
     n, c, h, w = spec.input("X").shape
     oh, ow = spec.output("Out").shape[2:]
     defines = {"POOL_MAX": ""} if attrs["pooling_type"] == "max" else {}

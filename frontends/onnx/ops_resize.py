@@ -1,0 +1,154 @@
+"""Converters of ONNX's interpolations: Resize (opsets 10 to 19) and Upsample (7 to 9), to
+Paddle's ``*_interp_v2`` ops with halfway's attrs for ONNX's coordinate and rounding modes.
+
+Constant scales and sizes become attrs (``scale``, ``out_d``/``out_h``/``out_w``, or a constant
+OutSize past three axes), and axes they leave as they are drop out; scales or sizes computed at
+run time are the op's Scale or OutSize input, over every axis they cover. The op type follows the
+method and how many axes are resized (linear over 1, 2, 3 axes: linear, bilinear, trilinear).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto
+
+from halfway.frontends.onnx.context import GraphContext
+from halfway.frontends.onnx.registry import converts
+
+__all__: list[str] = []
+
+_LINEAR_OPS = {1: "linear_interp_v2", 3: "trilinear_interp_v2"}
+
+
+def _op_type(ctx: GraphContext, mode: str, count: int) -> str:
+    if mode == "nearest":
+        return "nearest_interp_v2"
+    if mode == "cubic":
+        return "bicubic_interp_v2"
+    if mode in ("linear", "bilinear"):
+        return _LINEAR_OPS.get(count, "bilinear_interp_v2")
+    return ctx.fail(f"mode {mode!r} is not one of 'nearest', 'linear', 'cubic'")
+
+
+def _input(node: NodeProto, index: int) -> str:
+    return node.input[index] if index < len(node.input) else ""
+
+
+def _given(ctx: GraphContext, name: str) -> np.ndarray | str | None:
+    """A scales/sizes input: its value when constant (None when absent or empty), else its name."""
+    if not name:
+        return None
+    if not ctx.is_const(name):
+        return name
+    value = np.asarray(ctx.consts[name]).reshape(-1)
+    return value if value.size else None
+
+
+def _kept(ctx: GraphContext, shape: Sequence[int], axes: list[int], scales: np.ndarray | None,
+          sizes: np.ndarray | None, roi: list[float], policy: str) -> list[int]:
+    """The positions in ``axes`` that constant scales or sizes change (all under an aspect policy,
+    which compares the axes, or a crop box)."""
+    if policy != "stretch":
+        return list(range(len(axes)))
+    kept = []
+    for i, axis in enumerate(axes):
+        cropped = roi and (roi[i], roi[len(axes) + i]) != (0.0, 1.0)
+        same = scales[i] == 1 if scales is not None else shape[axis] == int(sizes[i])
+        if cropped or not same:
+            kept.append(i)
+    return kept
+
+
+def _emit(ctx: GraphContext, node: NodeProto, mode: str, scales: np.ndarray | str | None,
+          sizes: np.ndarray | str | None, axes: list[int], attrs: dict[str, Any]) -> None:
+    """Append the interp op resizing ``axes`` of the node's input by ``scales`` or ``sizes``."""
+    x, out = node.input[0], node.output[0]
+    shape = ctx.shape(x)
+    if scales is None and sizes is None:
+        ctx.fail("neither scales nor sizes is given")
+    inputs: dict[str, str] = {"X": x}
+    roi = attrs.get("roi", [])
+    if isinstance(sizes, str) or sizes is None and isinstance(scales, str):
+        inputs["OutSize" if isinstance(sizes, str) else "Scale"] = sizes if isinstance(sizes, str) else scales
+    else:
+        kept = _kept(ctx, shape, axes, None if isinstance(scales, str) else scales, sizes, roi,
+                     attrs.get("keep_aspect_ratio_policy", "stretch"))
+        if not kept:
+            ctx.emit("assign", {"X": x}, {"Out": out})
+            return
+        roi = [roi[i] for i in kept] + [roi[len(axes) + i] for i in kept] if roi else []
+        axes = [axes[i] for i in kept]
+        if sizes is not None:
+            values = [int(sizes[i]) for i in kept]
+            if len(values) <= 3:
+                attrs.update(zip(("out_d", "out_h", "out_w")[-len(values):], values))
+            else:
+                inputs["OutSize"] = ctx.add_const(f"{out}.sizes", np.array(values, np.int32))
+        else:
+            attrs["scale"] = [float(scales[i]) for i in kept]
+    attrs["roi"] = roi
+    if axes != list(range(2, len(shape))):
+        attrs["axes"] = axes
+    ctx.emit(_op_type(ctx, mode, len(axes)), inputs, {"Out": out}, {"align_corners": False, **attrs})
+
+
+def _axes(ctx: GraphContext, attrs: dict[str, Any], rank: int) -> list[int]:
+    axes = [ctx.axis(a, rank, "an axis") for a in attrs.get("axes", range(rank))]
+    if len(set(axes)) != len(axes):
+        ctx.fail(f"axes {attrs['axes']} name a dim twice")
+    return axes
+
+
+def _roi(ctx: GraphContext, node: NodeProto, coordinates: str) -> list[float]:
+    if coordinates != "tf_crop_and_resize":
+        return []
+    if not _input(node, 1):
+        return ctx.fail("tf_crop_and_resize needs roi")
+    return [float(v) for v in np.asarray(ctx.const(node.input[1], "roi"), np.float32).reshape(-1)]
+
+
+@converts("Resize")
+def resize(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Opset 10 samples as Upsample does (asymmetric coordinates, nearest rounding down, or up
+    when downscaling); 11 on read roi, scales and sizes and the coordinate and rounding modes;
+    18 adds antialias, axes and keep_aspect_ratio_policy."""
+    mode = attrs.get("mode", "nearest")
+    if ctx.opset < 11:
+        _upsample_like(ctx, node, mode, _given(ctx, _input(node, 1)))
+        return
+    rank = len(ctx.shape(node.input[0]))
+    coordinates = attrs.get("coordinate_transformation_mode", "half_pixel")
+    options = {"coordinate_transformation_mode": coordinates, "roi": _roi(ctx, node, coordinates),
+               "nearest_mode": attrs.get("nearest_mode", "round_prefer_floor") if mode == "nearest" else "",
+               "cubic_coeff_a": float(attrs.get("cubic_coeff_a", -0.75)),
+               "exclude_outside": bool(attrs.get("exclude_outside", 0)),
+               "extrapolation_value": float(attrs.get("extrapolation_value", 0.0)),
+               "antialias": bool(attrs.get("antialias", 0)),
+               "keep_aspect_ratio_policy": attrs.get("keep_aspect_ratio_policy", "stretch")}
+    sizes = _given(ctx, _input(node, 3))
+    scales = None if sizes is not None else _given(ctx, _input(node, 2))
+    _emit(ctx, node, mode, scales, sizes, _axes(ctx, attrs, rank), options)
+
+
+def _upsample_like(ctx: GraphContext, node: NodeProto, mode: str, scales: np.ndarray | str | None) -> None:
+    """Asymmetric coordinates; nearest rounds down, or up where every changed axis shrinks (as
+    ONNX Runtime does for Resize-10)."""
+    rank = len(ctx.shape(node.input[0]))
+    options: dict[str, Any] = {"coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        changed = [] if isinstance(scales, str) or scales is None else [s for s in scales if s != 1]
+        options["nearest_mode"] = "ceil" if changed and max(changed) < 1 else "floor"
+    _emit(ctx, node, mode, scales, None, list(range(rank)), options)
+
+
+@converts("Upsample")
+def upsample(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Opset 7 gives the scales as an attr, 9 as an input."""
+    if "scales" in attrs:
+        scales: np.ndarray | str | None = np.asarray(attrs["scales"], np.float32)
+    else:
+        scales = _given(ctx, _input(node, 1))
+    _upsample_like(ctx, node, attrs.get("mode", "nearest"), scales)

@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+import halfway
+from halfway import layers
+from halfway.ir.builder import append_op, create_parameter
+from halfway.ir.initializers import Constant
+from halfway.passes import PassManager
+from tests.passcheck import fuse_and_compare, lively_params, op_types
+
+
+def _one(op_type, inputs, **attrs):
+    return append_op(op_type, inputs, attrs)["Out"][0]
+
+
+def _rms(square="pow", inverse="reciprocal", dim=-1, weight_first=False):
+    """RMSNorm decomposed as LLaMA's and T5's exports write it."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 3, 8])
+        sq = _one("pow", {"X": x}, factor=2.0) if square == "pow" else _one("elementwise_mul", {"X": x, "Y": x})
+        mean = _one("reduce_mean", {"X": sq}, dim=[dim], keep_dim=True)
+        root = _one("sqrt", {"X": _one("elementwise_add", {"X": mean, "Y": create_parameter(
+            "eps", [], initializer=Constant(1e-6))})})
+        if inverse == "reciprocal":
+            normed = _one("elementwise_mul", {"X": x, "Y": _one("reciprocal", {"X": root})})
+        elif inverse == "one_over":
+            one = create_parameter("one", [], initializer=Constant(1.0))
+            normed = _one("elementwise_mul", {"X": x, "Y": _one("elementwise_div", {"X": one, "Y": root})})
+        else:
+            normed = _one("elementwise_div", {"X": x, "Y": root})
+        w = create_parameter("w", [8])
+        y = _one("elementwise_mul", {"X": w, "Y": normed} if weight_first else {"X": normed, "Y": w})
+    scope = halfway.init_scope(prog, seed=2)
+    lively_params(scope, np.random.default_rng(2))
+    return prog, scope, [y.name]
+
+
+@pytest.mark.parametrize("square", ["pow", "mul"])
+@pytest.mark.parametrize("inverse", ["reciprocal", "one_over", "div"])
+@pytest.mark.parametrize("weight_first", [False, True])
+def test_rms_norm_decompositions_become_rms_norm(square, inverse, weight_first):
+    prog, scope, outs = _rms(square, inverse, weight_first=weight_first)
+    result = fuse_and_compare(prog, scope, "fuse_norm", outs)
+    (norm,) = result.program.global_block().ops
+    assert norm.type == "rms_norm" and norm.attr("begin_norm_axis") == 2
+    assert norm.attr("epsilon") == pytest.approx(1e-6)
+    x = np.random.default_rng(3).standard_normal((2, 3, 8)).astype(np.float32)
+    (got,) = halfway.Executor().run(result.program, {"x": x}, outs, result.scope)
+    w = result.scope[norm.input("Scale")[0]]
+    np.testing.assert_allclose(got, x / np.sqrt(np.mean(x * x, -1, keepdims=True) + 1e-6) * w, rtol=1e-5)
+
+
+def test_a_mean_over_another_dim_is_a_near_miss():
+    prog, scope, outs = _rms(dim=1)
+    result = PassManager("fuse_norm", debug=True).run(prog, scope, fetch=outs)
+    assert "rms_norm" not in op_types(result.program)
+    assert any("not the last one kept" in m.reason for m in result.records[0].near_misses)
