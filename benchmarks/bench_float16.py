@@ -192,16 +192,16 @@ def modern(models: list[str]) -> None:
     import onnxruntime
 
     onnxruntime.set_default_logger_severity(3)  # the peers' own sessions warn about their casts
-    header = (f"{'model':<30} {'system':<32} {'convert s':>10} {'error':>9} {'finite':>6} {'casts':>6} "
+    header = (f"{'model':<34} {'system':<32} {'convert s':>10} {'error':>9} {'finite':>6} {'casts':>6} "
               f"{'fp32 ops':>8}")
     print(header)
     print("-" * len(header))
     for name in models:
         for system, row in modern_rows(name):
             if "failed" in row:
-                print(f"{name:<30} {system:<32} failed: {row['failed']}")
+                print(f"{name:<34} {system:<32} failed: {row['failed']}")
                 continue
-            print(f"{name:<30} {system:<32} {row['seconds']:>10.3f} {row['error']:>9.2e} {str(row['finite']):>6} "
+            print(f"{name:<34} {system:<32} {row['seconds']:>10.3f} {row['error']:>9.2e} {str(row['finite']):>6} "
                   f"{row['casts']:>6} {row['float32_ops']:>8}")
         sys.stdout.flush()
 
