@@ -186,7 +186,9 @@ def test_the_programs_own_casts_read_their_input_in_its_new_dtype():
     user_casts = [op for op in block.ops if op.type == "cast" and op.input("X")[0] == y.name]
     assert block.var(y.name).dtype is DType.float16 and len(user_casts) == 3
     assert all(op.attr("in_dtype") == int(DType.float16) for op in user_casts)
-    assert [DType(op.attr("out_dtype")) for op in user_casts] == [DType.float32, DType.float64, DType.int32]
+    # the float32 -> float32 cast casts to the model's float type: float16 now, and relu follows it
+    assert [DType(op.attr("out_dtype")) for op in user_casts] == [DType.float16, DType.float64, DType.int32]
+    assert [e.dtype for e in report.ops if e.type in ("cast", "relu")][:2] == ["float16", "float16"]
     feed = {"x": np.random.default_rng(0).standard_normal((2, 3, 4, 4)).astype(np.float32)}
     refs, _ = run(prog, scope, feed, fetches)
     gots, _ = run(half, scope, feed, fetches)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from rich.console import RenderableType
 
-from halfway.commands.base import Command, add_json, add_model
+from halfway.commands.base import Command, UsageError, add_json, add_model, tolerance
 from halfway.commands.feeds import parse_inputs
 from halfway.commands.modelfile import Model, load_model, save_model
 from halfway.float16 import float16_transpile
@@ -40,6 +40,10 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibrate", metavar="INPUTS.npz",
                         help="with --fp16: inputs (arrays named after the model's inputs) to run the float32 "
                              "program on; ops whose values would overflow float16 stay float32")
+    parser.add_argument("--tolerance", type=tolerance, metavar="REL",
+                        help="with --fp16 --calibrate: keep float32 the fewest ops for every output to stay "
+                             "within this error of float32 on the calibration inputs (max abs error over max "
+                             "abs float32 value); a tolerance that cannot be met is an error")
     parser.add_argument("--dump-dir", metavar="DIR", help="write the program text before and after every pass")
     add_json(parser)
 
@@ -55,10 +59,10 @@ def run_passes(model: Model, passes: str | None, dump_dir: str | None = None,
 
 
 def float16_pass(*, keep_io_types: bool = True, black_list: tuple[str, ...] = (),
-                 calibration: dict[str, np.ndarray] | None = None) -> Pass:
+                 calibration: dict[str, np.ndarray] | None = None, tolerance: float | None = None) -> Pass:
     """The ``float16`` pass with the command's options: ``black_list`` extends the default list."""
     return get_pass("float16", keep_io_types=keep_io_types, black_list=tuple(DEFAULT_BLACK_LIST) + black_list,
-                    calibration_feeds=calibration)
+                    calibration_feeds=calibration, tolerance=tolerance)
 
 
 def run_float16(model: Model) -> tuple[Model, Float16Report]:
@@ -89,6 +93,9 @@ def pass_table(result: PipelineResult) -> RenderableType:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
+    if args.tolerance is not None and not (args.fp16 and args.calibrate and args.tolerance > 0):
+        raise UsageError(f"--tolerance {args.tolerance:g} needs --fp16 and --calibrate INPUTS.npz (the inputs the "
+                         f"error is measured on), and a tolerance above 0")
     model = load_model(args.model)
     calibration = None
     if args.calibrate:
@@ -96,7 +103,8 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     after: list[Pass] = []
     if args.fp16:
         black = tuple(op for op in args.black_list.split(",") if op)
-        after.append(float16_pass(keep_io_types=args.keep_io_types, black_list=black, calibration=calibration))
+        after.append(float16_pass(keep_io_types=args.keep_io_types, black_list=black, calibration=calibration,
+                                  tolerance=args.tolerance))
     with output.task("running passes" + (" and the float16 transpile" if args.fp16 else "")):
         model, result = run_passes(model, args.passes, args.dump_dir, after)
     report = result.records[-1].report if args.fp16 else None
@@ -121,5 +129,6 @@ COMMAND = Command(
     "examples:\n"
     "  halfway transpile model.onnx -o out/model\n"
     "  halfway transpile model.onnx -o out/model_fp16 --fp16 --black-list softmax\n"
+    "  halfway transpile model.onnx -o out/model_fp16 --fp16 --calibrate inputs.npz --tolerance 1e-3\n"
     "  halfway transpile model.onnx -o out/model --plugin my_passes.py --passes my_pass,fuse_conv_bn",
     _configure, _run)

@@ -126,15 +126,21 @@ def rewrite(block: Block, scope: Scope, var_plans: Sequence[VarPlan], params: Se
         if not block.uses(name) and not block.producers(name):
             block.remove_var(name)
             report.params_removed.append(name)
-    _retype_user_casts(block, {vp.name for vp in var_plans})
+    _retype_user_casts(block)
 
 
-def _retype_user_casts(block: Block, retyped: set[str]) -> None:
-    """The program's own casts keep their output dtype and read their input as it now is: where
-    that input changed dtype, ``in_dtype`` follows it."""
+def _retype_user_casts(block: Block) -> None:
+    """The program's own casts read their input as it now is (retyped, or a cast copy of it):
+    ``in_dtype`` follows it. They keep their output dtype, but for a cast to its input's own
+    dtype (which the decisions run float16 or float32): ``out_dtype`` follows its output var."""
     for op in block.ops:
-        if op.type == "cast" and op.input("X")[0] in retyped:
-            op.set_attr("in_dtype", int(block.find_var(op.input("X")[0]).tensor_dtype))
+        if op.type != "cast":
+            continue
+        source, target = block.find_var(op.input("X")[0]), block.find_var(op.output("Out")[0])
+        if op.attr("in_dtype") == op.attr("out_dtype") and target.dtype in (DType.float16, DType.float32):
+            op.set_attr("out_dtype", int(target.tensor_dtype))
+        if source.kind.has_tensor and source.dtype is not None:
+            op.set_attr("in_dtype", int(source.tensor_dtype))
 
 
 def _alternate_name(block: Block, scope: Scope, name: str, dtype: DType) -> str:

@@ -7,6 +7,11 @@ pin are FLOAT32. Then, in program order:
 
 1. ``feed`` and ``fetch`` ops are skipped; ``cast`` ops and ops without floating inputs keep
    their dtypes (their outputs take their declared dtype); an op reading float64 is left alone.
+   A cast from a float16/float32 tensor to its own dtype is decided like a white-listed op:
+   exporters write ``x.to(x.dtype)`` / ``.to(input_dtype)`` of a float32 model (rotary
+   embeddings, the end of an RMS norm) as float32 -> float32 casts, which in a float16 model
+   cast back to float16; ``casts`` then rewrites its dtypes. Where the model meant
+   ``.to(float32)`` for precision, the ops that need it (black list, pins) still run float32.
 2. An op with floating inputs but no floating output (``shape``) reads whatever its input is.
 3. Otherwise the first rule that applies decides: the op reads or writes a pinned var, or is
    pinned itself (range checks) -> float32; no float16 kernel on the backend -> float32; black
@@ -39,7 +44,7 @@ from halfway.ir.variable import Variable
 from halfway.kernels.registry import has_kernel
 from halfway.passes.float16.lists import LARGE_REDUCTIONS
 
-__all__ = ["State", "Policy", "Decision", "Plan", "decide", "float_var", "IO_OPS"]
+__all__ = ["State", "Policy", "Decision", "Plan", "decide", "float_var", "is_same_dtype_cast", "IO_OPS"]
 
 IO_OPS = ("feed", "fetch")
 _HALF = (DType.float16, DType.float32)
@@ -101,6 +106,14 @@ def float_var(block: Block, name: str) -> Variable | None:
     return var if var.kind.has_tensor and var.dtype in _HALF else None
 
 
+def is_same_dtype_cast(block: Block, op: Operator) -> bool:
+    """Whether ``op`` casts a float16/float32 tensor to its own dtype (a no-op)."""
+    if op.type != "cast":
+        return False
+    source, target = float_var(block, op.input("X")[0]), float_var(block, op.output("Out")[0])
+    return source is not None and target is not None and source.dtype is target.dtype
+
+
 def compute_inputs(op: Operator, schema: OpSchema) -> list[tuple[str, str]]:
     """(slot, name) of the inputs that must share the op's dtype (every slot but the kept ones)."""
     kept = set(schema.keep_dtype_slots)
@@ -130,7 +143,7 @@ def _decide_op(block: Block, op: Operator, policy: Policy, plan: Plan) -> Decisi
     if wide:
         return Decision(None, f"reads {block.find_var(wide[0]).tensor_dtype.name} {wide[0]!r}: left as it is")
     floats = [n for n in names if float_var(block, n) is not None]
-    if op.type == "cast" or not floats:
+    if (op.type == "cast" and not is_same_dtype_cast(block, op)) or not floats:
         return Decision(None, "sets its own output dtype" if op.type == "cast" else "no floating input")
     outputs = [n for n in op.output_names() if float_var(block, n) is not None]
     if not outputs:
@@ -154,6 +167,8 @@ def _classify(op: Operator, schema: OpSchema, floats: list[str], outputs: list[s
         return Decision(State.FLOAT32, f"reduces {count} elements (more than {policy.max_float16_reduction})")
     if op.type in policy.white_list:
         return Decision(State.FLOAT16, "white list")
+    if op.block is not None and is_same_dtype_cast(op.block, op):
+        return Decision(State.FLOAT16, "casts to its input's own dtype: the model's float type, float16 now")
     states = [(n, plan.states.get(n, State.FLOAT32)) for n in floats]
     wide = next((n for n, s in states if s is State.FLOAT32), None)
     if wide is not None:
@@ -187,7 +202,8 @@ def _set_outputs(block: Block, op: Operator, decision: Decision, plan: Plan) -> 
         plan.states.update((n, State.of(block.find_var(n).tensor_dtype)) for n in outputs)
         return
     dtype = decision.state.dtype if decision.state is not State.FREE else DType.float16
-    inferred = output_dtypes(block, op, dtype) if _outputs_may_differ(block, op) else {}
+    may_differ = _outputs_may_differ(block, op) and not is_same_dtype_cast(block, op)
+    inferred = output_dtypes(block, op, dtype) if may_differ else {}
     for name in outputs:
         dtype = inferred.get(name, DType.float16 if decision.state is State.FREE else decision.state.dtype)
         if decision.state is State.FREE:

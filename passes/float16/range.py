@@ -4,7 +4,15 @@ float16 holds magnitudes up to 65504; below 2**-14 it keeps fewer bits (subnorma
 2**-25 it rounds to zero. Three checks keep the float16 program finite where the float32 one is:
 
 * a float32 parameter with a value float16 cannot hold (it would round to infinity: 65520 and
-  up) is *pinned*: every op reading it stays float32;
+  up) is *pinned*: every op reading it stays float32, unless it is a *mask constant*;
+* a mask constant is a parameter whose values beyond float16's range are all at least
+  ``MASK_MAGNITUDE`` (2**24) in magnitude: there float32 cannot count by ones, so a model uses
+  such a value only as "infinity" (``torch.finfo.min`` or ``-1e9`` filling masked attention
+  scores). Its float16 copy holds half of ``limit`` (16376 by default) in their place, not
+  -65504 or infinity: a score plus one or two masks stays within ``limit``, so a fully masked
+  row keeps float32's uniform softmax instead of becoming NaN (-inf minus -inf), and
+  calibration (run with the held values) pins nothing for it, while ``exp(-16376)`` is as zero
+  as ``exp(-3.4e38)``;
 * with calibration feeds, the float32 program runs once and every var whose max |value| exceeds
   ``limit`` is pinned (its writer and its readers stay float32), and so is every op whose
   float32-accumulated sum may exceed ``limit``: for convolutions and matrix products with a
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import attrs
 import numpy as np
 
 from halfway.ir.block import Block
@@ -29,10 +38,16 @@ from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.kernels.evaluate import evaluate
+from halfway.passes.float16.lists import FLOAT16_MAX
 from halfway.passes.float16.policy import float_var
 from halfway.passes.float16.values import Losses
 
-__all__ = ["parameter_pins", "calibrate", "calibration_pins", "ACCUMULATING"]
+__all__ = ["MASK_MAGNITUDE", "clamp_mask_constants", "parameter_pins", "calibrate", "calibration_pins",
+           "ACCUMULATING"]
+
+MASK_MAGNITUDE = float(2 ** 24)
+"""From this magnitude on, float32 values are spaced more than 1 apart: a parameter value beyond
+float16's range and at least this large stands for infinity (a mask fill)."""
 
 ACCUMULATING: Mapping[str, tuple[str, str]] = {
     "conv2d": ("Input", "Filter"),
@@ -49,6 +64,24 @@ ACCUMULATING: Mapping[str, tuple[str, str]] = {
 def _max_abs(value: np.ndarray) -> float:
     finite = np.abs(value[np.isfinite(value)]) if value.size else value
     return float(finite.max()) if finite.size else 0.0
+
+
+def clamp_mask_constants(scope: Scope, float16_copies: Mapping[str, tuple[np.ndarray, Losses]],
+                         limit: float) -> tuple[dict[str, tuple[np.ndarray, Losses]], dict[str, int]]:
+    """The float16 copies with the mask constants' huge values held at +-``limit / 2`` (see the
+    module docstring), and how many values each clamped parameter had clamped."""
+    copies, clamped = dict(float16_copies), {}
+    for name, (_, losses) in float16_copies.items():
+        if not losses.to_infinity:
+            continue
+        value = scope.get(name)
+        huge = np.isfinite(value) & (np.abs(value) > FLOAT16_MAX)
+        if np.abs(value[huge]).min() < MASK_MAGNITUDE:
+            continue
+        copy = np.where(huge, np.clip(value, -limit / 2, limit / 2), value).astype(np.float16)
+        copies[name] = (copy, attrs.evolve(losses, to_infinity=0))
+        clamped[name] = int(np.count_nonzero(huge))
+    return copies, clamped
 
 
 def parameter_pins(scope: Scope, float16_copies: Mapping[str, tuple[np.ndarray, Losses]]

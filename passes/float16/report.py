@@ -52,6 +52,8 @@ class Float16Report:
     params_removed: list[str] = field(factory=list)
     out_of_range: dict[str, int] = field(factory=dict)
     """float32 parameter -> values beyond float16's range (those parameters stay float32)"""
+    clamped: dict[str, int] = field(factory=dict)
+    """mask constant -> its values beyond float16's range, held at +-``max_abs_value / 2`` in float16"""
     param_bytes_before: int = 0
     param_bytes_after: int = 0
 
@@ -86,6 +88,7 @@ class Float16Report:
             ("parameters converted", str(len(self.params))),
             ("parameter bytes before -> after", f"{self.param_bytes_before} -> {self.param_bytes_after}"),
             ("values beyond float16 range (kept float32)", str(self.values_out_of_range)),
+            ("mask values held in float16's range", str(sum(self.clamped.values()))),
             ("values flushed to zero / to subnormal", f"{self.values_flushed_to_zero} / {self.values_to_subnormal}"),
         ]
 

@@ -3,12 +3,14 @@
     result = get_pass("float16", keep_io_types=True)(program, scope)
     print(result.report)
 
-Steps (nothing is changed until the last one):
+Steps (nothing is changed until the last one; with ``tolerance``, ``tolerance`` first finds
+the ops to keep float32 by transpiling copies of the program):
 
 1. Check: block 0 only (ops with sub-blocks are refused), the program verifies, calibration runs.
-2. Float16 copies of the float32 parameters (``values``), and range pins
-   (``range``): parameters beyond float16's range, and with calibration feeds, vars and
-   accumulations that exceed ``max_abs_value``, must stay float32.
+2. Float16 copies of the float32 parameters (``values``), mask constants held at
+   +-``max_abs_value / 2`` in them, and range pins (``range``): other parameters beyond float16's
+   range, and with calibration feeds, vars and accumulations that exceed ``max_abs_value``, must
+   stay float32.
 3. Decisions (``policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
    ``lists``, the kernels registered for ``backend``, and the pins.
 4. Rewrite (``casts``): one cast per var crossing a float32/float16 boundary, the float16
@@ -39,8 +41,9 @@ from halfway.passes.base import Pass, PassResult, register_pass
 from halfway.passes.float16.casts import Edges, plan_vars, rewrite
 from halfway.passes.float16.lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
 from halfway.passes.float16.policy import IO_OPS, Plan, Policy, State, decide, float_var
-from halfway.passes.float16.range import calibrate, calibration_pins, parameter_pins
+from halfway.passes.float16.range import calibrate, calibration_pins, clamp_mask_constants, parameter_pins
 from halfway.passes.float16.report import Float16Report, OpEntry
+from halfway.passes.float16.tolerance import search_float32_ops
 from halfway.passes.float16.values import Losses, to_float16
 
 __all__ = ["Float16Options", "Float16Pass"]
@@ -54,6 +57,10 @@ def _feeds(value: Any) -> tuple[Mapping[str, np.ndarray], ...]:
     if value is None:
         return ()
     return (value,) if isinstance(value, Mapping) else tuple(value)
+
+
+def _pairs(value: Any) -> tuple[tuple[int, str], ...]:
+    return tuple(sorted(dict(value).items()))
 
 
 def _disjoint(instance: Float16Options, attribute: Any, value: frozenset[str]) -> None:
@@ -74,6 +81,9 @@ class Float16Options:
     room for float16 rounding). ``fetch_names``: the outputs, when the program has no fetch ops
     (default: vars that no op reads, in the first output slot of their writer).
     ``drop_unused_params``: also remove from the scope the parameters the program no longer uses.
+    ``tolerance``: keep float32 the fewest ops for the fetched outputs to stay within this
+    relative error of float32 on the calibration feeds (``tolerance``; needs them).
+    ``float32_ops``: op index -> why, ops that must run float32 (a mapping or pairs).
     """
 
     keep_io_types: bool = True
@@ -87,6 +97,8 @@ class Float16Options:
                                        validator=[attrs.validators.gt(0.0), attrs.validators.le(FLOAT16_MAX)])
     fetch_names: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
     drop_unused_params: bool = False
+    tolerance: float | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.gt(0.0)))
+    float32_ops: tuple[tuple[int, str], ...] = attrs.field(default=(), converter=_pairs)
 
 
 @register_pass("float16", options=Float16Options, needs_scope=True)
@@ -97,6 +109,8 @@ class Float16Pass(Pass):
         assert scope is not None
         options: Float16Options = self.options
         _check_program(program)
+        if options.tolerance is not None:
+            return _within_tolerance(program, scope, options, options.tolerance)
         block = program.global_block()
         edges = _edges(program, options)
         params = [v.name for v in program.persistable_vars() if float_var(block, v.name) is not None]
@@ -104,10 +118,12 @@ class Float16Pass(Pass):
         if missing:
             raise PassError(f"pass 'float16': the scope holds no value for parameter(s) {missing}")
         float32_params = [n for n in params if block.var(n).dtype is DType.float32]
-        float16_copies = dict(zip(float32_params, to_float16([scope.get(n) for n in float32_params])))
-        policy, out_of_range = _policy(program, scope, float16_copies, options)
+        float16_copies, clamped = clamp_mask_constants(
+            scope, dict(zip(float32_params, to_float16([scope.get(n) for n in float32_params]))),
+            options.max_abs_value)
+        policy, out_of_range = _policy(program, scope, float16_copies, clamped, options)
         plan = decide(block, policy, _sources(block, params, edges, policy))
-        report = Float16Report(ops=_op_entries(program, plan), out_of_range=out_of_range,
+        report = Float16Report(ops=_op_entries(program, plan), out_of_range=out_of_range, clamped=clamped,
                                param_bytes_before=_param_bytes(program, scope))
         var_plans = plan_vars(block, plan, edges)
         rewrite(block, scope, var_plans, params, float16_copies, report)
@@ -116,6 +132,26 @@ class Float16Pass(Pass):
                 scope.remove(name)
         report.param_bytes_after = _param_bytes(program, scope)
         return PassResult(program, modified=bool(var_plans), stats=_stats(report), report=report)
+
+
+def _within_tolerance(program: Program, scope: Scope, options: Float16Options, tolerance: float) -> PassResult:
+    """The transpile keeping float32 the ops ``search_float32_ops`` finds (``tolerance``)."""
+    if not options.calibration_feeds:
+        raise PassError(f"pass 'float16': tolerance={tolerance:g} needs calibration_feeds, the inputs "
+                        f"on which the float16 program's error is measured")
+    given = dict(options.float32_ops)
+
+    def pinned(pins: Mapping[int, str]) -> Float16Pass:
+        return Float16Pass(attrs.evolve(options, tolerance=None, float32_ops={**pins, **given}))
+
+    def trial(pins: Mapping[int, str]) -> tuple[Program, Scope, Float16Report]:
+        trial_scope = scope.new_scope()
+        result = pinned(pins).apply(program.clone(), trial_scope)
+        return result.program, trial_scope, result.report
+
+    fetches = _edges(program, options).fetches
+    pins = search_float32_ops(program, scope, options.calibration_feeds, fetches, tolerance, trial)
+    return pinned(pins).apply(program, scope)
 
 
 def _check_program(program: Program) -> None:
@@ -151,14 +187,17 @@ def _leaves(program: Program) -> list[str]:
 
 
 def _policy(program: Program, scope: Scope, float16_copies: Mapping[str, tuple[np.ndarray, Losses]],
-            options: Float16Options) -> tuple[Policy, dict[str, int]]:
+            clamped: Mapping[str, int], options: Float16Options) -> tuple[Policy, dict[str, int]]:
     block = program.global_block()
     pinned, out_of_range = parameter_pins(scope, float16_copies)
-    pinned_ops: dict[int, str] = {}
+    pinned_ops: dict[int, str] = dict(options.float32_ops)
     if options.calibration_feeds:
-        ranges = calibrate(program, scope, options.calibration_feeds)
-        measured, pinned_ops = calibration_pins(block, scope, ranges, options.max_abs_value)
-        pinned = measured | pinned
+        held = scope.new_scope()  # the mask constants as the float16 program holds them
+        for name in clamped:
+            held.set(name, float16_copies[name][0].astype(np.float32))
+        ranges = calibrate(program, held, options.calibration_feeds)
+        measured, measured_ops = calibration_pins(block, scope, ranges, options.max_abs_value)
+        pinned, pinned_ops = measured | pinned, measured_ops | pinned_ops
     policy = Policy(options.white_list, options.black_list, options.backend, options.max_float16_reduction,
                     pinned, pinned_ops)
     return policy, out_of_range
