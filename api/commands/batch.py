@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -115,7 +114,7 @@ def _run_on_ray(args: argparse.Namespace, columns: Columns, output: Output) -> C
             ray.shutdown()
 
 
-def _items(columns: Columns) -> Sequence[dict[str, Any]]:
+def _items(columns: Columns) -> list[dict[str, Any]]:
     names = list(columns)
     return [dict(zip(names, values)) for values in zip(*(columns[n] for n in names))]
 
