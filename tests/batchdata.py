@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from halfway import Executor, PassManager, float16_transpile, load
 
-__all__ = ["mlp_model", "mlp_numpy", "reference_rows", "FEATURES"]
+__all__ = ["mlp_model", "mlp_numpy", "mlp_rows", "reference_rows", "FEATURES"]
 
 FEATURES = 8
 
@@ -32,6 +32,11 @@ def mlp_model(path: Path, batch: int | str = "N") -> Path:
                               [numpy_helper.from_array(w, n) for n, w in zip(("w1", "b1", "w2"), (w1, b1, w2))])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
+
+
+def mlp_rows(count: int, seed: int) -> np.ndarray:
+    """``count`` seeded rows for the model, [count, FEATURES]."""
+    return np.random.default_rng(seed).standard_normal((count, FEATURES)).astype(np.float32)
 
 
 def mlp_numpy(x: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 from halfway.batch import Predictor
 from halfway.batch.tables import read_rows, write_rows
 from halfway.ir.errors import FeedError, SerdeError
-from tests.batchdata import FEATURES, mlp_model, mlp_numpy, reference_rows
+from tests.batchdata import FEATURES, mlp_model, mlp_numpy, mlp_rows, reference_rows
 from tests.clirun import halfway, one_line_error
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'halfway[ray]')")
@@ -25,7 +25,7 @@ def model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rows():
-    return np.random.default_rng(3).standard_normal((ROWS, FEATURES)).astype(np.float32)
+    return mlp_rows(ROWS, seed=3)
 
 
 @pytest.mark.parametrize("fp16", [False, True], ids=["float32", "float16"])

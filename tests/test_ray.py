@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.batchdata import FEATURES, mlp_model, reference_rows
+from tests.batchdata import mlp_model, mlp_rows, reference_rows
 from tests.clirun import halfway
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'halfway[ray]')")
@@ -28,9 +28,9 @@ def model(tmp_path_factory):
     return mlp_model(tmp_path_factory.mktemp("ray") / "mlp.onnx")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def rows():
-    return np.random.default_rng(5).standard_normal((ROWS, FEATURES)).astype(np.float32)
+    return mlp_rows(ROWS, seed=5)
 
 
 def _dataset(rows):
