@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from halfway.cli_plugins import load_plugins
 from halfway.commands.base import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command,
                                    UsageError)
+from halfway.commands.batch import COMMAND as BATCH
 from halfway.commands.bench import COMMAND as BENCH
 from halfway.commands.demo import COMMAND as DEMO
 from halfway.commands.devices import COMMAND as DEVICES
@@ -26,7 +27,7 @@ from halfway.report.console import Output
 
 __all__ = ["main", "build_parser", "one_line", "COMMANDS"]
 
-COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BENCH, DIFF, GRAPH, DEVICES, PASSES, OPS)
+COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BATCH, BENCH, DIFF, GRAPH, DEVICES, PASSES, OPS)
 """The subcommands, in the order ``halfway --help`` lists them."""
 
 EPILOG = """\
