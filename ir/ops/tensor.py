@@ -1,6 +1,5 @@
 """Schemas of the tensor ops: feed/fetch, concat/split, reshape2 and its kin, fill_constant, fill_any_like,
-assign,
-slice, strided_slice, shape and gather — Paddle's op types, slots, attrs and defaults.
+assign, slice, strided_slice, shape and gather — Paddle's op types, slots, attrs and defaults.
 
 Several ops take a shape, axis or index list either from an attr or from integer tensor inputs
 (``reshape2.ShapeTensor``, ``slice.StartsTensorList``, ...); the tensor wins, as in Paddle. A value

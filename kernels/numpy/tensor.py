@@ -1,7 +1,6 @@
 """numpy kernels of the tensor ops (``halfway.ir.ops.tensor``): concat, split, reshape2,
 flatten_contiguous_range, transpose2, squeeze2, unsqueeze2, fill_constant, fill_any_like, assign, slice,
-strided_slice,
-shape and gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
+strided_slice, shape and gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
 
 These ops only move data, so every kernel is registered for float16 as it is — not through the
 registry's float32 widening, which would convert a float16 tensor twice for nothing — and for
