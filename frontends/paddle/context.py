@@ -21,7 +21,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
-from halfway.ir.schema import InferContext, TensorInfo, get_schema
+from halfway.ir.infer import infer_new_op
 from halfway.ir.scope import Scope
 
 __all__ = ["PirConversionError", "UnsupportedPirOpError", "PirContext"]
@@ -111,18 +111,11 @@ class PirContext:
         writing ``outputs`` (a value id, or None for a scratch var). Output shapes and dtypes come from
         the schema's inference, unknown dims refined by PIR's declared type. ``inplace`` maps output
         slots to operands the op updates in place (batch_norm's MeanOut is its Mean)."""
-        schema = get_schema(op_type)
         in_names = {slot: [self.var(v) for v in _ids(ids)] for slot, ids in inputs.items() if _ids(ids)}
-        op = Operator(op_type, in_names)
-        for name, value in schema.resolve_attrs(attrs or {}).items():
-            op.set_attr(name, value, schema.attr_spec(name).type)
-        infos = {slot: [self._info(n) for n in names] for slot, names in in_names.items()}
-        values = {slot: [self.scope.find(n) for n in names] for slot, names in in_names.items()}
-        ctx = InferContext(schema, infos, op.attrs, values)
         try:
-            schema.infer(ctx)
+            op, ctx = infer_new_op(self.block, self.scope, op_type, in_names, attrs or {})
         except HalfwayError as e:
-            self.fail(f"as {op_type}: {e}")
+            return self.fail(f"as {op_type}: {e}")
         for slot, value in outputs.items():
             info = ctx.outputs[slot][0]
             name = self._out_name(op_type, value)
@@ -146,10 +139,6 @@ class PirContext:
         if declared is None or declared.dtype is None or len(declared.shape) != len(shape):
             return tuple(shape)
         return tuple(d if s < 0 else s for s, d in zip(shape, declared.shape))
-
-    def _info(self, name: str) -> TensorInfo:
-        var = self.block.var(name)
-        return TensorInfo(var.shape or (), var.dtype)
 
 
 def _ids(ids: int | Sequence[int]) -> list[int]:
