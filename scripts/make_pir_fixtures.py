@@ -20,8 +20,9 @@ Models (seeded, small configs, random weights):
 Layout: ``pir/<model>/model.json`` + ``model.pdiparams`` (paddle.jit.save's default in 3.x) and
 ``legacy/<model>.pdmodel`` + ``.pdiparams`` (written with FLAGS_enable_pir_api=0, which must be
 set before paddle is imported, so each format is written by its own process). Beside each model
-``<model>_io.npz`` holds the inputs under their feed names, paddle.inference's outputs under the
-fetch names and "__fetch_names__" (the fetch names in order).
+``<model>_io.npz`` (and ``<model>_io_<k>.npz`` for further input shapes) holds the inputs under
+their feed names, paddle.inference's outputs under the fetch names and "__fetch_names__" (the
+fetch names in order).
 """
 
 from __future__ import annotations
@@ -38,16 +39,20 @@ SEED = 2025
 FORMATS = ("pir", "legacy")
 
 
-def inputs(name: str) -> dict[str, np.ndarray]:
-    """The seeded inputs each model is run on (one set for both formats)."""
+def inputs(name: str) -> list[dict[str, np.ndarray]]:
+    """The seeded input sets each model is run on (the same for both formats): the encoder and
+    the ResNet, whose inputs have unknown dims, at two shapes."""
     rng = np.random.default_rng(SEED + len(name))
     if name == "encoder":
-        ids = rng.integers(0, 64, (2, 7)).astype(np.int64)
-        mask = np.ones((2, 7), dtype=np.int64)
-        mask[1, 5:] = 0
-        return {"input_ids": ids, "attention_mask": mask}
+        cases = []
+        for batch, length in ((2, 7), (3, 4)):
+            mask = np.ones((batch, length), dtype=np.int64)
+            mask[1, length - 2:] = 0
+            cases.append({"input_ids": rng.integers(0, 64, (batch, length)).astype(np.int64), "attention_mask": mask})
+        return cases
     side = {"resnet": 32, "mobilenet": 64, "detector": 64}[name]
-    return {"image": rng.standard_normal((2 if name != "detector" else 1, 3, side, side)).astype(np.float32)}
+    batches = {"resnet": (2, 1), "mobilenet": (2,), "detector": (1,)}[name]
+    return [{"image": rng.standard_normal((batch, 3, side, side)).astype(np.float32)} for batch in batches]
 
 
 def unary(op: str, x):
@@ -228,11 +233,12 @@ def write_format(fmt: str) -> None:
             folder.mkdir(parents=True, exist_ok=True)
             paddle.jit.save(layer, str(prefix), input_spec=input_specs(name))
         Path(f"{prefix}.pdiparams.info").unlink(missing_ok=True)
-        feeds = inputs(name)
-        outs = run_predictor(model, Path(f"{prefix}.pdiparams"), feeds)
-        np.savez(folder / f"{name}_io.npz" if fmt == "legacy" else folder.parent / f"{name}_io.npz", **feeds,
-                 **outs, __fetch_names__=np.array(list(outs), dtype=np.str_))
-        print(fmt, name, {k: v.shape for k, v in outs.items()})
+        for case, feeds in enumerate(inputs(name)):
+            outs = run_predictor(model, Path(f"{prefix}.pdiparams"), feeds)
+            io_name = f"{name}_io.npz" if case == 0 else f"{name}_io_{case}.npz"
+            np.savez((folder if fmt == "legacy" else folder.parent) / io_name, **feeds, **outs,
+                     __fetch_names__=np.array(list(outs), dtype=np.str_))
+            print(fmt, name, case, {k: v.shape for k, v in outs.items()})
 
 
 def main() -> None:

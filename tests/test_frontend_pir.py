@@ -9,6 +9,7 @@ import pytest
 
 import halfway
 from halfway.executor import Executor
+from halfway.executor.signatures import PreparedBySignature
 from halfway.frontends.paddle import PirConversionError, UnsupportedPirOpError
 from halfway.frontends.paddle import load as load_pir
 from halfway.ir.io import save_inference_model
@@ -17,23 +18,38 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "paddle3"
 MODELS = ["resnet", "mobilenet", "encoder", "detector"]
 
 
-def _model(fmt: str, name: str) -> tuple[Path, dict[str, np.ndarray]]:
-    if fmt == "pir":
-        return FIXTURES / "pir" / name, dict(np.load(FIXTURES / "pir" / f"{name}_io.npz"))
-    return FIXTURES / "legacy" / f"{name}.pdmodel", dict(np.load(FIXTURES / "legacy" / f"{name}_io.npz"))
+def _model(fmt: str, name: str) -> tuple[Path, list[dict[str, np.ndarray]]]:
+    """The model's path and its recorded runs (inputs and Paddle's outputs), one per input shape."""
+    folder = FIXTURES / fmt
+    path = folder / name if fmt == "pir" else folder / f"{name}.pdmodel"
+    runs = sorted(folder.glob(f"{name}_io*.npz"))
+    return path, [dict(np.load(run)) for run in runs]
 
 
 @pytest.mark.parametrize("fmt", ["pir", "legacy"])
 @pytest.mark.parametrize("name", MODELS)
 def test_matches_paddle_on_every_fetch(fmt, name):
-    path, io = _model(fmt, name)
+    path, runs = _model(fmt, name)
     program, feeds, fetches, scope = halfway.load(path)
-    assert fetches == list(io["__fetch_names__"])
-    got = Executor().run(program, {n: io[n] for n in feeds}, fetches, scope)
-    for fetch, value in zip(fetches, got):
-        expected = io[fetch]
-        assert value.shape == expected.shape, fetch
-        assert np.abs(value - expected).max() <= 1e-4 * np.abs(expected).max(), fetch
+    prepared = Executor().prepare(program, feeds, fetches, scope)
+    for io in runs:
+        assert fetches == list(io["__fetch_names__"])
+        got = prepared.run({n: io[n] for n in feeds})
+        for fetch, value in zip(fetches, got):
+            expected = io[fetch]
+            assert value.shape == expected.shape, fetch
+            assert np.abs(value - expected).max() <= 1e-4 * np.abs(expected).max(), fetch
+
+
+@pytest.mark.parametrize("name", ["resnet", "encoder"])
+def test_one_import_runs_at_every_recorded_shape(name):
+    path, runs = _model("pir", name)
+    program, feeds, fetches, scope = halfway.load(path)
+    prepared = Executor().prepare(program, feeds, fetches, scope)
+    assert isinstance(prepared, PreparedBySignature)
+    for io in runs:
+        prepared.run({n: io[n] for n in feeds})
+    assert len(prepared.signatures()) == len(runs) == 2
 
 
 def test_encoder_declares_its_ids_and_mask_with_unknown_dims():
