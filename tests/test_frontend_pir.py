@@ -49,7 +49,7 @@ def test_one_import_runs_at_every_recorded_shape(name):
     assert isinstance(prepared, PreparedBySignature)
     for io in runs:
         prepared.run({n: io[n] for n in feeds})
-    assert len(prepared.signatures()) == len(runs) == 2
+    assert len(prepared.signatures) == len(runs) == 2
 
 
 def test_encoder_declares_its_ids_and_mask_with_unknown_dims():
