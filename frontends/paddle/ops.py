@@ -40,8 +40,8 @@ def _dtype(name: str) -> DType:
 
 
 # -- one to one: pd_op name -> (legacy type, attr renames) -------------------------------------------
-_SAME_SHAPE = {
-    # activations and softmax: X -> Out
+_ONE_TO_ONE = {
+    # X -> Out, attrs renamed
     "relu": ("relu", {}), "sigmoid": ("sigmoid", {}), "tanh": ("tanh", {}), "relu6": ("relu6", {}),
     "gelu": ("gelu", {"approximate": "approximate"}), "softmax": ("softmax", {"axis": "axis"}),
     "hardswish": ("hard_swish", {}), "hardsigmoid": ("hard_sigmoid", {"slope": "slope", "offset": "offset"}),
@@ -55,7 +55,7 @@ _BINARY = {"add": "elementwise_add", "subtract": "elementwise_sub", "multiply": 
 
 
 def _unary(ctx: PirContext, op: PirOp) -> None:
-    legacy, renames = _SAME_SHAPE[op.short]
+    legacy, renames = _ONE_TO_ONE[op.short]
     ctx.emit(legacy, {"X": op.inputs[0]}, {"Out": op.outputs[0]},
              {new: op.attrs[old] for old, new in renames.items()})
 
@@ -64,7 +64,7 @@ def _binary(ctx: PirContext, op: PirOp) -> None:
     ctx.emit(_BINARY[op.short], {"X": op.inputs[0], "Y": op.inputs[1]}, {"Out": op.outputs[0]}, {"axis": -1})
 
 
-for _name in _SAME_SHAPE:
+for _name in _ONE_TO_ONE:
     converts(_name)(_unary)
 for _name in _BINARY:
     converts(_name)(_binary)
