@@ -142,3 +142,21 @@ def test_legacy_models_save_back_byte_for_byte(tmp_path, name):
     save_inference_model(tmp_path / name, feeds, fetches, program, scope)
     assert (tmp_path / f"{name}.pdmodel").read_bytes() == path.read_bytes()
     assert (tmp_path / f"{name}.pdiparams").read_bytes() == path.with_suffix(".pdiparams").read_bytes()
+
+
+def test_reader_decodes_names_attrs_types_and_missing_operands():
+    from halfway.frontends.paddle.pir import MISSING, read_program
+
+    tensor = {"#": "0.t_dtensor", "D": [{"#": "0.t_f32"}, [-1, 8], "NCHW", [], 0]}
+    program = {"base_code": {"magic": "pir", "trainable": True, "version": 4}, "program": {"regions": [{"blocks": [{
+        "#": "block_0", "args": [], "ops": [
+            {"#": "p", "A": [0, 1, 1, "w"], "O": {"%": 1, "TT": tensor}},
+            {"#": "1.dropout", "I": [{"%": 1}, {"%": 0}], "O": [{"%": 2, "TT": tensor}],
+             "A": [{"N": "mode", "AT": {"#": "0.a_str", "D": "upscale_in_train"}},
+                   {"N": "axes", "AT": {"#": "0.a_array", "D": [{"#": "0.a_i64", "D": 1}]}},
+                   {"N": "shape", "AT": {"#": "1.a_intarray", "D": [2, 3]}}]}]}]}]}}
+    param, dropout = read_program(json.dumps(program), "m.json")
+    assert (param.name, param.attrs, param.outputs) == ("parameter", {"name": "w"}, [1])
+    assert (dropout.name, dropout.short, dropout.inputs) == ("pd_op.dropout", "dropout", [1, MISSING])
+    assert dropout.attrs == {"mode": "upscale_in_train", "axes": [1], "shape": [2, 3]}
+    assert (dropout.types[0].dtype.name, dropout.types[0].shape) == ("float32", (-1, 8))

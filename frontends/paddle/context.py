@@ -38,7 +38,7 @@ class UnsupportedPirOpError(PirConversionError):
 class PirContext:
     """What converters see while one program is imported."""
 
-    def __init__(self, source: str, fetch_names: Mapping[int, str]) -> None:
+    def __init__(self, source: str, types: Mapping[int, PirType], fetch_names: Mapping[int, str]) -> None:
         self.source = source
         self.program = Program()
         self.block: Block = self.program.global_block()
@@ -46,7 +46,8 @@ class PirContext:
         self.names: dict[int, str] = {}
         self.consts: dict[int, np.ndarray] = {}
         self.lists: dict[int, list[int]] = {}
-        self.types: dict[int, PirType] = {}
+        self.types = dict(types)
+        """PIR's declared type of each value, which refines the dims halfway's inference leaves unknown."""
         self.fetch_names = dict(fetch_names)
         self.op: PirOp | None = None
         self.index = -1

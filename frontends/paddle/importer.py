@@ -67,8 +67,8 @@ def load(path: str | os.PathLike[str]) -> tuple[Program, list[str], list[str], S
     source = os.fspath(program_file)
     pir_ops = read_program(read_file(program_file).decode("utf-8", errors="replace"), source)
     _check_supported(pir_ops, source)
-    ctx = PirContext(source, _fetch_names(pir_ops))
-    ctx.types = {v: t for op in pir_ops for v, t in zip(op.outputs, op.types)}
+    types = {value: var_type for op in pir_ops for value, var_type in zip(op.outputs, op.types)}
+    ctx = PirContext(source, types, _fetch_names(pir_ops))
     _declare_parameters(ctx, pir_ops, params_file)
     feeds: list[str] = []
     fetches: dict[int, str] = {}

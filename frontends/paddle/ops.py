@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from halfway.frontends.paddle.context import PirContext
-from halfway.frontends.paddle.pir import PirOp
+from halfway.frontends.paddle.pir import MISSING, PirOp
 from halfway.ir.dtypes import DType
 
 __all__ = ["CONVERTERS", "supported_ops"]
@@ -163,7 +163,7 @@ def _dropout(ctx: PirContext, op: PirOp) -> None:
 
 @converts("nearest_interp", "bilinear_interp", "linear_interp", "bicubic_interp", "trilinear_interp")
 def _interp(ctx: PirContext, op: PirOp) -> None:
-    x, out_size, size_tensor, scale = (op.inputs + [0, 0, 0])[:4]
+    x, out_size, size_tensor, scale = (op.inputs + [MISSING] * 3)[:4]
     attrs = {name: op.attrs[name] for name in ("out_d", "out_h", "out_w", "interp_method", "align_corners",
                                                "align_mode")}
     attrs["data_layout"] = op.attrs["data_format"]
