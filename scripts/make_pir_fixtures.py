@@ -16,6 +16,9 @@ Models (seeded, small configs, random weights):
     detector   a PP-OCR-style text detector: conv backbone, DBFPN (nearest upsampling by 2, bilinear
                resize to a size taken from `paddle.shape`), DB head with conv2d_transpose;
                "image" [1, 3, 64, 64]
+    ops        (PIR only) one of each further op the importer converts: activations, pow, clip,
+               reductions, split, stack, gather, where, expand, tile, pad3d, group_norm, prelu,
+               argmax; "x" [-1, 8] and "index" [3]
 
 Layout: ``pir/<model>/model.json`` + ``model.pdiparams`` (paddle.jit.save's default in 3.x) and
 ``legacy/<model>.pdmodel`` + ``.pdiparams`` (written with FLAGS_enable_pir_api=0, which must be
@@ -37,6 +40,8 @@ import numpy as np
 OUT_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "paddle3"
 SEED = 2025
 FORMATS = ("pir", "legacy")
+PIR_ONLY = {"ops"}
+"""Models written as PIR only: Paddle 3.3.1 cannot trace most of their functions with the legacy API."""
 
 
 def inputs(name: str) -> list[dict[str, np.ndarray]]:
@@ -50,6 +55,8 @@ def inputs(name: str) -> list[dict[str, np.ndarray]]:
             mask[1, length - 2:] = 0
             cases.append({"input_ids": rng.integers(0, 64, (batch, length)).astype(np.int64), "attention_mask": mask})
         return cases
+    if name == "ops":
+        return [{"x": rng.standard_normal((3, 8)).astype(np.float32), "index": np.array([0, 5, 7], np.int64)}]
     side = {"resnet": 32, "mobilenet": 64, "detector": 64}[name]
     batches = {"resnet": (2, 1), "mobilenet": (2,), "detector": (1,)}[name]
     return [{"image": rng.standard_normal((batch, 3, side, side)).astype(np.float32)} for batch in batches]
@@ -169,10 +176,34 @@ def build_models():  # noqa: C901  (the model classes need paddle, imported by t
             fuse = paddle.concat([p4, p3, self.p2(out2)], axis=1)
             return unary("sigmoid", self.head(fuse))
 
+    class Ops(nn.Layer):
+        """One of each of the other ops the importer converts, on a [-1, 8] input."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+            self.norm = nn.GroupNorm(2, 4)
+            self.prelu = nn.PReLU(4)
+
+        def forward(self, x, index):
+            a = F.leaky_relu(self.fc(x), 0.1) + F.relu6(x) + F.silu(x) + F.elu(x, 0.5) + F.softplus(x)
+            b = paddle.pow(paddle.abs(a), 1.5) + paddle.sqrt(paddle.abs(x) + 1) * paddle.rsqrt(paddle.abs(x) + 1)
+            c = paddle.clip(b, -2.0, 3.0) + paddle.exp(-paddle.abs(x)) + paddle.log(paddle.abs(x) + 1)
+            stats = (paddle.mean(c, axis=-1, keepdim=True) + paddle.sum(c, axis=-1, keepdim=True)
+                     + paddle.max(c, axis=-1, keepdim=True))
+            left, right = paddle.split(c, 2, axis=-1)
+            stacked = paddle.stack([left, right], axis=1)
+            gathered = paddle.gather(c, index, axis=1)
+            kept = paddle.where(c > 0.5, c, paddle.zeros_like(c))
+            e = (paddle.expand(paddle.squeeze(paddle.unsqueeze(stats, 0), 0), [-1, 8])
+                 + paddle.maximum(kept, c * 0.5) + paddle.tile(left, [1, 2]))
+            image = self.prelu(self.norm(F.pad(paddle.reshape(e, [-1, 4, 2, 1]), [1, 1, 0, 0])))
+            return e, stacked, gathered, image, paddle.argmax(c, axis=-1)
+
     def mobilenet():
         return paddle.vision.models.MobileNetV3Small(scale=0.35, num_classes=10)
 
-    return {"resnet": ResNet, "mobilenet": mobilenet, "encoder": Encoder, "detector": Detector}
+    return {"resnet": ResNet, "mobilenet": mobilenet, "encoder": Encoder, "detector": Detector, "ops": Ops}
 
 
 def randomize_norms(layer, rng: np.random.Generator) -> None:
@@ -195,6 +226,8 @@ def input_specs(name: str):
 
     if name == "encoder":
         return [InputSpec([-1, -1], "int64", "input_ids"), InputSpec([-1, -1], "int64", "attention_mask")]
+    if name == "ops":
+        return [InputSpec([-1, 8], "float32", "x"), InputSpec([3], "int64", "index")]
     side = 32 if name == "resnet" else 64
     return [InputSpec([1 if name == "detector" else -1, 3, side, side], "float32", "image")]
 
@@ -219,6 +252,8 @@ def write_format(fmt: str) -> None:
 
     paddle.set_device("cpu")
     for name, make in build_models().items():
+        if fmt == "legacy" and name in PIR_ONLY:
+            continue
         paddle.seed(SEED)
         with paddle.utils.unique_name.guard():
             layer = make()

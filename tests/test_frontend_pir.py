@@ -26,8 +26,7 @@ def _model(fmt: str, name: str) -> tuple[Path, list[dict[str, np.ndarray]]]:
     return path, [dict(np.load(run)) for run in runs]
 
 
-@pytest.mark.parametrize("fmt", ["pir", "legacy"])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize(("fmt", "name"), [("pir", "ops")] + [(fmt, name) for name in MODELS for fmt in ("pir", "legacy")])
 def test_matches_paddle_on_every_fetch(fmt, name):
     path, runs = _model(fmt, name)
     program, feeds, fetches, scope = halfway.load(path)

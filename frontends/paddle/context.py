@@ -51,6 +51,7 @@ class PirContext:
         self.fetch_names = dict(fetch_names)
         self.op: PirOp | None = None
         self.index = -1
+        self._last_scratch = 0
 
     # -- errors ----------------------------------------------------------------------------------
     def fail(self, message: str) -> Any:
@@ -92,11 +93,14 @@ class PirContext:
         return name
 
     # -- building --------------------------------------------------------------------------------
+    def new_value(self) -> int:
+        """A fresh value id (negative, never PIR's) for an intermediate a converter makes."""
+        self._last_scratch -= 1
+        return self._last_scratch
+
     def scratch(self, name: str) -> int:
-        """A new value id (negative, never PIR's) for var ``name``, an intermediate a converter made."""
-        value = -len(self.names) - 1
-        while value in self.names:
-            value -= 1
+        """A fresh value id for var ``name``, an intermediate a converter made."""
+        value = self.new_value()
         self.names[value] = name
         return value
 
@@ -106,10 +110,11 @@ class PirContext:
         self.names[value] = name
         return name
 
-    def emit(self, op_type: str, inputs: Mapping[str, int | Sequence[int]], outputs: Mapping[str, int | None],
-             attrs: Mapping[str, Any] | None = None, *, inplace: Mapping[str, int] | None = None) -> Operator:
+    def emit(self, op_type: str, inputs: Mapping[str, int | Sequence[int]],
+             outputs: Mapping[str, int | None | Sequence[int]], attrs: Mapping[str, Any] | None = None, *,
+             inplace: Mapping[str, int] | None = None) -> Operator:
         """Append ``op_type`` reading operands ``inputs`` (value ids; MISSING ones are left out) and
-        writing ``outputs`` (a value id, or None for a scratch var). Output shapes and dtypes come from
+        writing ``outputs`` (value ids, or None for a scratch var). Output shapes and dtypes come from
         the schema's inference, unknown dims refined by PIR's declared type. ``inplace`` maps output
         slots to operands the op updates in place (batch_norm's MeanOut is its Mean)."""
         in_names = {slot: [self.var(v) for v in _ids(ids)] for slot, ids in inputs.items() if _ids(ids)}
@@ -117,13 +122,16 @@ class PirContext:
             op, ctx = infer_new_op(self.block, self.scope, op_type, in_names, attrs or {})
         except HalfwayError as e:
             return self.fail(f"as {op_type}: {e}")
-        for slot, value in outputs.items():
-            info = ctx.outputs[slot][0]
-            name = self._out_name(op_type, value)
-            self.block.create_var(name, dtype=info.dtype, shape=self._refined(value, info.shape))
-            if value is not None:
-                self.names[value] = name
-            op.set_output(slot, [name])
+        for slot, values in outputs.items():
+            made = []
+            for info, value in zip(ctx.outputs[slot], [values] if values is None or isinstance(values, int)
+                                   else values):
+                name = self._out_name(op_type, value)
+                self.block.create_var(name, dtype=info.dtype, shape=self._refined(value, info.shape))
+                if value is not None:
+                    self.names[value] = name
+                made.append(name)
+            op.set_output(slot, made)
         for slot, value in (inplace or {}).items():
             op.set_output(slot, [self.var(value)])
         self.block.insert_op(len(self.block.ops), op)
@@ -132,8 +140,10 @@ class PirContext:
     def _out_name(self, op_type: str, value: int | None) -> str:
         if value is not None and value in self.fetch_names and not self.block.has_var(self.fetch_names[value]):
             return self.fetch_names[value]
-        hint = op_type if value is None else f"{op_type}.{value}"
-        return hint if value is not None and not self.block.has_var(hint) else self.program.unique_name(hint)
+        hint = f"{op_type}.{value}"
+        if value is None or value < 0 or self.block.has_var(hint):
+            return self.program.unique_name(op_type)
+        return hint
 
     def _refined(self, value: int | None, shape: Sequence[int]) -> tuple[int, ...]:
         declared = self.types.get(value) if value is not None else None

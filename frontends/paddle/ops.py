@@ -7,7 +7,8 @@ pool2d's kernel size, scale's factor, dropout's p, slice's starts and ends) are 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,35 +40,60 @@ def _dtype(name: str) -> DType:
     return DType.from_any(name)
 
 
-# -- one to one: pd_op name -> (legacy type, attr renames) -------------------------------------------
+# -- one to one --------------------------------------------------------------------------------------
+class Mapped(NamedTuple):
+    """A pd_op that is one legacy op: its type, the slots its operands and results take in order,
+    and its attrs (PIR name -> legacy name)."""
+
+    legacy: str
+    inputs: tuple[str, ...] = ("X",)
+    outputs: tuple[str, ...] = ("Out",)
+    attrs: Mapping[str, str] = {}
+
+
+def _same(*names: str) -> dict[str, str]:
+    return {name: name for name in names}
+
+
+_NORM_OUTPUTS = ("Y", "Mean", "Variance")
+_CONV = Mapped("conv2d", ("Input", "Filter"), ("Output",),
+               _same("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format"))
 _ONE_TO_ONE = {
-    # X -> Out, attrs renamed
-    "relu": ("relu", {}), "sigmoid": ("sigmoid", {}), "tanh": ("tanh", {}), "relu6": ("relu6", {}),
-    "gelu": ("gelu", {"approximate": "approximate"}), "softmax": ("softmax", {"axis": "axis"}),
-    "hardswish": ("hard_swish", {}), "hardsigmoid": ("hard_sigmoid", {"slope": "slope", "offset": "offset"}),
-    "swish": ("swish", {}), "silu": ("silu", {}), "exp": ("exp", {}), "sqrt": ("sqrt", {}), "erf": ("erf", {}),
-    "transpose": ("transpose2", {"perm": "axis"}),
-    "flatten": ("flatten_contiguous_range", {"start_axis": "start_axis", "stop_axis": "stop_axis"}),
+    "relu": Mapped("relu"), "sigmoid": Mapped("sigmoid"), "tanh": Mapped("tanh"), "relu6": Mapped("relu6"),
+    "swish": Mapped("swish"), "silu": Mapped("silu"), "exp": Mapped("exp"), "sqrt": Mapped("sqrt"),
+    "erf": Mapped("erf"), "abs": Mapped("abs"), "log": Mapped("log"), "hardswish": Mapped("hard_swish"),
+    "gelu": Mapped("gelu", attrs=_same("approximate")), "softmax": Mapped("softmax", attrs=_same("axis")),
+    "hardsigmoid": Mapped("hard_sigmoid", attrs=_same("slope", "offset")),
+    "leaky_relu": Mapped("leaky_relu", attrs={"negative_slope": "alpha"}),
+    "elu": Mapped("elu", attrs=_same("alpha")), "softplus": Mapped("softplus", attrs=_same("beta", "threshold")),
+    "pow": Mapped("pow", attrs={"y": "factor"}),
+    "transpose": Mapped("transpose2", attrs={"perm": "axis"}),
+    "flatten": Mapped("flatten_contiguous_range", attrs=_same("start_axis", "stop_axis")),
+    "conv2d": _CONV, "depthwise_conv2d": _CONV._replace(legacy="depthwise_conv2d"),
+    "matmul": Mapped("matmul_v2", ("X", "Y"), attrs={"transpose_x": "trans_x", "transpose_y": "trans_y"}),
+    "embedding": Mapped("lookup_table_v2", ("Ids", "W"), attrs=_same("padding_idx")),
+    "where": Mapped("where", ("Condition", "X", "Y")),
+    "prelu": Mapped("prelu", ("X", "Alpha"), attrs=_same("mode", "data_format")),
+    "layer_norm": Mapped("layer_norm", ("X", "Scale", "Bias"), _NORM_OUTPUTS, _same("epsilon", "begin_norm_axis")),
+    "group_norm": Mapped("group_norm", ("X", "Scale", "Bias"), _NORM_OUTPUTS,
+                         {**_same("epsilon", "groups"), "data_format": "data_layout"}),
+    **{name: Mapped(legacy, ("X", "Y")) for name, legacy in (
+        ("add", "elementwise_add"), ("subtract", "elementwise_sub"), ("multiply", "elementwise_mul"),
+        ("divide", "elementwise_div"), ("maximum", "elementwise_max"), ("minimum", "elementwise_min"),
+        ("elementwise_pow", "elementwise_pow"), ("greater_than", "greater_than"), ("less_than", "less_than"),
+        ("equal", "equal"), ("not_equal", "not_equal"), ("greater_equal", "greater_equal"),
+        ("less_equal", "less_equal"))},
 }
-_BINARY = {"add": "elementwise_add", "subtract": "elementwise_sub", "multiply": "elementwise_mul",
-           "divide": "elementwise_div", "maximum": "elementwise_max", "minimum": "elementwise_min",
-           "elementwise_pow": "elementwise_pow"}
 
 
-def _unary(ctx: PirContext, op: PirOp) -> None:
-    legacy, renames = _ONE_TO_ONE[op.short]
-    ctx.emit(legacy, {"X": op.inputs[0]}, {"Out": op.outputs[0]},
-             {new: op.attrs[old] for old, new in renames.items()})
-
-
-def _binary(ctx: PirContext, op: PirOp) -> None:
-    ctx.emit(_BINARY[op.short], {"X": op.inputs[0], "Y": op.inputs[1]}, {"Out": op.outputs[0]}, {"axis": -1})
+def _one_to_one(ctx: PirContext, op: PirOp) -> None:
+    mapped = _ONE_TO_ONE[op.short]
+    ctx.emit(mapped.legacy, dict(zip(mapped.inputs, op.inputs)), dict(zip(mapped.outputs, op.outputs)),
+             {new: op.attrs[old] for old, new in mapped.attrs.items()})
 
 
 for _name in _ONE_TO_ONE:
-    converts(_name)(_unary)
-for _name in _BINARY:
-    converts(_name)(_binary)
+    converts(_name)(_one_to_one)
 
 
 # -- constants ---------------------------------------------------------------------------------------
@@ -95,18 +121,9 @@ def _full_like(ctx: PirContext, op: PirOp) -> None:
 
 
 # -- nn ----------------------------------------------------------------------------------------------
-_CONV_ATTRS = ("strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format")
-
-
-@converts("conv2d", "depthwise_conv2d")
-def _conv2d(ctx: PirContext, op: PirOp) -> None:
-    ctx.emit(op.short, {"Input": op.inputs[0], "Filter": op.inputs[1]}, {"Output": op.outputs[0]},
-             {name: op.attrs[name] for name in _CONV_ATTRS})
-
-
 @converts("conv2d_transpose")
 def _conv2d_transpose(ctx: PirContext, op: PirOp) -> None:
-    attrs = {name: op.attrs[name] for name in (*_CONV_ATTRS, "output_padding")}
+    attrs = {name: op.attrs[name] for name in (*_CONV.attrs, "output_padding")}
     if len(op.inputs) > 2 and ctx.given(op.inputs[2]):
         attrs["output_size"] = ctx.ints(op.inputs[2], "conv2d_transpose's output_size")
     ctx.emit("conv2d_transpose", {"Input": op.inputs[0], "Filter": op.inputs[1]}, {"Output": op.outputs[0]}, attrs)
@@ -125,13 +142,6 @@ def _batch_norm(ctx: PirContext, op: PirOp) -> None:
     ctx.names[op.outputs[1]], ctx.names[op.outputs[2]] = ctx.var(mean), ctx.var(variance)
 
 
-@converts("layer_norm")
-def _layer_norm(ctx: PirContext, op: PirOp) -> None:
-    x, scale, bias = op.inputs
-    y, mean, variance = op.outputs
-    ctx.emit("layer_norm", {"X": x, "Scale": scale, "Bias": bias}, {"Y": y, "Mean": mean, "Variance": variance},
-             {"epsilon": op.attrs["epsilon"], "begin_norm_axis": op.attrs["begin_norm_axis"]})
-
 
 @converts("pool2d")
 def _pool2d(ctx: PirContext, op: PirOp) -> None:
@@ -141,16 +151,6 @@ def _pool2d(ctx: PirContext, op: PirOp) -> None:
     ctx.emit("pool2d", {"X": op.inputs[0]}, {"Out": op.outputs[0]}, attrs)
 
 
-@converts("matmul")
-def _matmul(ctx: PirContext, op: PirOp) -> None:
-    ctx.emit("matmul_v2", {"X": op.inputs[0], "Y": op.inputs[1]}, {"Out": op.outputs[0]},
-             {"trans_x": op.attrs["transpose_x"], "trans_y": op.attrs["transpose_y"]})
-
-
-@converts("embedding")
-def _embedding(ctx: PirContext, op: PirOp) -> None:
-    ctx.emit("lookup_table_v2", {"Ids": op.inputs[0], "W": op.inputs[1]}, {"Out": op.outputs[0]},
-             {"padding_idx": op.attrs["padding_idx"]})
 
 
 @converts("dropout")
@@ -246,3 +246,94 @@ def _shape(ctx: PirContext, op: PirOp) -> None:
     dims = ctx.emit("shape", {"Input": op.inputs[0]}, {"Out": None}).output("Out")[0]
     ctx.emit("cast", {"X": ctx.scratch(dims)}, {"Out": op.outputs[0]},
              {"in_dtype": int(DType.int32), "out_dtype": int(DType.int64)})
+
+
+
+# -- further math, reductions and indexing ------------------------------------------------------------
+@converts("rsqrt")
+def _rsqrt(ctx: PirContext, op: PirOp) -> None:
+    ctx.emit("pow", {"X": op.inputs[0]}, {"Out": op.outputs[0]}, {"factor": -0.5})
+
+
+@converts("clip")
+def _clip(ctx: PirContext, op: PirOp) -> None:
+    inputs: dict[str, int] = {"X": op.inputs[0]}
+    attrs = {}
+    for slot, attr, value in (("Min", "min", op.inputs[1]), ("Max", "max", op.inputs[2])):
+        if ctx.is_const(value):
+            attrs[attr] = float(ctx.consts[value].reshape(-1)[0])
+        else:
+            inputs[slot], attrs[attr] = value, 0.0
+    ctx.emit("clip", inputs, {"Out": op.outputs[0]}, attrs)
+
+
+@converts("mean", "sum", "max", "min", "prod")
+def _reduce(ctx: PirContext, op: PirOp) -> None:
+    axes = ctx.ints(op.inputs[1], f"{op.short}'s axis")
+    ctx.emit(f"reduce_{op.short}", {"X": op.inputs[0]}, {"Out": op.outputs[0]},
+             {"dim": axes or [0], "keep_dim": op.attrs["keepdim"], "reduce_all": not axes})
+
+
+@converts("argmax", "argmin")
+def _arg(ctx: PirContext, op: PirOp) -> None:
+    axis = int(ctx.const(op.inputs[1], f"{op.short}'s axis").reshape(-1)[0])
+    ctx.emit(f"arg_{op.short[3:]}", {"X": op.inputs[0]}, {"Out": op.outputs[0]},
+             {"axis": axis, "keepdims": op.attrs["keepdims"], "flatten": op.attrs["flatten"],
+              "dtype": int(_dtype(op.attrs["dtype"]))})
+
+
+
+
+
+@converts("pad3d")
+def _pad3d(ctx: PirContext, op: PirOp) -> None:
+    ctx.emit("pad3d", {"X": op.inputs[0]}, {"Out": op.outputs[0]},
+             {"paddings": ctx.ints(op.inputs[1], "pad3d's paddings"), "mode": op.attrs["mode"],
+              "value": op.attrs["pad_value"], "data_format": op.attrs["data_format"]})
+
+
+@converts("expand", "tile")
+def _expand_tile(ctx: PirContext, op: PirOp) -> None:
+    """``expand``'s shape and ``tile``'s repeat times: attrs when constant, else a tensor."""
+    legacy, slot, attr = ("expand_v2", "Shape", "shape") if op.short == "expand" else ("tile", "RepeatTimes",
+                                                                                      "repeat_times")
+    if ctx.is_const(op.inputs[1]):
+        ctx.emit(legacy, {"X": op.inputs[0]}, {"Out": op.outputs[0]}, {attr: ctx.ints(op.inputs[1], attr)})
+    else:
+        ctx.emit(legacy, {"X": op.inputs[0], slot: op.inputs[1]}, {"Out": op.outputs[0]})
+
+
+@converts("gather")
+def _gather(ctx: PirContext, op: PirOp) -> None:
+    axis = int(ctx.const(op.inputs[2], "gather's axis").reshape(-1)[0])
+    ctx.emit("gather", {"X": op.inputs[0], "Index": op.inputs[1]}, {"Out": op.outputs[0]}, {"axis": axis})
+
+
+@converts("split_with_num")
+def _split_with_num(ctx: PirContext, op: PirOp) -> None:
+    """One ``split``; its pieces become the values of the ``builtin.split`` that unpacks the list."""
+    axis = int(ctx.const(op.inputs[1], "split's axis").reshape(-1)[0])
+    num = op.attrs["num"]
+    pieces = [ctx.new_value() for _ in range(num)]
+    ctx.emit("split", {"X": op.inputs[0]}, {"Out": pieces}, {"axis": axis, "num": num})
+    ctx.lists[op.outputs[0]] = pieces
+
+
+@converts("split")
+def _unpack(ctx: PirContext, op: PirOp) -> None:
+    """``builtin.split``: the values of a list (``pd_op.split`` would be sections, not supported here)."""
+    if op.name != "builtin.split":
+        ctx.fail("pd_op.split with sections is not supported; split_with_num is")
+    for value, piece in zip(op.outputs, ctx.listed(op.inputs[0])):
+        ctx.names[value] = ctx.var(piece)
+
+
+@converts("stack")
+def _stack(ctx: PirContext, op: PirOp) -> None:
+    """stack = an unsqueeze2 of each input at ``axis`` and one concat."""
+    axis = op.attrs["axis"]
+    parts = []
+    for value in ctx.listed(op.inputs[0]):
+        out = ctx.emit("unsqueeze2", {"X": value}, {"Out": None}, {"axes": [axis]}).output("Out")[0]
+        parts.append(ctx.scratch(out))
+    ctx.emit("concat", {"X": parts}, {"Out": op.outputs[0]}, {"axis": axis})
