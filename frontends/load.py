@@ -1,6 +1,9 @@
 """``load``: one entry point for every model format halfway reads, chosen by the file.
 
 * an ``onnx.ModelProto``, or a file ending ``.onnx`` or holding an ONNX model: the ONNX importer;
+* a Paddle 3 PIR model — a ``.json`` file, a folder holding one ``.json`` (and no ``.pdmodel``),
+  or a path prefix with ``<prefix>.json`` (and no ``<prefix>.pdmodel``), its parameters in the
+  ``.pdiparams`` beside it: the PIR importer (``halfway.frontends.paddle``);
 * a Paddle or halfway inference model — a ``.pdmodel`` file, a folder holding one (or the
   legacy ``__model__`` with per-parameter files), or a path prefix with ``<prefix>.pdmodel``:
   ``load_inference_model``.
@@ -13,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from halfway.frontends.paddle.importer import pir_files
 from halfway.ir.errors import SerdeError
 from halfway.ir.io import load_inference_model
 from halfway.ir.program import Program
@@ -26,19 +30,21 @@ _PADDLE_SUFFIXES = (".pdmodel", ".pdiparams")
 
 
 def model_format(path: str | os.PathLike[str]) -> str:
-    """"onnx" or "paddle" for the model at ``path`` (SerdeError when it is neither)."""
+    """"onnx", "pir" or "paddle" for the model at ``path`` (SerdeError when it is none of them)."""
     text = os.fspath(path)
     p = Path(text)
     if text.endswith(ONNX_SUFFIX) and not p.is_dir():
         return "onnx"
+    if not Path(text + ".pdmodel").is_file() and pir_files(text) is not None:
+        return "pir"
     if p.is_dir() or text.endswith(_PADDLE_SUFFIXES) or Path(text + ".pdmodel").is_file():
         return "paddle"
     if p.is_file():
         return "onnx" if _looks_like_onnx(p) else "paddle"
     if p.exists():
         raise SerdeError(f"{text}: not a regular file (a model is an .onnx file, a .pdmodel file or a folder)")
-    raise SerdeError(f"{text}: no such model: expected an .onnx file, a .pdmodel file, a folder holding a Paddle "
-                     f"model, or a prefix naming <prefix>.pdmodel")
+    raise SerdeError(f"{text}: no such model: expected an .onnx file, a .pdmodel file, a Paddle 3 model.json, a "
+                     f"folder holding a Paddle model, or a prefix naming <prefix>.pdmodel or <prefix>.json")
 
 
 def _looks_like_onnx(path: Path) -> bool:
@@ -60,6 +66,7 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
     ``input_shapes`` (ONNX only) fixes input dims; ``max_tensor_bytes`` (ONNX only) bounds the
     tensors the import computes from shapes (default: ``HALFWAY_MAX_TENSOR_BYTES``, else 2 GiB);
     ``paddle_options`` (``model_filename``, ``params_filename``) go to ``load_inference_model``.
+    A Paddle 3 PIR model's unsupported ops are all reported at once (``UnsupportedPirOpError``).
     """
     is_path = isinstance(model, (str, os.PathLike))
     if not is_path:
@@ -76,6 +83,12 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
         return load_onnx(model, input_shapes=input_shapes, max_tensor_bytes=max_tensor_bytes)
     if input_shapes:
         raise SerdeError(f"{model}: input_shapes applies to ONNX models only")
+    if model_format(model) == "pir":
+        if paddle_options:
+            raise SerdeError(f"{model}: {sorted(paddle_options)} apply to .pdmodel models only")
+        from halfway.frontends.paddle import load as load_pir
+
+        return load_pir(model)
     loaded = load_inference_model(model, **paddle_options)
     check_known_ops(loaded[0], os.fspath(model))
     return loaded

@@ -5,7 +5,7 @@ The cases, rules applied by ``apply_rules`` until none applies (each declines wi
 1. ``dropout`` with ``is_test``: ``upscale_in_train`` (or ``dropout_prob`` 0) passes X through
    and is removed; ``downgrade_in_infer`` computes ``X * (1 - p)`` and becomes that ``scale``
    op. A dropout in training mode (``is_test`` false) or whose Mask someone reads stays.
-2. ``scale`` with scale 1, bias 0 and no ScaleTensor is removed.
+2. ``scale`` with scale 1, bias 0 and no ScaleTensor or BiasTensor is removed.
 3. ``assign`` is removed, so chains of assigns collapse onto their source.
 4. ``reshape2`` of ``reshape2``: the second reshape reads the first one's input, and the first
    is removed, when its output has that one reader, is not fetched, and neither XShape is read.

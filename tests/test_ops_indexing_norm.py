@@ -170,13 +170,26 @@ def test_paddle_only_ops_match_numpy():
     ran = run_op("layer_norm", {"X": x}, {"begin_norm_axis": 2}, outputs={"Y": 1, "Mean": 1, "Variance": 1})
     mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
     np.testing.assert_allclose(ran["Y"][0], (x - mean) / np.sqrt(var + 1e-5), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(ran["Variance"][0], var.reshape(-1), rtol=1e-5)
+    np.testing.assert_allclose(ran["Variance"][0], var.reshape(2, 3), rtol=1e-5)
     alpha = _x(3)
     np.testing.assert_allclose(run_op("prelu", {"X": x, "Alpha": alpha}, {"mode": "channel"}).out,
                                np.where(x > 0, x, x * alpha[:, None]))
 
 
+@pytest.mark.parametrize("padding_idx", [-1, 2])
+def test_lookup_table_v2_is_an_embedding(padding_idx):
+    table = _x(5, 3)
+    ids = np.array([[0, 2, 4], [2, 1, 1]], np.int64)
+    got = run_op("lookup_table_v2", {"W": table, "Ids": ids}, {"padding_idx": padding_idx}).out
+    expected = table[ids]
+    if padding_idx != -1:
+        expected[ids == padding_idx] = 0
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_out_of_range_indices_are_errors_naming_the_op():
+    with pytest.raises(halfway.HalfwayError, match=r"lookup_table_v2: an id is outside \[0, 5\)"):
+        run_op("lookup_table_v2", {"W": _x(5, 3), "Ids": np.array([5], np.int64)})
     with pytest.raises(halfway.HalfwayError, match="take_along_axis: an index is outside"):
         run_op("take_along_axis", {"Input": _x(2, 3), "Index": np.array([[3]], np.int64)}, {"Axis": 1})
     with pytest.raises(halfway.HalfwayError, match="one_hot_v2: an index is outside"):

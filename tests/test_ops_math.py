@@ -16,6 +16,7 @@ from halfway.ir.initializers import Normal
 from halfway.ir.ops.families import BINARY, REDUCE, UNARY
 from halfway.ir.ops.math import broadcast_shape, numpy_operand_shapes, paddle_axis_to_numpy
 from halfway.ir.schema import InferContext, InferError, TensorInfo, get_schema
+from tests.oprun import run_op
 
 RNG = np.random.default_rng(0)
 
@@ -193,8 +194,20 @@ def test_scale_clip_pow():
     assert out("clip", {"min": 0.0, "max": 0.0}, X=x, Min=t(()), Max=t((1,))).shape == (3, 1, 4)
     assert out("pow", {"factor": 3.0}, X=t((-1, 4), "float16")) == ((-1, 4), DType.float16)
     assert out("pow", X=np.abs(x), FactorTensor=t((-1,))).shape == np.power(np.abs(x), 0.5).shape
-    for op_type, tensor in (("clip", "Min"), ("scale", "ScaleTensor"), ("pow", "FactorTensor")):
+    for op_type, tensor in (("clip", "Min"), ("scale", "ScaleTensor"), ("scale", "BiasTensor"),
+                            ("pow", "FactorTensor")):
         assert tensor in get_schema(op_type).keep_dtype_slots
+
+
+@pytest.mark.parametrize("after", [True, False])
+def test_scale_tensors_replace_scale_and_bias(after):
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    factor, bias = np.array([2.5], np.float32), np.array([-0.75], np.float32)
+    got = run_op("scale", {"X": x, "ScaleTensor": factor, "BiasTensor": bias},
+                 {"scale": 9.0, "bias": 9.0, "bias_after_scale": after}).out
+    np.testing.assert_allclose(got, 2.5 * x - 0.75 if after else 2.5 * (x - 0.75), rtol=1e-6)
+    only_bias = run_op("scale", {"X": x, "BiasTensor": bias}, {"scale": 3.0, "bias_after_scale": after}).out
+    np.testing.assert_allclose(only_bias, 3.0 * x - 0.75 if after else 3.0 * (x - 0.75), rtol=1e-6)
 
 
 def test_scale_clip_errors():

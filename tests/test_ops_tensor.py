@@ -20,6 +20,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.initializers import Constant
 from halfway.ir.schema import InferContext, InferError, TensorInfo, get_schema
 from halfway.ir.serde import program_from_bytes, program_to_bytes
+from tests.oprun import run_op
 
 RNG = np.random.default_rng(0)
 FIXTURES = Path(__file__).parent / "fixtures" / "paddle"
@@ -264,6 +265,20 @@ def test_unsqueeze2_tensors_unknown_dims_and_errors() -> None:
 
 
 # -- fill_constant / assign / shape -------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [-1, DType.int64.value, DType.float32.value])
+def test_fill_any_like_takes_x_shape_not_its_values(dtype: int) -> None:
+    x = np.arange(6, dtype=np.int64).reshape(2, 3)
+    got = run_op("fill_any_like", {"X": x}, {"value": 1.0, "dtype": dtype}).out
+    expected = np.ones_like(x, dtype=x.dtype if dtype == -1 else DType(dtype).numpy)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_fill_any_like_rejects_an_unknown_dtype() -> None:
+    with pytest.raises(InferError, match="attr 'dtype' = 99 is neither -1"):
+        infer("fill_any_like", {"X": TensorInfo((2,), DType.float32)}, {"dtype": 99})
+
+
 @pytest.mark.parametrize("shape, dtype, value", [([2, 3], "float32", 1.5), ([4], "int64", 7), ([], "float16", 0),
                                                  ([1, 0, 3], "int32", -2), ([2], "bool", 1)])
 def test_fill_constant_matches_numpy(shape: list[int], dtype: str, value: float) -> None:

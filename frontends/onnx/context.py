@@ -22,10 +22,11 @@ from halfway.frontends.onnx.tensors import tensor_array
 from halfway.ir.block import Block
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
+from halfway.ir.infer import infer_new_op
 from halfway.ir.limits import check_tensor_size
 from halfway.ir.operator import Operator
 from halfway.ir.program import Program
-from halfway.ir.schema import InferContext, TensorInfo, get_schema
+from halfway.ir.schema import TensorInfo
 from halfway.ir.scope import Scope
 
 __all__ = ["ConversionError", "UnsupportedOpError", "GraphContext", "node_label", "RESERVED_NAMES"]
@@ -234,16 +235,9 @@ class GraphContext:
         schema's defaults. Output shapes and dtypes come from the schema's inference.
         ``inplace`` maps further output slots to vars the op updates in place (batch_norm's
         MeanOut is its Mean)."""
-        schema = get_schema(op_type)
         in_names = {slot: [self.var(n) for n in _listed(names)] for slot, names in inputs.items() if _listed(names)}
-        op = Operator(op_type, in_names)
-        for attr_name, value in schema.resolve_attrs(attrs or {}).items():
-            op.set_attr(attr_name, value, schema.attr_spec(attr_name).type)
-        infos = {slot: [self._var_info(n) for n in names] for slot, names in in_names.items()}
-        values = {slot: [self.scope.find(n) for n in names] for slot, names in in_names.items()}
-        ctx = InferContext(schema, infos, op.attrs, values)
         try:
-            schema.infer(ctx)
+            op, ctx = infer_new_op(self.block, self.scope, op_type, in_names, attrs or {})
         except HalfwayError as e:
             self.fail(f"as {op_type}: {e}")
         for slot, names in outputs.items():
@@ -274,10 +268,6 @@ class GraphContext:
             name = self.program.unique_name(f"{hint}.tmp")
             if not self.has(name):
                 return name
-
-    def _var_info(self, var_name: str) -> TensorInfo:
-        var = self.block.var(var_name)
-        return TensorInfo(var.shape or (), var.dtype)
 
 
 def _listed(names: str | Sequence[str]) -> list[str]:

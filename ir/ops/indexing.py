@@ -1,5 +1,5 @@
 """Schemas of the selection and indexing ops: where, expand_v2, tile, cumsum, cumprod, tril_triu, range,
-arg_max / arg_min, top_k_v2, gather_nd, take_along_axis, put_along_axis, scatter_nd and
+arg_max / arg_min, top_k_v2, lookup_table_v2, gather_nd, take_along_axis, put_along_axis, scatter_nd and
 scatter_nd_add, one_hot_v2 and einsum — Paddle's op types, slots, attrs and defaults (scatter_nd,
 ONNX's ScatterND with a ``reduce`` attr, has no Paddle counterpart).
 
@@ -244,6 +244,23 @@ register_op(OpSchema(
     infer=_infer_top_k, keep_dtype_slots=("K",),
     doc="The k largest (or smallest) entries of X along `axis` and their int64 indices, in order, equal "
         "values by index (K overrides k).",
+))
+
+
+# -- lookup_table_v2 --------------------------------------------------------------------------------
+def _infer_lookup_table(ctx: InferContext) -> None:
+    table, ids = ctx.input("W"), ctx.input("Ids")
+    ctx.check(ids.dtype in _INDEX_DTYPES, f"input 'Ids' must be int32 or int64, got {ids.dtype.name}")
+    ctx.check(len(table.shape) == 2, f"input 'W' must be a [rows, width] table, got shape {list(table.shape)}")
+    ctx.set_output("Out", [*ids.shape, table.shape[1]], table.dtype)
+
+
+register_op(OpSchema(
+    "lookup_table_v2", inputs=[Slot("W"), Slot("Ids")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("padding_idx", AttrType.LONG, -1)], infer=_infer_lookup_table,
+    dtype_slots=("W",), keep_dtype_slots=("Ids",),
+    doc="Embedding: Out[i...] = W[Ids[i...]], ids in [0, rows); rows of id `padding_idx` (when not -1) "
+        "are zeros.",
 ))
 
 

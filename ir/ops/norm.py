@@ -34,13 +34,12 @@ def _infer_layer_norm(ctx: InferContext) -> None:
     ctx.check(0 <= begin <= len(x.shape),
               f"attr begin_norm_axis {begin} must be in [0, {len(x.shape)}] for X {list(x.shape)}")
     lead, rest = x.shape[:begin], x.shape[begin:]
-    rows = -1 if min(lead, default=0) < 0 else math.prod(lead)
     cols = -1 if min(rest, default=0) < 0 else math.prod(rest)
     for slot in ("Scale", "Bias"):
         _check_vector(ctx, slot, cols)
     ctx.set_output("Y", x.shape, x.dtype)
-    ctx.set_output("Mean", [rows], _stats_dtype(x.dtype))
-    ctx.set_output("Variance", [rows], _stats_dtype(x.dtype))
+    ctx.set_output("Mean", lead, _stats_dtype(x.dtype))
+    ctx.set_output("Variance", lead, _stats_dtype(x.dtype))
 
 
 register_op(OpSchema(
@@ -49,7 +48,8 @@ register_op(OpSchema(
     attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
     infer=_infer_layer_norm, keep_dtype_slots=("Scale", "Bias"),
     doc="Y = (X - mean) / sqrt(variance + epsilon) * Scale + Bias, the statistics over the dims from "
-        "begin_norm_axis on (Scale and Bias flattened over them); Mean and Variance per leading row.",
+        "begin_norm_axis on (Scale and Bias flattened over them); Mean and Variance of X's leading dims "
+        "(Paddle 3's shape; Paddle 2 flattened them to one dim).",
 ))
 
 

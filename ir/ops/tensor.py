@@ -1,5 +1,5 @@
-"""Schemas of the tensor ops: feed/fetch, concat/split, reshape2 and its kin, fill_constant, assign,
-slice, strided_slice, shape and gather — Paddle's op types, slots, attrs and defaults.
+"""Schemas of the tensor ops: feed/fetch, concat/split, reshape2 and its kin, fill_constant, fill_any_like,
+assign, slice, strided_slice, shape and gather — Paddle's op types, slots, attrs and defaults.
 
 Several ops take a shape, axis or index list either from an attr or from integer tensor inputs
 (``reshape2.ShapeTensor``, ``slice.StartsTensorList``, ...); the tensor wins, as in Paddle. A value
@@ -353,6 +353,22 @@ register_op(OpSchema(
     keep_dtype_slots=("ValueTensor", "ShapeTensor", "ShapeTensorList"),
     doc="A `dtype` tensor of `shape` filled with `value` (str_value, then ValueTensor, override it; "
         "ShapeTensor, then ShapeTensorList, override `shape`). Its dtype is the attr's, not an input's.",
+))
+
+
+def _infer_fill_any_like(ctx: InferContext) -> None:
+    code = ctx.attr("dtype")
+    ctx.check(code == -1 or code in _DTYPE_CODES, f"attr 'dtype' = {code} is neither -1 (X's dtype) nor a "
+                                                  f"VarType.Type value (e.g. {DType.float32.value} = float32)")
+    x = ctx.input("X")
+    ctx.set_output("Out", x.shape, x.dtype if code == -1 else DType(code))
+
+
+register_op(OpSchema(
+    "fill_any_like", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=[AttrSpec("value", AttrType.FLOAT, 0.0), AttrSpec("dtype", AttrType.INT, -1)],
+    infer=_infer_fill_any_like,
+    doc="A tensor of X's shape filled with `value`, of dtype `dtype` (-1: X's); X's values are not read.",
 ))
 
 

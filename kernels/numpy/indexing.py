@@ -148,6 +148,22 @@ def _top_k(spec: KernelSpec) -> Kernel:
     return run
 
 
+@register_data_kernel("lookup_table_v2")
+def _lookup_table(spec: KernelSpec) -> Kernel:
+    padding = spec.attrs["padding_idx"]
+
+    def run(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        rows = table.shape[0]
+        if ids.size and (ids.min() < 0 or ids.max() >= rows):
+            raise HalfwayError(f"lookup_table_v2: an id is outside [0, {rows}) (min {ids.min()}, max {ids.max()})")
+        out = np.take(table, ids, axis=0)
+        if padding != -1:
+            out[ids == padding % rows] = 0
+        return out
+
+    return run
+
+
 @register_data_kernel("gather_nd")
 def _gather_nd(spec: KernelSpec) -> Kernel:
     def run(x: np.ndarray, index: np.ndarray) -> np.ndarray:

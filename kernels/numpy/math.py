@@ -149,13 +149,12 @@ def _mean(spec: KernelSpec) -> Kernel:
 
 # -- scale, clip, pow, sum, cast ----------------------------------------------------------------
 def _scale(spec: KernelSpec) -> Kernel:
-    read = _scalar_reader(spec, [("ScaleTensor", "scale")])
-    bias = _scalar(spec.attrs["bias"], spec.dtype.numpy)
+    read = _scalar_reader(spec, [("ScaleTensor", "scale"), ("BiasTensor", "bias")])
     after = spec.attrs["bias_after_scale"]
     inplace = spec.inplace and len(spec.input("X").shape) > 0
 
-    def scale(x: np.ndarray, *tensor: np.ndarray) -> np.ndarray:
-        (factor,) = read(*tensor)
+    def scale(x: np.ndarray, *tensors: np.ndarray) -> np.ndarray:
+        factor, bias = read(*tensors)
         target = x if inplace else None
         if after:
             out = np.multiply(x, factor, out=target)

@@ -55,7 +55,8 @@ def _layer_norm(spec: KernelSpec) -> Kernel:
         x = args[0]
         y, mean, variance = normalize(x, axes, epsilon)
         scale, bias = _scale_bias(spec, args)
-        return _affine(y, scale, bias, x.shape[begin:]), mean.reshape(-1), variance.reshape(-1)
+        lead = x.shape[:begin]
+        return _affine(y, scale, bias, x.shape[begin:]), mean.reshape(lead), variance.reshape(lead)
 
     return _present(spec, run)
 

@@ -1,6 +1,6 @@
 """numpy kernels of the tensor ops (``halfway.ir.ops.tensor``): concat, split, reshape2,
-flatten_contiguous_range, transpose2, squeeze2, unsqueeze2, fill_constant, assign, slice, strided_slice,
-shape and gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
+flatten_contiguous_range, transpose2, squeeze2, unsqueeze2, fill_constant, fill_any_like, assign, slice,
+strided_slice, shape and gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
 
 These ops only move data, so every kernel is registered for float16 as it is — not through the
 registry's float32 widening, which would convert a float16 tensor twice for nothing — and for
@@ -275,6 +275,13 @@ def _fill_constant(spec: KernelSpec) -> Kernel:
         return np.full(dims, value, dtype)
 
     return run
+
+
+@register_data_kernel("fill_any_like")
+def _fill_any_like(spec: KernelSpec) -> Kernel:
+    dtype = spec.output("Out").dtype.numpy
+    value = _fill_scalar(float(spec.attrs["value"]), dtype)
+    return lambda x: np.full(x.shape, value, dtype)
 
 
 @register_data_kernel("assign")

@@ -103,7 +103,7 @@ def unary_launch(rt: Runtime, dtype: DType, expr: str, params: Sequence[float], 
                      *(np.float32(p) for p in params))
 
 
-_SCALAR_TENSORS = ("ScaleTensor", "Min", "Max", "FactorTensor", "Seed")
+_SCALAR_TENSORS = ("ScaleTensor", "BiasTensor", "Min", "Max", "FactorTensor", "Seed")
 
 
 def _unary(spec: KernelSpec) -> Binder:
