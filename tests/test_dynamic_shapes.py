@@ -21,7 +21,9 @@ def _model(nodes, inputs, inits=(), opset=17):
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
                               [helper.make_tensor_value_info("y", F, None)],
                               [numpy_helper.from_array(np.asarray(v), n) for n, v in inits])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # IR 8 (opsets up to 18): ONNX Runtime refuses IR versions newer than its own, which a newer
+    # onnx package writes by default
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 def _ort(model, feed):
