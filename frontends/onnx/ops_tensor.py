@@ -224,7 +224,8 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("Gather")
 def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """``gather`` takes 0-D or 1-D indices; N-D indices are gathered flat and reshaped to
+    """``gather`` takes 0-D or 1-D indices; N-D indices into dim 0 (embeddings) are ``gather_nd``
+    of the indices with a unit dim after them; on other dims they are gathered flat and reshaped to
     ``data.shape[:axis] + indices.shape + data.shape[axis + 1:]``. Constant negative indices
     are wrapped where the dim is known (Paddle's gather takes none); halfway's numpy kernel
     counts the others from the end."""
@@ -242,6 +243,11 @@ def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     index_shape = ctx.shape(index)
     if len(index_shape) <= 1:
         ctx.emit("gather", {"X": x, "Index": index}, {"Out": out}, {"axis": axis})
+        return
+    if axis == 0:  # an embedding: gather_nd of the indices with a unit dim after them, any shape
+        deep = ctx.temp(f"{index}.nd")
+        ctx.emit("unsqueeze2", {"X": index}, {"Out": deep}, {"axes": [len(index_shape)]})
+        ctx.emit("gather_nd", {"X": x, "Index": deep}, {"Out": out})
         return
     flat, gathered = ctx.temp(f"{index}.flat"), ctx.temp(out)
     ctx.emit("reshape2", {"X": index}, {"Out": flat}, {"shape": [-1]})
