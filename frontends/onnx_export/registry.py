@@ -1,0 +1,36 @@
+"""The table of op exporters: halfway op type -> a function writing the equivalent ONNX nodes.
+
+An exporter is ``fn(ctx, op)``: ``ctx`` the ExportContext, ``op`` the halfway Operator. It reads
+the op's vars by name (an ONNX value keeps its var's name), writes nodes with ``ctx.node`` and
+constants with ``ctx.const``, and must define every output the program reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from halfway.frontends.onnx_export.context import ExportContext
+from halfway.ir.operator import Operator
+
+__all__ = ["Exporter", "EXPORTERS", "exports", "exportable_ops"]
+
+Exporter = Callable[[ExportContext, Operator], None]
+EXPORTERS: dict[str, Exporter] = {}
+
+
+def exports(*op_types: str) -> Callable[[Exporter], Exporter]:
+    """Register the decorated function as the exporter of ``op_types``."""
+
+    def register(fn: Exporter) -> Exporter:
+        for op_type in op_types:
+            if op_type in EXPORTERS:
+                raise ValueError(f"halfway op {op_type} already has an ONNX exporter")
+            EXPORTERS[op_type] = fn
+        return fn
+
+    return register
+
+
+def exportable_ops() -> list[str]:
+    """The halfway op types the exporter writes."""
+    return sorted(EXPORTERS)
