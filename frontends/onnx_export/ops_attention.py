@@ -39,11 +39,11 @@ def _decomposed(ctx: ExportContext, op: Operator, q: str, k: str, v: str, mask: 
     if op.attr("is_causal"):
         ctx.fail("causal attention needs opset 23 (ONNX's Attention)")
     heads_q, heads_kv = ctx.shape(q)[1], ctx.shape(k)[1]
-    if heads_q != heads_kv:
+    if min(heads_q, heads_kv) >= 0 and heads_q != heads_kv:
         ctx.fail(f"grouped-query attention ({heads_q} query heads, {heads_kv} key heads) needs opset 23")
     keys = ctx.node("Transpose", [k], perm=[0, 1, 3, 2])
     scores = ctx.node("Mul", [ctx.node("MatMul", [q, keys]), ctx.scalar(_scale(ctx, op, q), q)])
-    if mask is not None and ctx.dtype(mask) is DType.bool:
+    if mask is not None and ctx.dtype(op.input("Mask")[0]) is DType.bool:
         scores = ctx.node("Where", [mask, scores, ctx.scalar(-np.inf, q)])
     elif mask is not None:
         scores = ctx.node("Add", [scores, mask])
@@ -74,8 +74,8 @@ def _contrib_fits(ctx: ExportContext, op: Operator, q: str, k: str, v: str, mask
     and head size, no causal mask, a float mask of 4 dims."""
     heads, depth = ctx.shape(q)[1], ctx.shape(v)[3]
     return (ctx.dtype(q) is DType.float32 and heads > 0 and depth > 0 and ctx.shape(k)[1] == heads
-            and not op.attr("is_causal") and (mask is None or ctx.dtype(mask) is DType.float32
-                                              and ctx.rank(mask) == 4))
+            and not op.attr("is_causal") and (mask is None or ctx.dtype(op.input("Mask")[0]) is DType.float32
+                                              and ctx.rank(op.input("Mask")[0]) == 4))
 
 
 @exports("scaled_dot_product_attention")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from halfway.frontends.onnx_export.context import ExportContext
+from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext
 from halfway.frontends.onnx_export.registry import exports
 from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
@@ -54,49 +54,54 @@ for _row in (*UNARY.values(), *BINARY.values(), *COMPARE.values()):
 
 
 def activation(ctx: ExportContext, op_type: str, attrs: dict[str, float], x: str, out: str | None = None) -> str:
-    """Write activation ``op_type`` (a UNARY row's name) with ``attrs`` of ``x``; returns its output."""
+    """Write activation ``op_type`` (a UNARY row's name) with ``attrs`` of ``x``; returns its output.
+    The constants take the dtype of var ``out`` (else of ``x``, then a var)."""
     row = UNARY[op_type]
     outputs = [out] if out else None
     if row.onnx is not None:
         mapped = {theirs: float(attrs.get(ours, row.defaults()[ours])) for ours, (theirs, _) in row.onnx.attrs.items()}
         return ctx.node(row.onnx.name, [x], outputs, **mapped)
-    return _DECOMPOSED[op_type](ctx, attrs | {k: v for k, v in row.defaults().items() if k not in attrs}, x, outputs)
+    full = row.defaults() | attrs
+    return _DECOMPOSED[op_type](ctx, full, x, outputs, out or x)
 
 
-def _relu6(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None) -> str:
-    return ctx.node("Clip", [x, ctx.scalar(0.0, x), ctx.scalar(attrs["threshold"], x)], outputs)
+def _relu6(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
+    return ctx.node("Clip", [x, ctx.scalar(0.0, like), ctx.scalar(attrs["threshold"], like)], outputs)
 
 
-def _hard_swish(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None) -> str:
+def _hard_swish(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
     if (attrs["threshold"], attrs["scale"], attrs["offset"]) == (6.0, 6.0, 3.0) and ctx.opset >= 14:
         return ctx.node("HardSwish", [x], outputs)
-    shifted = ctx.node("Add", [x, ctx.scalar(attrs["offset"], x)])
-    clipped = ctx.node("Clip", [shifted, ctx.scalar(0.0, x), ctx.scalar(attrs["threshold"], x)])
-    return ctx.node("Mul", [x, ctx.node("Div", [clipped, ctx.scalar(attrs["scale"], x)])], outputs)
+    shifted = ctx.node("Add", [x, ctx.scalar(attrs["offset"], like)])
+    clipped = ctx.node("Clip", [shifted, ctx.scalar(0.0, like), ctx.scalar(attrs["threshold"], like)])
+    return ctx.node("Mul", [x, ctx.node("Div", [clipped, ctx.scalar(attrs["scale"], like)])], outputs)
 
 
-def _swish(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None) -> str:
+def _swish(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
     beta = attrs.get("beta", 1.0)
-    gate = x if beta == 1.0 else ctx.node("Mul", [x, ctx.scalar(beta, x)])
+    gate = x if beta == 1.0 else ctx.node("Mul", [x, ctx.scalar(beta, like)])
     return ctx.node("Mul", [x, ctx.node("Sigmoid", [gate])], outputs)
 
 
-def _gelu(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None) -> str:
-    """Gelu from opset 20; before, 0.5 x (1 + erf(x / sqrt 2)) or its tanh approximation."""
+def _gelu(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
+    """ONNX Runtime's Gelu or FastGelu (tanh) with ``contrib`` on float32; else Gelu from opset 20;
+    before, 0.5 x (1 + erf(x / sqrt 2)) or its tanh approximation."""
     tanh = bool(attrs.get("approximate", False))
+    if ctx.contrib and ctx.dtype(like) is DType.float32:
+        return ctx.node("FastGelu" if tanh else "Gelu", [x], outputs, domain=CONTRIB_DOMAIN)
     if ctx.opset >= 20:
         return ctx.node("Gelu", [x], outputs, approximate="tanh" if tanh else "none")
     if tanh:
         cube = ctx.node("Mul", [ctx.node("Mul", [x, x]), x])
-        inner = ctx.node("Add", [x, ctx.node("Mul", [cube, ctx.scalar(0.044715, x)])])
-        phi = ctx.node("Tanh", [ctx.node("Mul", [inner, ctx.scalar(float(np.sqrt(2 / np.pi)), x)])])
+        inner = ctx.node("Add", [x, ctx.node("Mul", [cube, ctx.scalar(0.044715, like)])])
+        phi = ctx.node("Tanh", [ctx.node("Mul", [inner, ctx.scalar(float(np.sqrt(2 / np.pi)), like)])])
     else:
-        phi = ctx.node("Erf", [ctx.node("Mul", [x, ctx.scalar(float(np.sqrt(0.5)), x)])])
-    half = ctx.node("Mul", [x, ctx.scalar(0.5, x)])
-    return ctx.node("Mul", [half, ctx.node("Add", [phi, ctx.scalar(1.0, x)])], outputs)
+        phi = ctx.node("Erf", [ctx.node("Mul", [x, ctx.scalar(float(np.sqrt(0.5)), like)])])
+    half = ctx.node("Mul", [x, ctx.scalar(0.5, like)])
+    return ctx.node("Mul", [half, ctx.node("Add", [phi, ctx.scalar(1.0, like)])], outputs)
 
 
-def _square(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None) -> str:
+def _square(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
     return ctx.node("Mul", [x, x], outputs)
 
 

@@ -34,26 +34,36 @@ def _affine(ctx: ExportContext, name: str | None, x: str, begin: int) -> str | N
     return ctx.node("Reshape", [name, ctx.ints(dims)])
 
 
-def _in_float32(ctx: ExportContext, x: str, out: str, body: Callable[[str], str]) -> None:
+Body = Callable[[str, "list[str] | None"], str]
+"""Writes nodes over its input; its last node writes the given outputs (None: a fresh name)."""
+
+
+def _in_float32(ctx: ExportContext, x: str, out: str, body: Body) -> None:
     """``body`` over ``x`` in float32 (casts around it for float16), its result written to ``out``."""
     if ctx.dtype(x) is DType.float16:
-        result = body(ctx.node("Cast", [x], to=onnx_type(DType.float32)))
+        result = body(ctx.node("Cast", [x], to=onnx_type(DType.float32)), None)
         ctx.node("Cast", [result], [out], to=onnx_type(DType.float16))
     else:
-        ctx.node("Identity", [body(x)], [out])
+        body(x, [out])
 
 
 def _scalar32(ctx: ExportContext, value: float) -> str:
     return ctx.const(value, np.float32, "scalar")
 
 
-def _times(ctx: ExportContext, value: str, factor: str | None, like: str) -> str:
-    """``value * factor`` (``factor`` cast to float32 where ``like`` is float16)."""
+def _as32(ctx: ExportContext, name: str, like: str) -> str:
+    """A Scale or Bias in float32 where ``like`` is float16 (the float16 transpile may keep
+    either dtype for them), else as it is."""
+    if ctx.dtype(like) is not DType.float16:
+        return name
+    return ctx.node("Cast", [name], to=onnx_type(DType.float32))
+
+
+def _times(ctx: ExportContext, value: str, factor: str | None, like: str, outs: list[str] | None) -> str:
+    """``value * factor`` in the float32 of the decomposition."""
     if factor is None:
-        return value
-    if ctx.dtype(like) is DType.float16:
-        factor = ctx.node("Cast", [factor], to=onnx_type(DType.float32))
-    return ctx.node("Mul", [value, factor])
+        return ctx.node("Identity", [value], outs) if outs else value
+    return ctx.node("Mul", [value, _as32(ctx, factor, like)], outs)
 
 
 @exports("layer_norm")
@@ -63,19 +73,19 @@ def layer_norm(ctx: ExportContext, op: Operator) -> None:
     scale = _affine(ctx, op.input("Scale")[0] if op.input("Scale") else None, x, begin)
     bias = _affine(ctx, op.input("Bias")[0] if op.input("Bias") else None, x, begin)
     if ctx.opset >= 17 and scale is not None:
-        ctx.node("LayerNormalization", [x, scale] + ([bias] if bias else []), [y], axis=begin, epsilon=eps)
+        _in_float32(ctx, x, y, lambda v, outs: ctx.node("LayerNormalization", [v, _as32(ctx, scale, x)] + (
+            [_as32(ctx, bias, x)] if bias else []), outs, axis=begin, epsilon=eps))
         return
     axes = list(range(begin, ctx.rank(x)))
 
-    def body(v: str) -> str:
+    def body(v: str, outs: list[str] | None) -> str:
         centred = ctx.node("Sub", [v, reduce(ctx, "ReduceMean", v, axes, True)])
         variance = reduce(ctx, "ReduceMean", ctx.node("Mul", [centred, centred]), axes, True)
         std = ctx.node("Sqrt", [ctx.node("Add", [variance, _scalar32(ctx, eps)])])
-        normed = _times(ctx, ctx.node("Div", [centred, std]), scale, x)
         if bias is None:
-            return normed
-        return ctx.node("Add", [normed, ctx.node("Cast", [bias], to=onnx_type(DType.float32))
-                                if ctx.dtype(x) is DType.float16 else bias])
+            return _times(ctx, ctx.node("Div", [centred, std]), scale, x, outs)
+        normed = _times(ctx, ctx.node("Div", [centred, std]), scale, x, None)
+        return ctx.node("Add", [normed, _as32(ctx, bias, x)], outs)
 
     _in_float32(ctx, x, y, body)
 
@@ -87,13 +97,14 @@ def rms_norm(ctx: ExportContext, op: Operator) -> None:
     begin, eps = op.attr("begin_norm_axis"), float(op.attr("epsilon"))
     scale = _affine(ctx, op.input("Scale")[0] if op.input("Scale") else None, x, begin)
     if scale is not None and ctx.opset >= 23:
-        ctx.node("RMSNormalization", [x, scale], [y], axis=begin, epsilon=eps)
+        _in_float32(ctx, x, y, lambda v, outs: ctx.node("RMSNormalization", [v, _as32(ctx, scale, x)], outs,
+                                                        axis=begin, epsilon=eps))
         return
     axes = list(range(begin, ctx.rank(x)))
 
-    def body(v: str) -> str:
+    def body(v: str, outs: list[str] | None) -> str:
         mean_square = reduce(ctx, "ReduceMean", ctx.node("Mul", [v, v]), axes, True)
         rms = ctx.node("Sqrt", [ctx.node("Add", [mean_square, _scalar32(ctx, eps)])])
-        return _times(ctx, ctx.node("Div", [v, rms]), scale, x)
+        return _times(ctx, ctx.node("Div", [v, rms]), scale, x, outs)
 
     _in_float32(ctx, x, y, body)
