@@ -87,7 +87,7 @@ def fused_conv2d(ctx: ExportContext, op: Operator) -> None:
             inputs.pop()
         ctx.node("FusedConv", inputs, [out], domain=CONTRIB_DOMAIN, group=op.attr("groups"),
                  dilations=list(op.attr("dilations")), activation=_FUSED_CONV_ACTIVATIONS.get(name),
-                 activation_params=_fused_conv_params(name, act[1]) if act else None, **_window(ctx, op, 2))
+                 activation_params=(_fused_conv_params(name, act[1]) if act else None) or None, **_window(ctx, op, 2))
         return
     value = _conv(ctx, op, None if residual or act else out, bias)
     if residual:
