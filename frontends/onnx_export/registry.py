@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from halfway.frontends.onnx_export.context import ExportContext
+from halfway.frontends.table import registrar
 from halfway.ir.operator import Operator
 
 __all__ = ["Exporter", "EXPORTERS", "exports", "exportable_ops"]
@@ -18,17 +19,8 @@ Exporter = Callable[[ExportContext, Operator], None]
 EXPORTERS: dict[str, Exporter] = {}
 
 
-def exports(*op_types: str) -> Callable[[Exporter], Exporter]:
-    """Register the decorated function as the exporter of ``op_types``."""
-
-    def register(fn: Exporter) -> Exporter:
-        for op_type in op_types:
-            if op_type in EXPORTERS:
-                raise ValueError(f"halfway op {op_type} already has an ONNX exporter")
-            EXPORTERS[op_type] = fn
-        return fn
-
-    return register
+exports = registrar(EXPORTERS, "halfway op {} already has an ONNX exporter")
+"""``@exports(*op_types)``: register the decorated function for ``op_types``."""
 
 
 def exportable_ops() -> list[str]:
