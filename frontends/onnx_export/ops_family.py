@@ -8,6 +8,8 @@ giving Y trailing unit dims: a parameter is reshaped, a computed Y unsqueezed.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext
@@ -32,7 +34,7 @@ def aligned_y(ctx: ExportContext, x: str, y: str, axis: int) -> str:
     return ctx.node("Unsqueeze", [y, ctx.ints(range(ry, ry + trailing))])
 
 
-def _row_attrs(row: Elementwise, op: Operator) -> dict[str, float]:
+def _row_attrs(row: Elementwise, op: Operator) -> dict[str, Any]:
     assert row.onnx is not None
     return {theirs: float(op.attr(ours)) for ours, (theirs, _) in row.onnx.attrs.items()}
 
@@ -59,7 +61,7 @@ def activation(ctx: ExportContext, op_type: str, attrs: dict[str, float], x: str
     row = UNARY[op_type]
     outputs = [out] if out else None
     if row.onnx is not None:
-        mapped = {theirs: float(attrs.get(ours, row.defaults()[ours])) for ours, (theirs, _) in row.onnx.attrs.items()}
+        mapped: dict[str, Any] = {theirs: float(attrs.get(ours, row.defaults()[ours])) for ours, (theirs, _) in row.onnx.attrs.items()}
         return ctx.node(row.onnx.name, [x], outputs, **mapped)
     full = row.defaults() | attrs
     return _DECOMPOSED[op_type](ctx, full, x, outputs, out or x)

@@ -103,7 +103,7 @@ def unsqueeze2(ctx: ExportContext, op: Operator) -> None:
     """Paddle inserts its axes one after the other; in ascending order that is ONNX's reading."""
     _refuse_lists(ctx, op, "AxesTensor", "AxesTensorList")
     rank = ctx.rank(op.input("X")[0])
-    axes, placed = list(op.attr("axes")), []
+    axes, placed = list(op.attr("axes")), list[int]()
     for a in axes:
         placed.append(a % (rank + len(placed) + 1))
     if placed != sorted(placed):
