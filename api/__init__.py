@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "halfway.passes": ("PassManager",), "halfway.float16": ("float16_transpile",), "halfway.frontends.load": ("load",),
+    "halfway.frontends.onnx_export": ("save_onnx",),
     "halfway.executor": ("Executor", "CPUPlace", "OpenCLPlace", "Float16RangeError"),
 }
 """Module -> the public names of ``halfway`` it defines, imported on first access."""

@@ -11,7 +11,6 @@ import numpy as np
 from attrs import define
 
 from halfway.ir.dtypes import DType
-from halfway.ir.errors import SerdeError
 from halfway.frontends.load import load, model_format
 from halfway.ir.io import save_inference_model
 from halfway.ir.operator import Operator
@@ -42,12 +41,17 @@ def load_model(path: str) -> Model:
     return Model(path, fmt, program, feeds, fetches, scope)
 
 
-def save_model(out: str, model: Model) -> list[Path]:
-    """Save ``model`` as a halfway (Paddle-format) inference model at ``out`` — a .pdmodel file,
-    a path prefix or an existing folder — all files or none. Returns the files written."""
+def save_model(out: str, model: Model, *, onnx_opset: int | None = None, onnx_contrib: bool = False) -> list[Path]:
+    """Save ``model`` at ``out``: an ONNX model where ``out`` ends in ``.onnx`` (at ``onnx_opset``,
+    ONNX Runtime's contrib ops with ``onnx_contrib``), else a halfway (Paddle-format) inference
+    model — a .pdmodel file, a path prefix or an existing folder. All files or none. Returns the
+    files written."""
     if out.endswith(".onnx"):
-        raise SerdeError(f"{out}: halfway writes Paddle-format models (.pdmodel + .pdiparams); "
-                         f"give a path prefix, a .pdmodel file or a folder")
+        from halfway.frontends.onnx_export import DEFAULT_OPSET, save_onnx
+
+        save_onnx(out, model.feed_names, model.fetch_names, model.program, model.scope,
+                  opset=onnx_opset or DEFAULT_OPSET, contrib=onnx_contrib)
+        return [Path(out)]
     save_inference_model(out, model.feed_names, model.fetch_names, model.program, model.scope)
     stem = out[:-len(".pdmodel")] if out.endswith(".pdmodel") else out
     if os.path.isdir(out):

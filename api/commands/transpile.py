@@ -27,8 +27,8 @@ NO_PASSES = "none"
 def _configure(parser: argparse.ArgumentParser) -> None:
     add_model(parser)
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                        help="where to save: a path prefix (OUT.pdmodel + OUT.pdiparams), a .pdmodel file, "
-                             "or an existing folder")
+                        help="where to save: an .onnx file (an ONNX model), a path prefix (OUT.pdmodel + "
+                             "OUT.pdiparams), a .pdmodel file, or an existing folder")
     parser.add_argument("--passes", default=None, metavar="LIST",
                         help=f"comma-separated pass names (`halfway passes` lists them), or '{NO_PASSES}'; "
                              f"default: {DEFAULT_PIPELINE}")
@@ -44,6 +44,12 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                         help="with --fp16 --calibrate: keep float32 the fewest ops for every output to stay "
                              "within this error of float32 on the calibration inputs (max abs error over max "
                              "abs float32 value); a tolerance that cannot be met is an error")
+    parser.add_argument("--onnx-opset", type=int, default=None, metavar="N",
+                        help="with an .onnx OUT: the opset to write (default: 17; Gelu is one op from 20, "
+                             "Attention and RMSNormalization from 23)")
+    parser.add_argument("--onnx-contrib", action="store_true",
+                        help="with an .onnx OUT: write fused ops as ONNX Runtime's contrib ops (com.microsoft "
+                             "FusedConv, Gelu, FastGelu, MultiHeadAttention) where they compute them")
     parser.add_argument("--dump-dir", metavar="DIR", help="write the program text before and after every pass")
     add_json(parser)
 
@@ -108,7 +114,7 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     with output.task("running passes" + (" and the float16 transpile" if args.fp16 else "")):
         model, result = run_passes(model, args.passes, args.dump_dir, after)
     report = result.records[-1].report if args.fp16 else None
-    files = save_model(args.output, model)
+    files = save_model(args.output, model, onnx_opset=args.onnx_opset, onnx_contrib=args.onnx_contrib)
     if args.json:
         output.json({"model": args.model, "output": [str(f) for f in files], "passes": pass_rows(result),
                      "ops_fused": ops_fused(result, len(result.records) - len(after)),
@@ -124,11 +130,13 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 COMMAND = Command(
     "transpile", "run passes (and the float16 transpile) and save the result",
     "Load MODEL, run a pipeline of passes (default: the fusion pipeline), optionally transpile\n"
-    "to float16, and save a halfway (Paddle-format) inference model at OUT — all files or none.\n"
+    "to float16, and save the result at OUT: an ONNX model for an .onnx OUT, else a halfway\n"
+    "(Paddle-format) inference model — all files or none.\n"
     "Prints what each pass changed and the float16 report.\n\n"
     "examples:\n"
     "  halfway transpile model.onnx -o out/model\n"
     "  halfway transpile model.onnx -o out/model_fp16 --fp16 --black-list softmax\n"
     "  halfway transpile model.onnx -o out/model_fp16 --fp16 --calibrate inputs.npz --tolerance 1e-3\n"
+    "  halfway transpile model.onnx -o out/fused.onnx --onnx-contrib\n"
     "  halfway transpile model.onnx -o out/model --plugin my_passes.py --passes my_pass,fuse_conv_bn",
     _configure, _run)

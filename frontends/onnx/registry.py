@@ -13,6 +13,7 @@ from typing import Any
 from onnx import NodeProto
 
 from halfway.frontends.onnx.context import GraphContext
+from halfway.frontends.table import registrar
 
 __all__ = ["Converter", "CONVERTERS", "converts", "supported_ops"]
 
@@ -20,17 +21,8 @@ Converter = Callable[[GraphContext, NodeProto, dict[str, Any]], None]
 CONVERTERS: dict[str, Converter] = {}
 
 
-def converts(*op_types: str) -> Callable[[Converter], Converter]:
-    """Register the decorated function as the converter of ``op_types``."""
-
-    def register(fn: Converter) -> Converter:
-        for op_type in op_types:
-            if op_type in CONVERTERS:
-                raise ValueError(f"ONNX op {op_type} already has a converter")
-            CONVERTERS[op_type] = fn
-        return fn
-
-    return register
+converts = registrar(CONVERTERS, "ONNX op {} already has a converter")
+"""``@converts(*op_types)``: register the decorated function for ``op_types``."""
 
 
 def supported_ops() -> list[str]:

@@ -1,0 +1,270 @@
+"""Exporters of the tensor ops: shapes (reshape, flatten, squeeze, unsqueeze, expand, transpose,
+shape), slicing, joining and splitting, gathering, padding, fills and ranges, casts, copies and
+the scalar arithmetic ops (scale, pow, sum, cumsum).
+
+Shape tensors (reshape2's Shape, slice's StartsTensor, expand_v2's Shape, fill_constant's
+ShapeTensor, pad's Paddings) become inputs of the ONNX op, cast to int64 where they are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import numpy_helper
+
+from halfway.frontends.onnx_export.context import ExportContext, onnx_type
+from halfway.frontends.onnx_export.registry import exports
+from halfway.ir.dtypes import DType
+from halfway.ir.operator import Operator
+
+__all__: list[str] = []
+
+
+def _one(op: Operator, slot: str) -> str | None:
+    names = op.input(slot) if slot in op.inputs else ()
+    return names[0] if names else None
+
+
+def _refuse_lists(ctx: ExportContext, op: Operator, *slots: str) -> None:
+    given = [slot for slot in slots if slot in op.inputs and op.input(slot)]
+    if given:
+        ctx.fail(f"tensor lists {given} are not supported (give one shape tensor)")
+
+
+def _to_dtype_of(ctx: ExportContext, value: str, out: str, made: DType) -> None:
+    """Write ``value`` (of dtype ``made``) into ``out``, cast to ``out``'s dtype if it differs."""
+    if ctx.dtype(out) is made:
+        ctx.node("Identity", [value], [out])
+    else:
+        ctx.node("Cast", [value], [out], to=onnx_type(ctx.dtype(out)))
+
+
+@exports("assign")
+def assign(ctx: ExportContext, op: Operator) -> None:
+    if not op.input("X"):
+        ctx.fail("an assign without X (keeping Out as it is) has no ONNX form")
+    ctx.node("Identity", [op.input("X")[0]], [op.output("Out")[0]])
+
+
+@exports("cast")
+def cast(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Cast", [op.input("X")[0]], [op.output("Out")[0]], to=onnx_type(DType(op.attr("out_dtype"))))
+
+
+@exports("reshape2")
+def reshape2(ctx: ExportContext, op: Operator) -> None:
+    """Paddle's 0 (copy the dim) is ONNX's 0 without allowzero."""
+    _refuse_lists(ctx, op, "ShapeTensor")
+    shape = _one(op, "Shape")
+    target = ctx.int64(shape) if shape else ctx.ints(op.attr("shape"))
+    ctx.node("Reshape", [op.input("X")[0], target], [op.output("Out")[0]])
+
+
+@exports("flatten_contiguous_range")
+def flatten(ctx: ExportContext, op: Operator) -> None:
+    """A Reshape: copied leading dims (0), the merged dim (-1), and the trailing dims — known ones
+    as numbers, else taken from the run-time shape."""
+    x, out = op.input("X")[0], op.output("Out")[0]
+    rank = ctx.rank(x)
+    start, stop = (a % rank if rank else 0 for a in (op.attr("start_axis"), op.attr("stop_axis")))
+    tail = ctx.shape(x)[stop + 1:]
+    if all(d >= 0 for d in tail):
+        ctx.node("Reshape", [x, ctx.ints([0] * start + [-1] + list(tail))], [out])
+        return
+    whole = ctx.node("Shape", [x])
+    parts = [ctx.ints([0] * start + [-1]), ctx.node("Slice", [whole, ctx.ints([stop + 1]), ctx.ints([rank])])]
+    ctx.node("Reshape", [x, ctx.node("Concat", parts, axis=0)], [out])
+
+
+@exports("transpose2")
+def transpose2(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Transpose", [op.input("X")[0]], [op.output("Out")[0]], perm=list(op.attr("axis")))
+
+
+@exports("squeeze2")
+def squeeze2(ctx: ExportContext, op: Operator) -> None:
+    """No axes: every unit dim (ONNX's Squeeze without axes); Paddle skips listed dims that are
+    not 1, so only known unit dims (or unknown ones) are listed."""
+    x, axes = op.input("X")[0], list(op.attr("axes"))
+    shape = ctx.shape(x)
+    inputs = [x]
+    if axes:
+        axes = [a % len(shape) for a in axes if shape[a % len(shape)] in (1, -1)]
+        if not axes:
+            ctx.node("Identity", [x], [op.output("Out")[0]])
+            return
+        inputs.append(ctx.ints(axes))
+    ctx.node("Squeeze", inputs, [op.output("Out")[0]])
+
+
+@exports("unsqueeze2")
+def unsqueeze2(ctx: ExportContext, op: Operator) -> None:
+    """Paddle inserts its axes one after the other; in ascending order that is ONNX's reading."""
+    _refuse_lists(ctx, op, "AxesTensor", "AxesTensorList")
+    rank = ctx.rank(op.input("X")[0])
+    axes, placed = list(op.attr("axes")), list[int]()
+    for a in axes:
+        placed.append(a % (rank + len(placed) + 1))
+    if placed != sorted(placed):
+        ctx.fail(f"axes {axes} are not ascending")
+    ctx.node("Unsqueeze", [op.input("X")[0], ctx.ints(placed)], [op.output("Out")[0]])
+
+
+@exports("expand_v2")
+def expand_v2(ctx: ExportContext, op: Operator) -> None:
+    """Paddle's -1 (keep the dim) is ONNX's 1 under its broadcasting."""
+    _refuse_lists(ctx, op, "expand_shapes_tensor")
+    shape = _one(op, "Shape")
+    target = ctx.int64(shape) if shape else ctx.ints([1 if d == -1 else d for d in op.attr("shape")])
+    ctx.node("Expand", [op.input("X")[0], target], [op.output("Out")[0]])
+
+
+@exports("shape")
+def shape(ctx: ExportContext, op: Operator) -> None:
+    out = op.output("Out")[0]
+    _to_dtype_of(ctx, ctx.node("Shape", [op.input("Input")[0]]), out, DType.int64)
+
+
+@exports("concat")
+def concat(ctx: ExportContext, op: Operator) -> None:
+    if _one(op, "AxisTensor"):
+        ctx.fail("a run-time axis (AxisTensor) is not supported")
+    ctx.node("Concat", list(op.input("X")), [op.output("Out")[0]], axis=op.attr("axis"))
+
+
+@exports("split")
+def split(ctx: ExportContext, op: Operator) -> None:
+    _refuse_lists(ctx, op, "AxisTensor", "SectionsTensorList")
+    x, outs = op.input("X")[0], list(op.output("Out"))
+    axis = op.attr("axis")
+    sections = list(op.attr("sections"))
+    if -1 in sections:
+        dim = ctx.shape(x)[axis]
+        if dim < 0:
+            ctx.fail(f"sections {sections} hold a -1 and dim {axis} of {x!r} is unknown")
+        sections[sections.index(-1)] = dim - (sum(sections) + 1)
+    if sections:
+        ctx.node("Split", [x, ctx.ints(sections)], outs, axis=axis)
+    else:
+        ctx.node("Split", [x], outs, axis=axis, num_outputs=len(outs) if ctx.opset >= 18 else None)
+
+
+def _slice(ctx: ExportContext, op: Operator, starts: str, ends: str, steps: Sequence[int] | None) -> None:
+    x, out = op.input("Input")[0], op.output("Out")[0]
+    inputs = [x, starts, ends, ctx.ints(op.attr("axes"))] + ([ctx.ints(steps)] if steps else [])
+    decrease = list(op.attr("decrease_axis", ()))
+    value = ctx.node("Slice", inputs, None if decrease else [out])
+    if decrease:
+        ctx.node("Squeeze", [value, ctx.ints(decrease)], [out])
+
+
+@exports("slice")
+def slice_(ctx: ExportContext, op: Operator) -> None:
+    _refuse_lists(ctx, op, "StartsTensorList", "EndsTensorList")
+    starts, ends = _one(op, "StartsTensor"), _one(op, "EndsTensor")
+    _slice(ctx, op, ctx.int64(starts) if starts else ctx.ints(op.attr("starts")),
+           ctx.int64(ends) if ends else ctx.ints(op.attr("ends")), None)
+
+
+@exports("strided_slice")
+def strided_slice(ctx: ExportContext, op: Operator) -> None:
+    """Paddle's ends are clamped int32s; a negative step's -2**31 is ONNX's "past the start"."""
+    ends = [e if e > -2 ** 31 else -2 ** 63 for e in op.attr("ends")]
+    _slice(ctx, op, ctx.ints(op.attr("starts")), ctx.ints(ends), list(op.attr("strides")))
+
+
+@exports("gather")
+def gather(ctx: ExportContext, op: Operator) -> None:
+    if _one(op, "Axis"):
+        ctx.fail("a run-time axis (Axis tensor) is not supported")
+    ctx.node("Gather", [op.input("X")[0], op.input("Index")[0]], [op.output("Out")[0]], axis=op.attr("axis"))
+
+
+@exports("gather_nd")
+def gather_nd(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("GatherND", [op.input("X")[0], ctx.int64(op.input("Index")[0])], [op.output("Out")[0]])
+
+
+@exports("take_along_axis")
+def take_along_axis(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("GatherElements", [op.input("Input")[0], op.input("Index")[0]], [op.output("Result")[0]],
+             axis=op.attr("Axis"))
+
+
+@exports("where")
+def where(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Where", [op.input(slot)[0] for slot in ("Condition", "X", "Y")], [op.output("Out")[0]])
+
+
+@exports("pad")
+def pad(ctx: ExportContext, op: Operator) -> None:
+    """Paddle's [before0, after0, before1, ...] as ONNX's [before0, before1, ..., after0, ...]
+    (a Paddings tensor reordered by Reshape and Transpose)."""
+    x, out = op.input("X")[0], op.output("Out")[0]
+    given = _one(op, "Paddings")
+    if given:
+        pairs = ctx.node("Reshape", [ctx.int64(given), ctx.ints([-1, 2])])
+        pads = ctx.node("Reshape", [ctx.node("Transpose", [pairs], perm=[1, 0]), ctx.ints([-1])])
+    else:
+        paddings = list(op.attr("paddings"))
+        pads = ctx.ints(paddings[0::2] + paddings[1::2])
+    ctx.node("Pad", [x, pads, ctx.scalar(float(op.attr("pad_value")), x)], [out], mode="constant")
+
+
+@exports("fill_constant")
+def fill_constant(ctx: ExportContext, op: Operator) -> None:
+    """A constant of the attr's shape, or ConstantOfShape of the ShapeTensor."""
+    _refuse_lists(ctx, op, "ShapeTensorList")
+    if _one(op, "ValueTensor") or op.attr("str_value"):
+        ctx.fail("a value from ValueTensor or str_value is not supported")
+    dtype, out = DType(op.attr("dtype")).numpy, op.output("Out")[0]
+    shape_tensor = _one(op, "ShapeTensor")
+    if shape_tensor:
+        value = numpy_helper.from_array(np.full([1], op.attr("value"), dtype))
+        ctx.node("ConstantOfShape", [ctx.int64(shape_tensor)], [out], value=value)
+        return
+    ctx.node("Identity", [ctx.const(np.full(list(op.attr("shape")), op.attr("value"), dtype))], [out])
+
+
+@exports("range")
+def range_(ctx: ExportContext, op: Operator) -> None:
+    """ONNX's Range takes scalars: one-element Start, End and Step are reshaped to 0-D."""
+    scalars = [ctx.node("Reshape", [op.input(slot)[0], ctx.ints([])]) if ctx.rank(op.input(slot)[0]) else
+               op.input(slot)[0] for slot in ("Start", "End", "Step")]
+    ctx.node("Range", scalars, [op.output("Out")[0]])
+
+
+@exports("scale")
+def scale(ctx: ExportContext, op: Operator) -> None:
+    """scale * X + bias, or scale * (X + bias) without bias_after_scale."""
+    x, out = op.input("X")[0], op.output("Out")[0]
+    factor = _one(op, "ScaleTensor") or ctx.scalar(float(op.attr("scale")), x)
+    bias = float(op.attr("bias"))
+    if not bias:
+        ctx.node("Mul", [x, factor], [out])
+    elif op.attr("bias_after_scale"):
+        ctx.node("Add", [ctx.node("Mul", [x, factor]), ctx.scalar(bias, x)], [out])
+    else:
+        ctx.node("Mul", [ctx.node("Add", [x, ctx.scalar(bias, x)]), factor], [out])
+
+
+@exports("pow")
+def pow_(ctx: ExportContext, op: Operator) -> None:
+    x = op.input("X")[0]
+    factor = _one(op, "FactorTensor") or ctx.scalar(float(op.attr("factor")), x)
+    ctx.node("Pow", [x, factor], [op.output("Out")[0]])
+
+
+@exports("sum")
+def sum_(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Sum", list(op.input("X")), [op.output("Out")[0]])
+
+
+@exports("cumsum")
+def cumsum(ctx: ExportContext, op: Operator) -> None:
+    x, axis = op.input("X")[0], op.attr("axis")
+    if op.attr("flatten"):
+        x, axis = ctx.node("Reshape", [x, ctx.ints([-1])]), 0
+    ctx.node("CumSum", [x, ctx.const(axis, np.int64, "axis")], [op.output("Out")[0]], exclusive=int(op.attr("exclusive")),
+             reverse=int(op.attr("reverse")))
