@@ -1,7 +1,6 @@
 """Every modern fixture (``tests/modern.py``) after the default passes, run by OpenCL kernels
 alone (``OpenCLPlace(strict=True)``: no numpy fallback) at its first case, against ONNX Runtime's
-saved outputs (``tests.modern.compare``: rel 1e-4). The fixtures holding interpolation ops, which
-have no OpenCL kernel yet, run non-strict: their only fallbacks must be those ops."""
+saved outputs (``tests.modern.compare``: rel 1e-4)."""
 
 from __future__ import annotations
 
@@ -17,20 +16,13 @@ from tests.modern import FIXTURE_DIR, cases, compare, fixtures
 
 pytestmark = pytest.mark.opencl
 
-INTERPOLATING = {"mobilevit", "segformer", "yolo"}
-"""Families whose programs hold bilinear_interp_v2 / nearest_interp_v2 (run on numpy)."""
-NO_KERNEL = {"bilinear_interp_v2", "nearest_interp_v2"}
-
-
 @pytest.mark.parametrize("name", [f["name"] for f in fixtures()])
 def test_fixture_runs_on_opencl_kernels(name):
-    family = next(f["family"] for f in fixtures() if f["name"] == name)
     program, feeds, fetches, scope = halfway.load(str(FIXTURE_DIR / f"{name}.onnx"))
     result = halfway.PassManager().run(program, scope, fetch=fetches)
     inputs, want = cases(name)[0]
-    place = OpenCLPlace(strict=family not in INTERPOLATING)
-    prepared = halfway.Executor(place).prepare(result.program, feeds, fetches, result.scope,
+    prepared = halfway.Executor(OpenCLPlace(strict=True)).prepare(result.program, feeds, fetches, result.scope,
                                                feed_shapes={n: inputs[n].shape for n in feeds})
-    assert {op_type for _, op_type, _ in prepared.report.fallbacks} <= NO_KERNEL, prepared.report.summary()
+    assert prepared.report.fallbacks == [], prepared.report.summary()
     for fetch, got in zip(fetches, prepared.run({n: inputs[n] for n in feeds})):
         compare(got, want[fetch], f"{name} on OpenCL: output {fetch}")

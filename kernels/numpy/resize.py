@@ -26,7 +26,7 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.ops.resize import INTERP_OPS, ResizeAxis, resize_plan
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
-__all__ = ["Taps", "cubic_kernel", "resize_taps", "source_coordinates"]
+__all__ = ["Taps", "cubic_kernel", "resize_taps", "run_time_sizes", "source_coordinates", "tap_options"]
 
 Taps = tuple[np.ndarray, np.ndarray | None, np.ndarray | None]
 """(indices (out, taps), weights (out, taps) or None for nearest, the extrapolated outputs or None)."""
@@ -114,7 +114,8 @@ def _resize_axis(x: np.ndarray, axis: int, taps: Taps, fill: float) -> np.ndarra
     return out
 
 
-def _run_time_sizes(spec: KernelSpec, args: dict[str, list[np.ndarray]]) -> list[int] | None:
+def run_time_sizes(spec: KernelSpec, args: dict[str, list[np.ndarray]]) -> list[int] | None:
+    """The output sizes given by the SizeTensor or OutSize values in ``args`` (by slot), or None."""
     if spec.has_input("SizeTensor"):
         return [int(np.asarray(v).reshape(-1)[0]) for v in args["SizeTensor"]]
     if spec.has_input("OutSize"):
@@ -122,10 +123,16 @@ def _run_time_sizes(spec: KernelSpec, args: dict[str, list[np.ndarray]]) -> list
     return None
 
 
+def tap_options(spec: KernelSpec) -> tuple[str, str, float, bool, bool]:
+    """``resize_taps``'s arguments after the axis: the method and the op's resolved rounding and filter attrs."""
+    attrs = spec.attrs
+    rounding = attrs["nearest_mode"] or ("round_prefer_ceil" if attrs["align_corners"] else "floor")
+    return (INTERP_OPS[spec.op_type], rounding,
+            float(np.float32(attrs["cubic_coeff_a"])), bool(attrs["antialias"]), bool(attrs["exclude_outside"]))
+
+
 def _interp_kernel(spec: KernelSpec) -> Kernel:
-    attrs, method = spec.attrs, INTERP_OPS[spec.op_type]
-    options = (method, attrs["nearest_mode"] or ("round_prefer_ceil" if attrs["align_corners"] else "floor"),
-               float(np.float32(attrs["cubic_coeff_a"])), bool(attrs["antialias"]), bool(attrs["exclude_outside"]))
+    attrs, options = spec.attrs, tap_options(spec)
     fill = float(attrs["extrapolation_value"])
     keys = spec.input_keys
 
@@ -136,7 +143,7 @@ def _interp_kernel(spec: KernelSpec) -> Kernel:
         x = args["X"][0]
         scale = args["Scale"][0] if "Scale" in args else None
         try:
-            plan = resize_plan(spec.op_type, attrs, x.shape, _run_time_sizes(spec, args), scale)
+            plan = resize_plan(spec.op_type, attrs, x.shape, run_time_sizes(spec, args), scale)
         except ValueError as e:
             raise HalfwayError(f"{spec.op_type}: {e} (X has shape {list(x.shape)})") from None
         out = x
