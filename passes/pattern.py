@@ -18,11 +18,18 @@ Matching (``Pattern.match``) follows def-use from the root: an inner op must be 
 of the var its consumer reads, that var must have exactly that one reader (no other op, no
 sub-block, no fetch) and not be persistable. A var name captured twice must be the same var.
 Captures map names to the matched Operator (ops) or var name (vars).
+
+A value read twice (layer_norm's centred ``x - mean``, squared and divided) is an op named once
+and read again by its name as a var operand: ``div(X=d:elementwise_sub(X=x, Y=m), Y=sqrt(X=
+reduce_mean(X=pow(X=d))))``. The named op's output must then be read exactly at each place the
+pattern names it and nowhere else. A ``shared`` op (``op(..., shared=True)``) may have readers
+outside the match too; the rewrite driver then holds the replacement to write its output.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Union
 
@@ -65,7 +72,8 @@ Operand = Union["OpPattern", VarPattern]
 class OpPattern:
     """An op node. ``attrs`` values are required values or predicates; ``where`` sees the op;
     ``open``: slots not named in ``inputs`` may be non-empty; ``out``: the output slot an inner
-    op feeds its consumer through (None: its schema's first)."""
+    op feeds its consumer through (None: its schema's first); ``shared``: that output may have
+    readers outside the match too."""
 
     types: frozenset[str]
     inputs: Mapping[str, tuple[Operand, ...]]
@@ -74,6 +82,7 @@ class OpPattern:
     where: Callable[[Operator], bool] | None = None
     open: bool = False
     out: str | None = None
+    shared: bool = False
 
     def accepts(self, candidate: Operator) -> bool:
         if candidate.type not in self.types:
@@ -109,11 +118,11 @@ def var(name: str, *, persistable: bool | None = None, dtype: Any = None,
 
 def op(types: str | Sequence[str], name: str | None = None, *, attrs: Mapping[str, AttrCheck] | None = None,
        where: Callable[[Operator], bool] | None = None, open: bool = False, out: str | None = None,
-       **inputs: Operand | Sequence[Operand]) -> OpPattern:
+       shared: bool = False, **inputs: Operand | Sequence[Operand]) -> OpPattern:
     """An op node: ``types`` is one type, ``"a|b"``, or a list; keyword args bind input slots."""
     kinds = frozenset(types.split("|") if isinstance(types, str) else types)
     slots = {slot: (v,) if isinstance(v, (OpPattern, VarPattern)) else tuple(v) for slot, v in inputs.items()}
-    return OpPattern(kinds, slots, name, dict(attrs or {}), where, open, out)
+    return OpPattern(kinds, slots, name, dict(attrs or {}), where, open, out, shared)
 
 
 class Match:
@@ -129,10 +138,10 @@ class Match:
 class Pattern:
     """A rooted pattern. ``root_types`` index it; ``match(op, claimed)`` tries it at ``op``."""
 
-    __slots__ = ("root", "text", "captures")
+    __slots__ = ("root", "text", "captures", "reads")
 
     def __init__(self, root: OpPattern, text: str = "") -> None:
-        self.captures: frozenset[str] = _check_names(root)
+        self.captures, self.reads = _check_names(root)
         self.root = root
         self.text = text or _describe(root)
 
@@ -144,87 +153,114 @@ class Pattern:
               protected: frozenset[str] = frozenset()) -> Match | None:
         """The match rooted at ``root`` or None. Ops whose id is in ``claimed`` never match;
         vars in ``protected`` (read outside the block, e.g. by sub-blocks) are never inner."""
-        found = Match()
-        if root.block is None or not _match_op(self.root, root, root.block, claimed or {}, protected, found):
+        if root.block is None:
             return None
-        return found
+        walk = _Walk(root.block, claimed or {}, protected, self.reads)
+        if not walk.op(self.root, root) or not walk.references_hold():
+            return None
+        return walk.found
 
     def __repr__(self) -> str:
         return f"Pattern({self.text})"
 
 
-def _match_op(node: OpPattern, candidate: Operator, block: Block, claimed: Mapping[int, Any],
-              protected: frozenset[str], found: Match) -> bool:
-    if id(candidate) in claimed or any(candidate is o for o in found.ops) or not node.accepts(candidate):
-        return False
-    for slot, operands in node.inputs.items():
-        names = candidate.input(slot)
-        if len(names) != len(operands):
+class _Walk:
+    """One match attempt: the ops and vars bound so far, and the references (a var operand named
+    like an op capture) to check once every op is bound."""
+
+    def __init__(self, block: Block, claimed: Mapping[int, Any], protected: frozenset[str],
+                 reads: Mapping[str, int]) -> None:
+        self.block, self.claimed, self.protected, self.reads = block, claimed, protected, reads
+        self.found = Match()
+        self.references: list[tuple[str, str]] = []
+        self.slots: dict[str, str] = {}
+
+    def op(self, node: OpPattern, candidate: Operator) -> bool:
+        if id(candidate) in self.claimed or any(candidate is o for o in self.found.ops) or not node.accepts(candidate):
             return False
-        for name, operand in zip(names, operands):
-            if isinstance(operand, VarPattern):
-                if not _bind_var(operand, name, block, found):
-                    return False
-            elif not _match_inner(operand, name, block, claimed, protected, found):
+        for slot, operands in node.inputs.items():
+            names = candidate.input(slot)
+            if len(names) != len(operands):
                 return False
-    if node.name is not None:
-        found.captures[node.name] = candidate
-    found.ops.append(candidate)
-    return True
-
-
-def _bind_var(operand: VarPattern, name: str, block: Block, found: Match) -> bool:
-    if operand.name == ANY:
-        return block.has_var(name) and operand.accepts(block.var(name))
-    bound = found.captures.get(operand.name)
-    if bound is not None:
-        return bool(bound == name)
-    try:
-        variable = block.find_var(name)
-    except IRError:
-        return False
-    if not operand.accepts(variable):
-        return False
-    found.captures[operand.name] = name
-    return True
-
-
-def _match_inner(node: OpPattern, name: str, block: Block, claimed: Mapping[int, Any],
-                 protected: frozenset[str], found: Match) -> bool:
-    """``name`` must be written by exactly one op (matching ``node``, through its output slot),
-    read exactly once, not persistable and not protected."""
-    if name in protected or len(block.uses(name)) != 1:
-        return False
-    writers = block.producers(name)
-    if len(writers) != 1:
-        return False
-    producer, slot, _ = writers[0]
-    if not block.has_var(name) or block.var(name).persistable:
-        return False
-    return slot == node.output_slot(producer) and _match_op(node, producer, block, claimed, protected, found)
-
-
-def _check_names(root: OpPattern) -> frozenset[str]:
-    """The capture names of the pattern; PassError for an op name used twice or for a var too."""
-    seen: set[str] = set()
-    var_names: set[str] = set()
-
-    def visit(node: OpPattern) -> None:
+            for name, operand in zip(names, operands):
+                if not (self.var(operand, name) if isinstance(operand, VarPattern) else self.inner(operand, name)):
+                    return False
         if node.name is not None:
-            if node.name in seen or node.name in var_names:
+            self.found.captures[node.name] = candidate
+            self.slots[node.name] = node.output_slot(candidate)
+        self.found.ops.append(candidate)
+        return True
+
+    def var(self, operand: VarPattern, name: str) -> bool:
+        block, found = self.block, self.found
+        if operand.name == ANY:
+            return block.has_var(name) and operand.accepts(block.var(name))
+        if operand.name in self.reads:
+            self.references.append((operand.name, name))
+            return True
+        bound = found.captures.get(operand.name)
+        if bound is not None:
+            return bool(bound == name)
+        try:
+            variable = block.find_var(name)
+        except IRError:
+            return False
+        if not operand.accepts(variable):
+            return False
+        found.captures[operand.name] = name
+        return True
+
+    def inner(self, node: OpPattern, name: str) -> bool:
+        """``name`` must be written by exactly one op (matching ``node``, through its output slot),
+        read exactly where the pattern reads it (unless ``shared``), not persistable and not
+        protected."""
+        block = self.block
+        readers, wanted = len(block.uses(name)), self.reads.get(node.name or "", 1)
+        if name in self.protected or readers < wanted or (readers > wanted and not node.shared):
+            return False
+        writers = block.producers(name)
+        if len(writers) != 1:
+            return False
+        producer, slot, _ = writers[0]
+        if not block.has_var(name) or block.var(name).persistable:
+            return False
+        return slot == node.output_slot(producer) and self.op(node, producer)
+
+    def references_hold(self) -> bool:
+        """Each reference reads the output its op feeds the pattern through."""
+        for op_name, name in self.references:
+            producer = self.found.captures.get(op_name)
+            if not isinstance(producer, Operator) or name not in producer.output(self.slots[op_name]):
+                return False
+        return True
+
+
+def _check_names(root: OpPattern) -> tuple[frozenset[str], dict[str, int]]:
+    """The capture names of the pattern, and for each op read again by name (a reference) how many
+    places read its output. PassError for an op name used twice, or read inside its own inputs."""
+    ops: set[str] = set()
+    var_names: set[str] = set()
+    referenced: list[str] = []
+
+    def visit(node: OpPattern, above: tuple[str, ...]) -> None:
+        if node.name is not None:
+            if node.name in ops:
                 raise PassError(f"pattern names {node.name!r} twice; op captures must be unique")
-            seen.add(node.name)
+            ops.add(node.name)
+            above += (node.name,)
         for operands in node.inputs.values():
             for operand in operands:
                 if isinstance(operand, OpPattern):
-                    visit(operand)
-                elif operand.name in seen:
-                    raise PassError(f"pattern uses {operand.name!r} for an op and a var")
+                    visit(operand, above)
+                elif operand.name in above:
+                    raise PassError(f"pattern reads op {operand.name!r} inside its own inputs")
                 elif operand.name != ANY:
                     var_names.add(operand.name)
+                    referenced.append(operand.name)
 
-    visit(root)
-    return frozenset(seen | var_names)
+    visit(root, ())
+    references = Counter(n for n in referenced if n in ops)
+    return frozenset(ops | var_names), {name: count + 1 for name, count in references.items()}
 
 
 def _describe(node: OpPattern) -> str:

@@ -95,7 +95,7 @@ def test_lists_and_output_slot():
     ("x", "root must be an op"),
     ("relu(X=a:weird)", "unknown var flag"),
     ("relu(X=a) extra", "unexpected"),
-    ("a:relu(X=a)", "for an op and a var"),
+    ("a:relu(X=a)", "inside its own inputs"),
     ("relu(X=a $)", "unexpected character"),
 ])
 def test_bad_patterns(text, message):
@@ -106,3 +106,50 @@ def test_bad_patterns(text, message):
 def test_constraints_must_name_captures():
     with pytest.raises(PassError, match="unknown captures"):
         pattern(CONV_RELU, attrs={"cnv": {"groups": 1}})
+
+
+def _centred(extra_reader=False, other_square=False):
+    """x - mean(x), squared and divided by: the centred value read twice, as layer_norm's."""
+    prog = halfway.Program()
+    block = prog.global_block()
+    block.create_var("x", shape=[2, 4], need_check_feed=True)
+    for name in ("m", "d", "d2", "sq", "y", "z"):
+        block.create_var(name, shape=[2, 4])
+    block.append_op("reduce_mean", {"X": "x"}, {"Out": "m"}, {"dim": [-1], "keep_dim": True})
+    block.append_op("elementwise_sub", {"X": "x", "Y": "m"}, {"Out": "d"})
+    block.append_op("elementwise_sub", {"X": "x", "Y": "m"}, {"Out": "d2"})
+    block.append_op("elementwise_mul", {"X": "d", "Y": "d2" if other_square else "d"}, {"Out": "sq"})
+    div = block.append_op("elementwise_div", {"X": "d", "Y": "sq"}, {"Out": "y"})
+    if extra_reader:
+        block.append_op("relu", {"X": "d"}, {"Out": "z"})
+    return div
+
+
+CENTRED = "elementwise_div(X=d:elementwise_sub(X=x, Y=_), Y=elementwise_mul(X=d, Y=d))"
+
+
+def test_an_op_read_again_by_name_is_one_op_read_at_each_place():
+    div = _centred()
+    found = pattern(CENTRED).match(div)
+    assert found is not None and found.captures["d"].output("Out") == ("d",)
+    assert [o.type for o in found.ops] == ["elementwise_sub", "elementwise_mul", "elementwise_div"]
+    assert pattern(CENTRED).reads == {"d": 3}
+    # the reference may come before the op it names
+    div.set_input("X", ["sq"])
+    div.set_input("Y", ["d"])
+    assert pattern("elementwise_div(X=elementwise_mul(X=d, Y=d), Y=d:elementwise_sub(X=x, Y=_))").match(div)
+
+
+@pytest.mark.parametrize("kind", ["another reader", "another value"])
+def test_a_reference_needs_the_same_value_and_no_other_reader(kind):
+    div = _centred(extra_reader=kind == "another reader", other_square=kind == "another value")
+    assert pattern(CENTRED).match(div) is None
+
+
+def test_a_shared_op_may_have_readers_outside_the_match():
+    div = _centred(extra_reader=True)
+    square = op("elementwise_mul", X=var("d"), Y=var("d"))
+    plain = op("elementwise_div", X=op("elementwise_sub", "d", X=var("x"), Y=var("_")), Y=square)
+    shared = op("elementwise_div", X=op("elementwise_sub", "d", shared=True, X=var("x"), Y=var("_")), Y=square)
+    assert halfway.passes.Pattern(plain).match(div) is None
+    assert halfway.passes.Pattern(shared).match(div) is not None
