@@ -1,61 +1,152 @@
-"""fuse_norm: RMSNorm as exporters decompose it -> one rms_norm.
+"""fuse_norm: RMSNorm and LayerNorm as exporters decompose them -> one rms_norm / layer_norm.
 
     x ─ pow(2) ─ reduce_mean ─ add(eps) ─ sqrt ─ reciprocal ─┐
     x ─────────────────────────────────────────────────────── mul ─ mul(w) ─ y
                                                  becomes      x ─ rms_norm(w, eps) ─ y
 
-The square is ``pow(x, 2)`` or ``x * x``; the mean is over the last dim, kept; the inverse root is
-``reciprocal(sqrt(.))`` or ``1 / sqrt(.)`` times x, or x divided by the root; the weight is a
-parameter of the last dim's size. Every product and sum in any operand order (``passes.commute``).
+    x ─ reduce_mean ─ sub ─ d ─ pow(2) ─ reduce_mean ─ add(eps) ─ sqrt ─┐
+                           d ──────────────────────────────────────── div ─ mul(w) ─ add(b) ─ y
+                                                 becomes      x ─ layer_norm(w, b, eps) ─ y
 
-A decomposed layer_norm (mean, centring, variance) reads its centred value twice, which these
-patterns cannot take as one match; today's exporters write ONNX's LayerNormalization, which the
-importer maps to layer_norm. A residual add before a layer_norm or rms_norm stays an add: halfway
-has no fused add + norm op, and the norm reads the sum once either way.
+Rules:
+
+1. RMSNorm: the square is ``pow(x, 2)`` or ``x * x``; the mean is over the last dim, kept; the
+   inverse root is ``reciprocal(sqrt(.))`` or ``1 / sqrt(.)`` times x, or x divided by the root;
+   the weight is a parameter of the last dim's size.
+2. LayerNorm (what exporters write below opset 17, where ONNX has no LayerNormalization): the
+   centred ``d = x - mean(x)`` is squared (``pow(d, 2)`` or ``d * d``) and normalised as RMSNorm's
+   x is, then scaled by a weight and shifted by a bias (or only scaled), both parameters of the
+   last dim's size. The pattern reads ``d`` twice (``passes.pattern``'s references).
+
+Every product and sum in any operand order (``passes.commute``). A residual add before a
+layer_norm or rms_norm stays an add: halfway has no fused add + norm op, and the norm reads the
+sum once either way.
 """
 
 from __future__ import annotations
 
 from halfway.ir.operator import Operator
-from halfway.passes.commute import commuted
+from halfway.passes.commute import Operand, commuted
 from halfway.passes.fuse_activations import check_constant
-from halfway.passes.pattern import Pattern, op, var
+from halfway.passes.pattern import OpPattern, Pattern, op, var
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, register_rules
 
 __all__ = ["RULES"]
 
 
-def _patterns() -> list[Pattern]:
-    x, eps = [var("x")], [var("eps", persistable=True)]
-    squares = [op("pow", "square", X=var("x")), op("elementwise_mul", "square", X=var("x"), Y=var("x"))]
-    roots = [op("sqrt", X=a) for a in commuted("elementwise_add", [op("reduce_mean", "mean", X=s) for s in squares], eps)]
+def _normalised(x: Operand, d: str, mean: str) -> list[OpPattern]:
+    """``x / sqrt(mean(x^2) + eps)`` in its forms, the square reading var ``d`` (x's name, or that
+    of the op computing x)."""
+    squares = [op("pow", "square", X=var(d)), op("elementwise_mul", "square", X=var(d), Y=var(d))]
+    means = [op("reduce_mean", mean, X=s) for s in squares]
+    roots = [op("sqrt", X=a) for a in commuted("elementwise_add", means, [var("eps", persistable=True)])]
     inverses = [op("reciprocal", X=r) for r in roots] + [op("elementwise_div", X=var("one", persistable=True), Y=r)
                                                           for r in roots]
-    normed = commuted("elementwise_mul", x, inverses) + [op("elementwise_div", X=var("x"), Y=r) for r in roots]
-    return [Pattern(p) for p in commuted("elementwise_mul", normed, [var("w", persistable=True)], name="out")]
+    return commuted("elementwise_mul", [x], inverses) + [op("elementwise_div", X=x, Y=r) for r in roots]
 
 
-def _rms_norm(ctx: RewriteContext, *, out: Operator, square: Operator, mean: Operator, x: str, eps: str, w: str,
-              one: str | None = None) -> Operator | Decline:
-    shape = ctx.var(x).shape or ()
+def _weighted(normed: list[OpPattern], name: str | None = None) -> list[OpPattern]:
+    return commuted("elementwise_mul", normed, [var("w", persistable=True)], name=name)
+
+
+def _rms_patterns() -> list[Pattern]:
+    return [Pattern(p) for p in _weighted(_normalised(var("x"), "x", "mean"), name="out")]
+
+
+def _layer_norm_patterns() -> tuple[list[Pattern], list[Pattern]]:
+    """(with a bias, without one)."""
+    centred = op("elementwise_sub", "centred", X=var("x"), Y=op("reduce_mean", "mean", X=var("x")))
+    weighted = _weighted(_normalised(centred, "centred", "variance"))
+    biased = commuted("elementwise_add", weighted, [var("b", persistable=True)], name="out")
+    return [Pattern(p) for p in biased], [Pattern(p) for p in _weighted(_normalised(centred, "centred", "variance"),
+                                                                         name="out")]
+
+
+def _check_square(square: Operator) -> None:
     if square.type == "pow" and (square.input("FactorTensor") or square.attr("factor") != 2.0):
-        return ctx.decline("the power is not a constant square")
-    if tuple(mean.attr("dim")) not in ((-1,), (len(shape) - 1,)) or not mean.attr("keep_dim") or mean.attr("reduce_all"):
-        return ctx.decline(f"the mean is over dims {list(mean.attr('dim'))}, not the last one kept")
-    if not shape or shape[-1] < 0 or tuple(ctx.var(w).shape or ()) != (shape[-1],):
-        return ctx.decline(f"the weight {w} {list(ctx.var(w).shape or ())} is not one value per feature of {list(shape)}")
+        raise Decline("the power is not a constant square")
+
+
+def _check_last_dim(mean: Operator, rank: int, what: str) -> None:
+    if tuple(mean.attr("dim")) not in ((-1,), (rank - 1,)) or not mean.attr("keep_dim") or mean.attr("reduce_all"):
+        raise Decline(f"the {what} is over dims {list(mean.attr('dim'))}, not the last one kept")
+
+
+def _check_vector(ctx: RewriteContext, name: str, shape: tuple[int, ...], what: str) -> None:
+    if not shape or shape[-1] < 0 or tuple(ctx.var(name).shape or ()) != (shape[-1],):
+        raise Decline(f"the {what} {name} {list(ctx.var(name).shape or ())} is not one value per feature of "
+                      f"{list(shape)}")
+
+
+def _epsilon(ctx: RewriteContext, eps: str, one: str | None) -> float:
     if one is not None:
         check_constant(ctx, one, 1.0, "the numerator")
     value = ctx.value(eps)
     if value is None or value.size != 1:
-        return ctx.decline(f"epsilon {eps} is not a scalar constant")
-    return Operator("rms_norm", {"X": x, "Scale": w}, {"Y": out.output("Out")},
-                    {"begin_norm_axis": len(shape) - 1, "epsilon": float(value.reshape(()))})
+        raise Decline(f"epsilon {eps} is not a scalar constant")
+    return float(value.reshape(()))
 
+
+def _rms_norm(ctx: RewriteContext, *, out: Operator, square: Operator, mean: Operator, x: str, eps: str, w: str,
+              one: str | None = None) -> Operator:
+    shape = tuple(ctx.var(x).shape or ())
+    _check_square(square)
+    _check_last_dim(mean, len(shape), "mean")
+    _check_vector(ctx, w, shape, "weight")
+    if _centred(ctx, x):
+        raise Decline(f"{x} is centred (x - mean(x)): the layer norm rules take it")
+    return Operator("rms_norm", {"X": x, "Scale": w}, {"Y": out.output("Out")},
+                    {"begin_norm_axis": len(shape) - 1, "epsilon": _epsilon(ctx, eps, one)})
+
+
+def _layer_norm(ctx: RewriteContext, *, out: Operator, centred: Operator, mean: Operator, square: Operator,
+                variance: Operator, x: str, eps: str, w: str, b: str | None = None,
+                one: str | None = None) -> Operator:
+    shape = tuple(ctx.var(x).shape or ())
+    _check_square(square)
+    _check_last_dim(mean, len(shape), "mean")
+    _check_last_dim(variance, len(shape), "variance")
+    _check_vector(ctx, w, shape, "weight")
+    inputs = {"X": x, "Scale": w}
+    if b is None:
+        _check_no_bias_follows(ctx, out.output("Out")[0], shape)
+    else:
+        _check_vector(ctx, b, shape, "bias")
+        inputs["Bias"] = b
+    return Operator("layer_norm", inputs, {"Y": out.output("Out")},
+                    {"begin_norm_axis": len(shape) - 1, "epsilon": _epsilon(ctx, eps, one)})
+
+
+def _centred(ctx: RewriteContext, name: str) -> bool:
+    """Whether ``name`` is ``a - reduce_mean(a)``."""
+    writers = ctx.block.producers(name)
+    if len(writers) != 1 or writers[0][0].type != "elementwise_sub":
+        return False
+    sub = writers[0][0]
+    means = ctx.block.producers(sub.input("Y")[0])
+    return len(means) == 1 and means[0][0].type == "reduce_mean" and means[0][0].input("X") == sub.input("X")
+
+
+def _check_no_bias_follows(ctx: RewriteContext, y: str, shape: tuple[int, ...]) -> None:
+    """Leave a layer_norm without bias to the rule with one where a bias add reads it."""
+    uses = ctx.block.uses(y)
+    if len(uses) != 1 or uses[0][0].type != "elementwise_add":
+        return
+    other = [n for n in uses[0][0].input_names() if n != y]
+    if len(other) == 1 and ctx.var(other[0]).persistable and tuple(ctx.var(other[0]).shape or ()) == shape[-1:]:
+        raise Decline(f"a bias add reads it ({uses[0][0].describe()}): the layer norm with a bias takes both")
+
+
+_BIASED, _UNBIASED = _layer_norm_patterns()
 
 RULES = Rules([
     # w * (x / sqrt(mean(x^2) + eps)) -> rms_norm
-    Rule(p, _rms_norm, "rms norm -> rms_norm") for p in _patterns()
+    *(Rule(p, _rms_norm, "rms norm -> rms_norm") for p in _rms_patterns()),
+    # w * ((x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)) + b -> layer_norm
+    *(Rule(p, _layer_norm, "layer norm -> layer_norm") for p in _BIASED),
+    # w * ((x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps)) -> layer_norm without a bias
+    *(Rule(p, _layer_norm, "layer norm (no bias) -> layer_norm") for p in _UNBIASED),
 ])
 
-register_rules("fuse_norm", RULES, "Fuse RMSNorm's decomposition into rms_norm.", needs_scope=True)
+register_rules("fuse_norm", RULES, "Fuse RMSNorm's and LayerNorm's decompositions into rms_norm and layer_norm.",
+               needs_scope=True)

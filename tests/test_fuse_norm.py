@@ -56,3 +56,75 @@ def test_a_mean_over_another_dim_is_a_near_miss():
     result = PassManager("fuse_norm", debug=True).run(prog, scope, fetch=outs)
     assert "rms_norm" not in op_types(result.program)
     assert any("not the last one kept" in m.reason for m in result.records[0].near_misses)
+
+
+def _layer_norm(square="pow", inverse="div", bias=True, weight_first=False, variance_dim=-1, factor=2.0,
+                centred_readers=0):
+    """LayerNorm decomposed as exporters write it below opset 17."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 3, 8])
+        d = _one("elementwise_sub", {"X": x, "Y": _one("reduce_mean", {"X": x}, dim=[-1], keep_dim=True)})
+        sq = _one("pow", {"X": d}, factor=factor) if square == "pow" else _one("elementwise_mul", {"X": d, "Y": d})
+        var = _one("reduce_mean", {"X": sq}, dim=[variance_dim], keep_dim=True)
+        eps = create_parameter("eps", [], initializer=Constant(1e-5))
+        root = _one("sqrt", {"X": _one("elementwise_add", {"X": eps, "Y": var})})
+        if inverse == "reciprocal":
+            normed = _one("elementwise_mul", {"X": _one("reciprocal", {"X": root}), "Y": d})
+        elif inverse == "one_over":
+            one = create_parameter("one", [], initializer=Constant(1.0))
+            normed = _one("elementwise_mul", {"X": d, "Y": _one("elementwise_div", {"X": one, "Y": root})})
+        else:
+            normed = _one("elementwise_div", {"X": d, "Y": root})
+        w = create_parameter("w", [8])
+        y = _one("elementwise_mul", {"X": w, "Y": normed} if weight_first else {"X": normed, "Y": w})
+        if bias:
+            y = _one("elementwise_add", {"X": y, "Y": create_parameter("b", [8])})
+        outs = [y.name] + [_one("relu", {"X": d}).name for _ in range(centred_readers)]
+    scope = halfway.init_scope(prog, seed=4)
+    lively_params(scope, np.random.default_rng(4))
+    return prog, scope, outs
+
+
+@pytest.mark.parametrize("square", ["pow", "mul"])
+@pytest.mark.parametrize("inverse", ["reciprocal", "one_over", "div"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("weight_first", [False, True])
+def test_layer_norm_decompositions_become_layer_norm(square, inverse, bias, weight_first):
+    prog, scope, outs = _layer_norm(square, inverse, bias, weight_first)
+    result = fuse_and_compare(prog, scope, "fuse_norm", outs)
+    (norm,) = result.program.global_block().ops
+    assert norm.type == "layer_norm" and norm.attr("begin_norm_axis") == 2 and bool(norm.input("Bias")) == bias
+    assert norm.attr("epsilon") == pytest.approx(1e-5)
+    x = np.random.default_rng(5).standard_normal((2, 3, 8)).astype(np.float32) * 3 + 1
+    (got,) = halfway.Executor().run(result.program, {"x": x}, outs, result.scope)
+    w = result.scope[norm.input("Scale")[0]]
+    b = result.scope[norm.input("Bias")[0]] if bias else 0
+    centred = x - x.mean(-1, keepdims=True)
+    want = centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    ({"variance_dim": 1}, "variance is over dims [1]"),
+    ({"factor": 4.0}, "not a constant square"),
+])
+def test_layer_norm_near_misses_say_why(kwargs, reason):
+    prog, scope, outs = _layer_norm(**kwargs)
+    result = PassManager("fuse_norm", debug=True).run(prog, scope, fetch=outs)
+    assert "layer_norm" not in op_types(result.program)
+    assert any(reason in m.reason for m in result.records[0].near_misses)
+
+
+def test_a_centred_value_read_elsewhere_stays_decomposed():
+    prog, scope, outs = _layer_norm(centred_readers=1)
+    result = fuse_and_compare(prog, scope, "fuse_norm", outs)
+    assert "layer_norm" not in op_types(result.program) and "rms_norm" not in op_types(result.program)
+
+
+def test_an_unbiased_layer_norm_waits_for_the_bias_add():
+    prog, scope, outs = _layer_norm()
+    result = PassManager("fuse_norm", debug=True).run(prog, scope, fetch=outs)
+    assert op_types(result.program)["layer_norm"] == 1 and "elementwise_add" not in op_types(result.program)
+    reasons = [m.reason for m in result.records[0].near_misses]
+    assert any("bias add reads it" in r for r in reasons) and any("is centred" in r for r in reasons)
