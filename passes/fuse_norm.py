@@ -17,10 +17,13 @@ Rules:
    centred ``d = x - mean(x)`` is squared (``pow(d, 2)`` or ``d * d``) and normalised as RMSNorm's
    x is, then scaled by a weight and shifted by a bias (or only scaled), both parameters of the
    last dim's size. The pattern reads ``d`` twice (``passes.pattern``'s references).
+3. Then (a second phase, over the layer_norms the first made too): a residual add and the
+   layer_norm reading it, ``layer_norm(x + y)`` -> skip_layer_norm, one pass over memory instead
+   of two. x and y have one shape. Where other ops read the sum (a pre-norm transformer's
+   residual stream), the skip_layer_norm writes it as its Sum output; a reader of the sum before
+   the layer_norm, or of the layer_norm's Mean or Variance, declines.
 
-Every product and sum in any operand order (``passes.commute``). A residual add before a
-layer_norm or rms_norm stays an add: halfway has no fused add + norm op, and the norm reads the
-sum once either way.
+Every product and sum in any operand order (``passes.commute``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from halfway.passes.fuse_activations import check_constant
 from halfway.passes.pattern import OpPattern, Pattern, op, var
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, register_rules
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "SKIP_RULES"]
 
 
 def _normalised(x: Operand, d: str, mean: str) -> list[OpPattern]:
@@ -137,6 +140,29 @@ def _check_no_bias_follows(ctx: RewriteContext, y: str, shape: tuple[int, ...]) 
         raise Decline(f"a bias add reads it ({uses[0][0].describe()}): the layer norm with a bias takes both")
 
 
+def _skip_layer_norm(ctx: RewriteContext, *, norm: Operator, total: Operator, x: str, y: str) -> Operator:
+    stats = [n for slot in ("Mean", "Variance") for n in norm.output(slot) if ctx.block.uses(n)]
+    if stats:
+        raise Decline(f"the layer norm's statistics {stats} are read")
+    shapes = [tuple(ctx.var(n).shape or ()) for n in (x, y)]
+    if shapes[0] != shapes[1] or ctx.var(x).dtype is not ctx.var(y).dtype:
+        raise Decline(f"the residual add's operands differ: {x} {list(shapes[0])}, {y} {list(shapes[1])}")
+    sum_name = total.output("Out")[0]
+    block, at = ctx.block, ctx.block.op_index(norm)
+    early = [use[0] for use in block.uses(sum_name) if use[0] is not norm and block.op_index(use[0]) < at]
+    if early:
+        raise Decline(f"{early[0].describe()} reads the sum before the layer norm")
+    params = {slot: norm.input(slot) for slot in ("Scale", "Bias") if norm.input(slot)}
+    outputs = {"Out": norm.output("Y")}
+    if len(block.uses(sum_name)) > 1:
+        outputs["Sum"] = (sum_name,)
+    return Operator("skip_layer_norm", {"X": x, "Y": y, **params}, outputs,
+                    {"begin_norm_axis": norm.attr("begin_norm_axis"), "epsilon": norm.attr("epsilon")})
+
+
+_SKIP = Pattern(op("layer_norm", "norm", open=True,
+                   X=op("elementwise_add", "total", shared=True, X=var("x"), Y=var("y"))))
+
 _BIASED, _UNBIASED = _layer_norm_patterns()
 
 RULES = Rules([
@@ -148,5 +174,11 @@ RULES = Rules([
     *(Rule(p, _layer_norm, "layer norm (no bias) -> layer_norm") for p in _UNBIASED),
 ])
 
-register_rules("fuse_norm", RULES, "Fuse RMSNorm's and LayerNorm's decompositions into rms_norm and layer_norm.",
-               needs_scope=True)
+SKIP_RULES = Rules([
+    # layer_norm(x + y) -> skip_layer_norm (and the sum, where others read it)
+    Rule(_SKIP, _skip_layer_norm, "add + layer_norm -> skip_layer_norm"),
+])
+
+register_rules("fuse_norm", [RULES, SKIP_RULES],
+               "Fuse RMSNorm's and LayerNorm's decompositions into rms_norm and layer_norm, and a residual add "
+               "with the layer_norm after it into skip_layer_norm.", needs_scope=True)

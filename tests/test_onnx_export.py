@@ -110,7 +110,7 @@ def test_opset_23_writes_attention_rms_norm_and_gelu(name):
     assert ("RMSNormalization" if name.startswith("llama") else "Gelu") in types
 
 
-@pytest.mark.parametrize("name", ["inception_v1", "bert_sdpa_dynamo", "vit_eager_dynamo"])
+@pytest.mark.parametrize("name", ["inception_v1", "bert_sdpa_dynamo", "vit_eager_dynamo", "gpt2_eager_dynamo"])
 def test_contrib_ops_run_on_onnxruntime(name):
     model, inputs = _zoo(name) if name in LIGHT_MODELS else _modern(name)
     program, feeds, fetches, scope = halfway.load(model)
@@ -118,7 +118,10 @@ def test_contrib_ops_run_on_onnxruntime(name):
     exported = _round_trip(fused.program, fused.scope, feeds, fetches, inputs,
                            _halfway_outputs(fused.program, fused.scope, feeds, fetches, inputs), contrib=True)
     contrib = {t for domain, t in _node_types(exported) if domain == "com.microsoft"}
-    assert contrib >= ({"FusedConv"} if name in LIGHT_MODELS else {"MultiHeadAttention", "Gelu"})
+    gelu = "FastGelu" if name.startswith("gpt2") else "Gelu"
+    assert contrib >= ({"FusedConv"} if name in LIGHT_MODELS else {"MultiHeadAttention", "SkipLayerNormalization", gelu})
+    if name.startswith("gpt2"):  # pre-norm: the residual stream leaves SkipLayerNormalization as its 4th output
+        assert any(n.op_type == "SkipLayerNormalization" and len(n.output) == 4 for n in exported.graph.node)
 
 
 def test_symbolic_dims_become_named_dims():
@@ -174,3 +177,19 @@ def test_save_onnx_writes_the_model_atomically(tmp_path):
     got = ort_session(saved).run(fetches, inputs[0])[0]
     want = halfway.Executor().run(program, inputs[0], fetches, scope)[0]
     assert _rel_error(got, want) <= RTOL
+
+
+@pytest.mark.parametrize("opset, contrib", [(14, False), (17, False), (17, True)])
+def test_skip_layer_norm_exports_with_its_sum(opset, contrib):
+    from tests.test_fuse_norm import _opset14_pre_norm_block
+
+    program, feeds, fetches, scope = halfway.load(_opset14_pre_norm_block())
+    fused = halfway.PassManager().run(program, scope, fetch=fetches)
+    rng = np.random.default_rng(9)
+    inputs = [{n: rng.standard_normal(shape).astype(np.float32) for n in feeds} for shape in [(2, 3, 8), (1, 4, 8)]]
+    exported = _round_trip(fused.program, fused.scope, feeds, fetches, inputs,
+                           _halfway_outputs(fused.program, fused.scope, feeds, fetches, inputs), opset=opset,
+                           contrib=contrib)
+    types = {t for _, t in _node_types(exported)}
+    assert ("SkipLayerNormalization" in types) == contrib
+    assert ("LayerNormalization" in types) == (opset >= 17 and not contrib)

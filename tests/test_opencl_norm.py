@@ -1,4 +1,4 @@
-"""The OpenCL row normalisations (layer_norm, rms_norm) against the numpy kernels of the same ops:
+"""The OpenCL row normalisations (layer_norm, skip_layer_norm, rms_norm) against the numpy kernels of the same ops:
 rows shorter and longer than a work-group, with and without Scale and Bias, float32 and float16."""
 
 from __future__ import annotations
@@ -34,3 +34,14 @@ def test_rms_norm(place, shape, dtype):
                                                                    "epsilon": 1e-6}, params=("Scale",))
     check(place, "rms_norm", {"X": x}, {"begin_norm_axis": 1})
 
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, begin", [((2, 3, 37), 2), ((4, 300), 1)])
+def test_skip_layer_norm(place, shape, begin, dtype):
+    x, y = rand(*shape, dtype=dtype) * 3 + 1, rand(*shape, dtype=dtype)
+    width = int(np.prod(shape[begin:]))
+    params = {"Scale": rand(width), "Bias": rand(width)}
+    check(place, "skip_layer_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": begin, "epsilon": 1e-5},
+          params=tuple(params), outputs={"Out": 1, "Sum": 1})
+    check(place, "skip_layer_norm", {"X": x, "Y": y}, {"begin_norm_axis": begin})

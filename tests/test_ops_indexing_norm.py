@@ -194,3 +194,27 @@ def test_out_of_range_indices_are_errors_naming_the_op():
         run_op("take_along_axis", {"Input": _x(2, 3), "Index": np.array([[3]], np.int64)}, {"Axis": 1})
     with pytest.raises(halfway.HalfwayError, match="one_hot_v2: an index is outside"):
         run_op("one_hot_v2", {"X": np.array([5], np.int64)}, {"depth": 5})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("affine", [True, False])
+def test_skip_layer_norm_is_layer_norm_of_the_sum(dtype, affine):
+    x, y = _x(2, 3, 16, dtype=dtype), _x(2, 3, 16, dtype=dtype)
+    params = {"Scale": _x(16), "Bias": _x(16)} if affine else {}
+    ran = run_op("skip_layer_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": 2, "epsilon": 1e-3},
+                 outputs={"Out": 1, "Sum": 1})
+    total = (x + y).astype(np.float64)  # x + y rounds to the inputs' dtype, as elementwise_add
+    want = (total - total.mean(-1, keepdims=True)) / np.sqrt(total.var(-1, keepdims=True) + 1e-3)
+    if affine:
+        want = want * params["Scale"] + params["Bias"]
+    tol = 2e-3 if dtype is np.float16 else 1e-5
+    assert ran.out.dtype == ran["Sum"][0].dtype == dtype
+    np.testing.assert_array_equal(ran["Sum"][0], x + y)
+    np.testing.assert_allclose(ran.out.astype(np.float64), want, rtol=tol, atol=tol)
+    alone = run_op("skip_layer_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": 2, "epsilon": 1e-3})
+    np.testing.assert_array_equal(alone.out, ran.out)
+
+
+def test_skip_layer_norm_needs_operands_of_one_shape():
+    with pytest.raises(halfway.HalfwayError, match="must have X's shape"):
+        run_op("skip_layer_norm", {"X": _x(2, 4), "Y": _x(1, 4)}, {"begin_norm_axis": 1})

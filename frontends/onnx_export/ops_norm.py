@@ -1,6 +1,7 @@
 """Exporters of the normalisations: layer_norm as LayerNormalization (opset 17 on) or its
-decomposition, rms_norm as RMSNormalization (opset 23 on) or its decomposition. A float16
-decomposition computes in float32 between two casts, as halfway's kernels do.
+decomposition, skip_layer_norm as Add and that (or, with ``contrib``, ONNX Runtime's
+SkipLayerNormalization), rms_norm as RMSNormalization (opset 23 on) or its decomposition. A
+float16 decomposition computes in float32 between two casts, as halfway's kernels do.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from halfway.frontends.onnx_export.context import ExportContext, onnx_type
+from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext, onnx_type
 from halfway.frontends.onnx_export.ops_family import reduce
 from halfway.frontends.onnx_export.registry import exports
 from halfway.ir.dtypes import DType
@@ -38,9 +39,10 @@ Body = Callable[[str, "list[str] | None"], str]
 """Writes nodes over its input; its last node writes the given outputs (None: a fresh name)."""
 
 
-def _in_float32(ctx: ExportContext, x: str, out: str, body: Body) -> None:
-    """``body`` over ``x`` in float32 (casts around it for float16), its result written to ``out``."""
-    if ctx.dtype(x) is DType.float16:
+def _in_float32(ctx: ExportContext, x: str, out: str, body: Body, like: str | None = None) -> None:
+    """``body`` over ``x`` (of var ``like``'s dtype, by default x's own) in float32 (casts around it
+    for float16), its result written to ``out``."""
+    if ctx.dtype(like or x) is DType.float16:
         result = body(ctx.node("Cast", [x], to=onnx_type(DType.float32)), None)
         ctx.node("Cast", [result], [out], to=onnx_type(DType.float16))
     else:
@@ -66,28 +68,60 @@ def _times(ctx: ExportContext, value: str, factor: str | None, like: str, outs: 
     return ctx.node("Mul", [value, _as32(ctx, factor, like)], outs)
 
 
-@exports("layer_norm")
-def layer_norm(ctx: ExportContext, op: Operator) -> None:
-    x, y = op.input("X")[0], op.output("Y")[0]
+def _slot(op: Operator, slot: str) -> str | None:
+    return op.input(slot)[0] if op.input(slot) else None
+
+
+def _layer_norm_of(ctx: ExportContext, value: str, like: str, out: str, op: Operator) -> None:
+    """``op``'s layer normalisation (its Scale, Bias and attrs) of ``value``, which has the shape
+    and dtype of var ``like``, written to ``out``."""
     begin, eps = op.attr("begin_norm_axis"), float(op.attr("epsilon"))
-    scale = _affine(ctx, op.input("Scale")[0] if op.input("Scale") else None, x, begin)
-    bias = _affine(ctx, op.input("Bias")[0] if op.input("Bias") else None, x, begin)
+    scale = _affine(ctx, _slot(op, "Scale"), like, begin)
+    bias = _affine(ctx, _slot(op, "Bias"), like, begin)
     if ctx.opset >= 17 and scale is not None:
-        _in_float32(ctx, x, y, lambda v, outs: ctx.node("LayerNormalization", [v, _as32(ctx, scale, x)] + (
-            [_as32(ctx, bias, x)] if bias else []), outs, axis=begin, epsilon=eps))
+        _in_float32(ctx, value, out, lambda v, outs: ctx.node("LayerNormalization", [v, _as32(ctx, scale, like)] + (
+            [_as32(ctx, bias, like)] if bias else []), outs, axis=begin, epsilon=eps), like)
         return
-    axes = list(range(begin, ctx.rank(x)))
+    axes = list(range(begin, ctx.rank(like)))
 
     def body(v: str, outs: list[str] | None) -> str:
         centred = ctx.node("Sub", [v, reduce(ctx, "ReduceMean", v, axes, True)])
         variance = reduce(ctx, "ReduceMean", ctx.node("Mul", [centred, centred]), axes, True)
         std = ctx.node("Sqrt", [ctx.node("Add", [variance, _scalar32(ctx, eps)])])
         if bias is None:
-            return _times(ctx, ctx.node("Div", [centred, std]), scale, x, outs)
-        normed = _times(ctx, ctx.node("Div", [centred, std]), scale, x, None)
-        return ctx.node("Add", [normed, _as32(ctx, bias, x)], outs)
+            return _times(ctx, ctx.node("Div", [centred, std]), scale, like, outs)
+        normed = _times(ctx, ctx.node("Div", [centred, std]), scale, like, None)
+        return ctx.node("Add", [normed, _as32(ctx, bias, like)], outs)
 
-    _in_float32(ctx, x, y, body)
+    _in_float32(ctx, value, out, body, like)
+
+
+@exports("layer_norm")
+def layer_norm(ctx: ExportContext, op: Operator) -> None:
+    x = op.input("X")[0]
+    _layer_norm_of(ctx, x, x, op.output("Y")[0], op)
+
+
+@exports("skip_layer_norm")
+def skip_layer_norm(ctx: ExportContext, op: Operator) -> None:
+    """ONNX Runtime's SkipLayerNormalization with ``contrib`` on float32 over the last dim of a
+    3-D X with a Scale; else Add, then layer_norm's form."""
+    x, y, out = op.input("X")[0], op.input("Y")[0], op.output("Out")[0]
+    total = op.output("Sum")[0] if op.output("Sum") else None
+    if _contrib_skip_fits(ctx, op, x):
+        scale = _affine(ctx, _slot(op, "Scale"), x, ctx.rank(x) - 1)
+        bias = _affine(ctx, _slot(op, "Bias"), x, ctx.rank(x) - 1)
+        outputs = [out, "", "", total] if total else [out]
+        assert scale is not None
+        ctx.node("SkipLayerNormalization", [x, y, scale] + ([bias] if bias else []), outputs, domain=CONTRIB_DOMAIN,
+                 epsilon=float(op.attr("epsilon")))
+        return
+    _layer_norm_of(ctx, ctx.node("Add", [x, y], [total] if total else None), x, out, op)
+
+
+def _contrib_skip_fits(ctx: ExportContext, op: Operator, x: str) -> bool:
+    return (ctx.contrib and ctx.dtype(x) is DType.float32 and ctx.rank(x) == 3 and bool(op.input("Scale"))
+            and op.attr("begin_norm_axis") == 2)
 
 
 @exports("rms_norm")

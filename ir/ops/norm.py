@@ -1,5 +1,5 @@
-"""Schemas of the normalisations and the ops alike: layer_norm, instance_norm, group_norm,
-log_softmax and prelu — Paddle's op types, slots, attrs and defaults.
+"""Schemas of the normalisations and the ops alike: layer_norm, skip_layer_norm, instance_norm,
+group_norm, log_softmax and prelu — Paddle's op types, slots, attrs and defaults.
 
 The statistics outputs (layer_norm's and group_norm's Mean / Variance, instance_norm's
 SavedMean / SavedVariance) are float32 under a float16 kernel, as Paddle's; Scale and Bias keep
@@ -50,6 +50,34 @@ register_op(OpSchema(
     doc="Y = (X - mean) / sqrt(variance + epsilon) * Scale + Bias, the statistics over the dims from "
         "begin_norm_axis on (Scale and Bias flattened over them); Mean and Variance of X's leading dims "
         "(Paddle 3's shape; Paddle 2 flattened them to one dim).",
+))
+
+
+def _infer_skip_layer_norm(ctx: InferContext) -> None:
+    x, y = ctx.input("X"), ctx.input("Y")
+    ctx.check(len(x.shape) == len(y.shape) and all(a == b or min(a, b) < 0 for a, b in zip(x.shape, y.shape))
+              and x.dtype is y.dtype,
+              f"Y {y.dtype.name} {list(y.shape)} must have X's shape and dtype ({x.dtype.name} {list(x.shape)})")
+    begin = ctx.attr("begin_norm_axis")
+    ctx.check(0 <= begin < max(len(x.shape), 1),
+              f"attr begin_norm_axis {begin} must be in [0, {len(x.shape)}) for X {list(x.shape)}")
+    rest = x.shape[begin:]
+    cols = -1 if min(rest, default=0) < 0 else math.prod(rest)
+    for slot in ("Scale", "Bias"):
+        _check_vector(ctx, slot, cols)
+    shape = tuple(a if a >= 0 else b for a, b in zip(x.shape, y.shape))
+    ctx.set_output("Out", shape, x.dtype)
+    ctx.set_output("Sum", shape, x.dtype)
+
+
+register_op(OpSchema(
+    "skip_layer_norm", inputs=[Slot("X"), Slot("Y"), Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)],
+    outputs=[Slot("Out"), Slot("Sum", dispensable=True)],
+    attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
+    infer=_infer_skip_layer_norm, dtype_slots=("X", "Y"), keep_dtype_slots=("Scale", "Bias"),
+    doc="Out = layer_norm(X + Y) (Paddle's skip_layernorm: a residual add and the layer_norm after it in one "
+        "pass over memory), the statistics over the dims from begin_norm_axis on, in float32; Sum (dispensable) "
+        "is X + Y, written for the other readers of the residual stream (pre-norm transformers).",
 ))
 
 

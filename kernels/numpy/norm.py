@@ -1,6 +1,7 @@
-"""numpy kernels of the normalisations (``halfway.ir.ops.norm``): layer_norm, instance_norm,
-group_norm and prelu (log_softmax sits beside softmax in ``nn``). float16 runs widened to float32 (the registry's default);
-statistics are float32 (float64 for float64 inputs)."""
+"""numpy kernels of the normalisations (``halfway.ir.ops.norm``): layer_norm, skip_layer_norm,
+instance_norm, group_norm and prelu (log_softmax sits beside softmax in ``nn``). float16 runs widened to float32 (the registry's default);
+statistics are float32 (float64 for float64 inputs). skip_layer_norm adds X and Y in their own
+dtype, as the elementwise_add it replaces rounds the sum, and normalises that in float32."""
 
 from __future__ import annotations
 
@@ -59,6 +60,24 @@ def _layer_norm(spec: KernelSpec) -> Kernel:
         return _affine(y, scale, bias, x.shape[begin:]), mean.reshape(lead), variance.reshape(lead)
 
     return _present(spec, run)
+
+
+@register_kernel("skip_layer_norm", dtypes=(DType.float16,))
+@register_kernel("skip_layer_norm", dtypes=(DType.float32, DType.float64))
+def _skip_layer_norm(spec: KernelSpec) -> Kernel:
+    begin = spec.attrs["begin_norm_axis"]
+    axes, epsilon = tuple(range(begin, len(spec.input("X").shape))), spec.attrs["epsilon"]
+    keeps_sum = bool(spec.outputs.get("Sum"))
+
+    def run(x: np.ndarray, y: np.ndarray, *params: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        total = x + y
+        wide = total.astype(np.float32) if total.dtype == np.float16 else total
+        normed, _, _ = normalize(wide, axes, epsilon)
+        scale, bias = _scale_bias(spec, (wide, *params))
+        out = _affine(normed, scale, bias, wide.shape[begin:]).astype(x.dtype, copy=False)
+        return (out, total) if keeps_sum else out
+
+    return run
 
 
 @register_kernel("instance_norm", dtypes=_FLOATS)
