@@ -7,8 +7,10 @@ Rules (each in every operand order and grouping of its products and sums, ``pass
 
 1. GELU, erf form: ``x * 0.5 * (1 + erf(x / √2))`` (or ``erf(x * (1/√2))``) -> gelu;
 2. GELU, tanh form: ``x * 0.5 * (1 + tanh(√(2/π) * (x + 0.044715 * x^3)))`` -> gelu(approximate);
-3. SiLU: ``x * sigmoid(x)`` -> silu (SwiGLU's ``silu(gate) * up`` keeps its product: halfway has no
-   fused op that would save a pass over memory for it).
+3. SiLU: ``x * sigmoid(x)`` -> silu;
+4. then (a second phase, over the silus the first made too) SwiGLU, LLaMA's MLP gate:
+   ``silu(gate) * up`` -> swiglu, one pass over memory instead of two; gate and up have one
+   shape and dtype (a broadcast product declines).
 
 Each constant must be a scalar in the scope within 1e-6 (relative) of its value; one that is
 not declines naming it and the value it holds.
@@ -25,7 +27,7 @@ from halfway.passes.commute import commuted, products
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, register_rules
 from halfway.passes.pattern import Pattern, VarPattern, op, var
 
-__all__ = ["RULES", "check_constant"]
+__all__ = ["RULES", "GATED_RULES", "check_constant"]
 
 
 def check_constant(ctx: RewriteContext, name: str, want: float, what: str) -> None:
@@ -100,5 +102,19 @@ RULES = Rules([
       for p in commuted("elementwise_mul", _x(), [op("sigmoid", X=var("x"))], name="out")),
 ])
 
-register_rules("fuse_activations", RULES, "Fuse GELU (erf and tanh forms) and x * sigmoid(x) into gelu and silu.",
+def _swiglu(ctx: RewriteContext, *, out: Operator, gate: str, up: str) -> Operator:
+    shapes = [tuple(ctx.var(n).shape or ()) for n in (gate, up)]
+    if shapes[0] != shapes[1] or ctx.var(gate).dtype is not ctx.var(up).dtype:
+        raise Decline(f"the gate {gate} {list(shapes[0])} and {up} {list(shapes[1])} differ in shape or dtype")
+    return Operator("swiglu", {"X": gate, "Y": up}, {"Out": out.output("Out")})
+
+
+GATED_RULES = Rules([
+    # silu(gate) * up -> swiglu
+    *(Rule(Pattern(p), _swiglu, "silu(gate) * up -> swiglu")
+      for p in commuted("elementwise_mul", [op("silu", X=var("gate"))], [var("up")], name="out")),
+])
+
+register_rules("fuse_activations", [RULES, GATED_RULES],
+               "Fuse GELU (erf and tanh forms) and x * sigmoid(x) into gelu and silu, and silu(gate) * up into swiglu.",
                needs_scope=True)

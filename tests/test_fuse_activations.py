@@ -80,3 +80,37 @@ def test_sigmoid_of_another_var_is_left_alone():
         x, z = layers.data("x", [2, 8]), layers.data("z", [2, 8])
         y = _one("elementwise_mul", {"X": x, "Y": layers.sigmoid(z)})
     assert not fuse_and_compare(prog, halfway.init_scope(prog), "fuse_activations", [y.name]).modified
+
+
+def _gated(form, up_first=False, up_shape=(2, 3, 8)):
+    """LLaMA's MLP gate: silu(gate) * up, the silu as one op or as gate * sigmoid(gate)."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        gate, up = layers.data("gate", [2, 3, 8]), layers.data("up", list(up_shape))
+        if form == "silu":
+            act = _one("silu", {"X": gate})
+        else:
+            act = _one("elementwise_mul", {"X": gate, "Y": layers.sigmoid(gate)})
+        y = _one("elementwise_mul", {"X": up, "Y": act} if up_first else {"X": act, "Y": up})
+    return prog, halfway.init_scope(prog), [y.name]
+
+
+@pytest.mark.parametrize("form", ["silu", "sigmoid"])
+@pytest.mark.parametrize("up_first", [False, True])
+def test_silu_of_the_gate_times_up_becomes_swiglu(form, up_first):
+    prog, scope, outs = _gated(form, up_first)
+    rng = np.random.default_rng(1)
+    feed = {n: (rng.standard_normal((2, 3, 8)) * 4).astype(np.float32) for n in ("gate", "up")}
+    result = fuse_and_compare(prog, scope, "fuse_activations", outs, feed=feed)
+    (op,) = result.program.global_block().ops
+    assert op.type == "swiglu" and op.input("X") == ("gate",) and op.input("Y") == ("up",)
+    (got,) = halfway.Executor().run(result.program, feed, outs, result.scope)
+    gate = feed["gate"].astype(np.float64)
+    np.testing.assert_allclose(got, gate / (1 + np.exp(-gate)) * feed["up"], rtol=1e-6, atol=1e-6)
+
+
+def test_a_broadcast_up_is_a_swiglu_near_miss():
+    prog, scope, outs = _gated("silu", up_shape=(8,))
+    result = PassManager("fuse_activations", debug=True).run(prog, scope, fetch=outs)
+    assert "swiglu" not in op_types(result.program)
+    assert any("differ in shape" in m.reason for record in result.records for m in record.near_misses)

@@ -65,6 +65,11 @@ def test_binary(place, op_type, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_swiglu(place, dtype):
+    check(place, "swiglu", {"X": rand(3, 5, 7, dtype=dtype) * 8, "Y": rand(3, 5, 7, dtype=dtype)})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_binary_broadcasts_both_ways(place, dtype):
     check(place, "elementwise_mul", {"X": rand(4, 1, 6, dtype=dtype), "Y": rand(3, 1, dtype=dtype)})
 

@@ -21,7 +21,7 @@ import onnx
 from onnx import ModelProto, ValueInfoProto, helper, numpy_helper
 
 from halfway.frontends.onnx_export import (  # noqa: F401  (register exporters)
-    ops_attention, ops_family, ops_nn, ops_norm, ops_resize, ops_tensor)
+    ops_attention, ops_family, ops_gated, ops_nn, ops_norm, ops_resize, ops_tensor)
 from halfway.frontends.onnx_export.context import (CONTRIB_DOMAIN, ExportContext, ExportError,
                                                    UnsupportedExportError, onnx_type)
 from halfway.frontends.onnx_export.registry import EXPORTERS

@@ -1,5 +1,6 @@
 """OpenCL kernels of the elementwise ops: binary ops with Paddle's broadcasting (``OP(a, b)`` from
-the family rows; add, sub and mul on int32 and int64 too), activations and the other X -> Out ops
+the family rows; add, sub and mul on int32 and int64 too; and swiglu's ``silu(a) * b``),
+activations and the other X -> Out ops
 (``activations.UNARY_OPS``), add_n (``sum``) and casts between floats, integers and bool.
 Comparisons and logical ops (``CMP(a, b)`` from the family rows; the one-operand rows read
 ``CMP(a, a)``) take operands of any of those dtypes and write bool as uchar.
@@ -25,10 +26,13 @@ from halfway.kernels.opencl.base import (C_TYPES, INPLACE_OPS, Binder, DeviceArr
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
-__all__ = ["BINARY_OPS", "INT_BINARY", "CAST_DTYPES"]
+__all__ = ["BINARY_OPS", "GATED_OPS", "INT_BINARY", "CAST_DTYPES"]
 
 BINARY_OPS: dict[str, str] = {name: row.opencl for name, row in BINARY.items()}  # type: ignore[misc]
 """Op type -> OP(a, b) in OpenCL C."""
+
+GATED_OPS: dict[str, str] = {"swiglu": "((a) / (R(1) + exp(-(a))) * (b))"}
+"""Op type -> OP(a, b) of the binary ops that are no family row (``halfway.ir.ops.gated``)."""
 
 INT_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul")
 """The binary ops whose OpenCL expression is exact on integers too (int32, int64)."""
@@ -180,6 +184,8 @@ def _cast_store(rt: Runtime, dtype: DType) -> dict[str, str]:
 def _register() -> None:
     for op_type, op in BINARY_OPS.items():
         register_kernel(op_type, "opencl", FLOATS + INTEGERS if op_type in INT_BINARY else FLOATS)(_binary(op))
+    for op_type, op in GATED_OPS.items():
+        register_kernel(op_type, "opencl", FLOATS)(_binary(op))
     for op_type in UNARY_OPS:
         register_kernel(op_type, "opencl", FLOATS)(_unary)
     for op_type, row in COMPARE.items():
@@ -187,7 +193,7 @@ def _register() -> None:
         register_kernel(op_type, "opencl", dtypes)(_compare(row.opencl_expr({})))
     register_kernel("sum", "opencl", FLOATS)(_sum)
     register_kernel("cast", "opencl", CAST_DTYPES)(_cast)
-    INPLACE_OPS.update(BINARY_OPS, UNARY_OPS)
+    INPLACE_OPS.update(BINARY_OPS, GATED_OPS, UNARY_OPS)
 
 
 _register()
