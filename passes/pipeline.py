@@ -3,8 +3,9 @@
 Clean up first (identities, constants, reshapes to run-time shapes that only copy their input's
 dims), then fold batch_norm into weights before fusing the
 epilogues (bias, activation) into conv and fc ops; drop the casts that change nothing (exporters
-write float32 -> float32 casts inside attention) before fusing attention; GELU's and SiLU's
-elementwise ops into one op; then drop what became dead.
+write float32 -> float32 casts inside attention) before fusing attention; RMSNorm's and
+LayerNorm's elementwise ops into one op, and a residual add into the layer_norm after it;
+GELU's and SiLU's into one op, and SwiGLU's silu(gate) * up; then drop what became dead.
 """
 
 from __future__ import annotations

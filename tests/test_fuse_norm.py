@@ -15,6 +15,22 @@ def _one(op_type, inputs, **attrs):
     return append_op(op_type, inputs, attrs)["Out"][0]
 
 
+def _over_root(x, root, inverse, root_first=False):
+    """x / root as exporters write it: x times reciprocal(root) or 1 / root, or x divided by it."""
+    if inverse == "div":
+        return _one("elementwise_div", {"X": x, "Y": root})
+    if inverse == "reciprocal":
+        factor = _one("reciprocal", {"X": root})
+    else:
+        factor = _one("elementwise_div", {"X": create_parameter("one", [], initializer=Constant(1.0)), "Y": root})
+    return _one("elementwise_mul", {"X": factor, "Y": x} if root_first else {"X": x, "Y": factor})
+
+
+def _weighed(normed, weight_first):
+    w = create_parameter("w", [8])
+    return _one("elementwise_mul", {"X": w, "Y": normed} if weight_first else {"X": normed, "Y": w})
+
+
 def _rms(square="pow", inverse="reciprocal", dim=-1, weight_first=False):
     """RMSNorm decomposed as LLaMA's and T5's exports write it."""
     prog = halfway.Program()
@@ -24,15 +40,7 @@ def _rms(square="pow", inverse="reciprocal", dim=-1, weight_first=False):
         mean = _one("reduce_mean", {"X": sq}, dim=[dim], keep_dim=True)
         root = _one("sqrt", {"X": _one("elementwise_add", {"X": mean, "Y": create_parameter(
             "eps", [], initializer=Constant(1e-6))})})
-        if inverse == "reciprocal":
-            normed = _one("elementwise_mul", {"X": x, "Y": _one("reciprocal", {"X": root})})
-        elif inverse == "one_over":
-            one = create_parameter("one", [], initializer=Constant(1.0))
-            normed = _one("elementwise_mul", {"X": x, "Y": _one("elementwise_div", {"X": one, "Y": root})})
-        else:
-            normed = _one("elementwise_div", {"X": x, "Y": root})
-        w = create_parameter("w", [8])
-        y = _one("elementwise_mul", {"X": w, "Y": normed} if weight_first else {"X": normed, "Y": w})
+        y = _weighed(_over_root(x, root, inverse), weight_first)
     scope = halfway.init_scope(prog, seed=2)
     lively_params(scope, np.random.default_rng(2))
     return prog, scope, [y.name]
@@ -71,15 +79,7 @@ def _layer_norm(square="pow", inverse="div", bias=True, weight_first=False, vari
         var = _one("reduce_mean", {"X": sq}, dim=[variance_dim], keep_dim=True)
         eps = create_parameter("eps", [], initializer=Constant(1e-5))
         root = _one("sqrt", {"X": _one("elementwise_add", {"X": eps, "Y": var})})
-        if inverse == "reciprocal":
-            normed = _one("elementwise_mul", {"X": _one("reciprocal", {"X": root}), "Y": d})
-        elif inverse == "one_over":
-            one = create_parameter("one", [], initializer=Constant(1.0))
-            normed = _one("elementwise_mul", {"X": d, "Y": _one("elementwise_div", {"X": one, "Y": root})})
-        else:
-            normed = _one("elementwise_div", {"X": d, "Y": root})
-        w = create_parameter("w", [8])
-        y = _one("elementwise_mul", {"X": w, "Y": normed} if weight_first else {"X": normed, "Y": w})
+        y = _weighed(_over_root(d, root, inverse, root_first=True), weight_first)
         if bias:
             y = _one("elementwise_add", {"X": y, "Y": create_parameter("b", [8])})
         outs = [y.name] + [_one("relu", {"X": d}).name for _ in range(centred_readers)]
