@@ -8,9 +8,9 @@ Rules (each in every operand order and grouping of its products and sums, ``pass
 1. GELU, erf form: ``x * 0.5 * (1 + erf(x / √2))`` (or ``erf(x * (1/√2))``) -> gelu;
 2. GELU, tanh form: ``x * 0.5 * (1 + tanh(√(2/π) * (x + 0.044715 * x^3)))`` -> gelu(approximate);
 3. SiLU: ``x * sigmoid(x)`` -> silu;
-4. then (a second phase, over the silus the first made too) SwiGLU, LLaMA's MLP gate:
-   ``silu(gate) * up`` -> swiglu, one pass over memory instead of two; gate and up have one
-   shape and dtype (a broadcast product declines).
+4. SwiGLU, LLaMA's MLP gate: ``silu(gate) * up`` -> swiglu (the silu as the importer wrote it
+   or as rule 3 made it, a sweep before), one pass over memory instead of two; gate and up have
+   one shape and dtype (a broadcast product declines).
 
 Each constant must be a scalar in the scope within 1e-6 (relative) of its value; one that is
 not declines naming it and the value it holds.
@@ -111,10 +111,10 @@ def _swiglu(ctx: RewriteContext, *, out: Operator, gate: str, up: str) -> Operat
 
 GATED_RULES = Rules([
     # silu(gate) * up -> swiglu
-    *(Rule(Pattern(p), _swiglu, "silu(gate) * up -> swiglu")
-      for p in commuted("elementwise_mul", [op("silu", X=var("gate"))], [var("up")], name="out")),
+    Rule(Pattern(op("elementwise_mul", "out", commutes=True, X=op("silu", X=var("gate")), Y=var("up"))), _swiglu,
+         "silu(gate) * up -> swiglu"),
 ])
 
-register_rules("fuse_activations", [RULES, GATED_RULES],
+register_rules("fuse_activations", RULES + GATED_RULES,
                "Fuse GELU (erf and tanh forms) and x * sigmoid(x) into gelu and silu, and silu(gate) * up into swiglu.",
                needs_scope=True)

@@ -23,7 +23,7 @@ Rules:
    residual stream), the skip_layer_norm writes it as its Sum output; a reader of the sum before
    the layer_norm, or of the layer_norm's Mean or Variance, declines.
 
-Every product and sum in any operand order (``passes.commute``).
+Every product and sum in either operand order (``passes.commute``).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def _normalised(x: Operand, d: str, mean: str) -> list[OpPattern]:
     """``x / sqrt(mean(x^2) + eps)`` in its forms, the square reading var ``d`` (x's name, or that
     of the op computing x)."""
     squares = [op("pow", "square", X=var(d)), op("elementwise_mul", "square", X=var(d), Y=var(d))]
-    means = [op("reduce_mean", mean, X=s) for s in squares]
-    roots = [op("sqrt", X=a) for a in commuted("elementwise_add", means, [var("eps", persistable=True)])]
+    sums = commuted("elementwise_add", [op("reduce_mean", mean, X=s) for s in squares], [var("eps", persistable=True)])
+    roots = [op("sqrt", X=a) for a in sums]
     inverses = [op("reciprocal", X=r) for r in roots] + [op("elementwise_div", X=var("one", persistable=True), Y=r)
                                                           for r in roots]
     return commuted("elementwise_mul", [x], inverses) + [op("elementwise_div", X=x, Y=r) for r in roots]
@@ -59,10 +59,9 @@ def _rms_patterns() -> list[Pattern]:
 def _layer_norm_patterns() -> tuple[list[Pattern], list[Pattern]]:
     """(with a bias, without one)."""
     centred = op("elementwise_sub", "centred", X=var("x"), Y=op("reduce_mean", "mean", X=var("x")))
-    weighted = _weighted(_normalised(centred, "centred", "variance"))
-    biased = commuted("elementwise_add", weighted, [var("b", persistable=True)], name="out")
-    return [Pattern(p) for p in biased], [Pattern(p) for p in _weighted(_normalised(centred, "centred", "variance"),
-                                                                         name="out")]
+    normed = _normalised(centred, "centred", "variance")
+    biased = commuted("elementwise_add", _weighted(normed), [var("b", persistable=True)], name="out")
+    return [Pattern(p) for p in biased], [Pattern(p) for p in _weighted(normed, name="out")]
 
 
 def _check_square(square: Operator) -> None:

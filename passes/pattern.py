@@ -24,6 +24,12 @@ and read again by its name as a var operand: ``div(X=d:elementwise_sub(X=x, Y=m)
 reduce_mean(X=pow(X=d))))``. The named op's output must then be read exactly at each place the
 pattern names it and nowhere else. A ``shared`` op (``op(..., shared=True)``) may have readers
 outside the match too; the rewrite driver then holds the replacement to write its output.
+
+A ``commutes`` op (``op("elementwise_mul", commutes=True, X=a, Y=b)``) matches ``a * b`` and
+``b * a``: one pattern where listing both orders would take two per commuting op (2^k for k of
+them). Its operands are tried as written, then swapped; the first order that matches is kept, and
+a later failure elsewhere does not come back to try the other, so its operands should not both
+match either place (an op and a var, a parameter and a value).
 """
 
 from __future__ import annotations
@@ -73,7 +79,7 @@ class OpPattern:
     """An op node. ``attrs`` values are required values or predicates; ``where`` sees the op;
     ``open``: slots not named in ``inputs`` may be non-empty; ``out``: the output slot an inner
     op feeds its consumer through (None: its schema's first); ``shared``: that output may have
-    readers outside the match too."""
+    readers outside the match too; ``commutes``: its X and Y operands match in either order."""
 
     types: frozenset[str]
     inputs: Mapping[str, tuple[Operand, ...]]
@@ -83,6 +89,11 @@ class OpPattern:
     open: bool = False
     out: str | None = None
     shared: bool = False
+    commutes: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.commutes and not {"X", "Y"} <= set(self.inputs):
+            raise PassError(f"a commuting pattern op binds X and Y, got slots {sorted(self.inputs)}")
 
     def accepts(self, candidate: Operator) -> bool:
         if candidate.type not in self.types:
@@ -118,11 +129,11 @@ def var(name: str, *, persistable: bool | None = None, dtype: Any = None,
 
 def op(types: str | Sequence[str], name: str | None = None, *, attrs: Mapping[str, AttrCheck] | None = None,
        where: Callable[[Operator], bool] | None = None, open: bool = False, out: str | None = None,
-       shared: bool = False, **inputs: Operand | Sequence[Operand]) -> OpPattern:
+       shared: bool = False, commutes: bool = False, **inputs: Operand | Sequence[Operand]) -> OpPattern:
     """An op node: ``types`` is one type, ``"a|b"``, or a list; keyword args bind input slots."""
     kinds = frozenset(types.split("|") if isinstance(types, str) else types)
     slots = {slot: (v,) if isinstance(v, (OpPattern, VarPattern)) else tuple(v) for slot, v in inputs.items()}
-    return OpPattern(kinds, slots, name, dict(attrs or {}), where, open, out, shared)
+    return OpPattern(kinds, slots, name, dict(attrs or {}), where, open, out, shared, commutes)
 
 
 class Match:
@@ -178,17 +189,32 @@ class _Walk:
     def op(self, node: OpPattern, candidate: Operator) -> bool:
         if id(candidate) in self.claimed or any(candidate is o for o in self.found.ops) or not node.accepts(candidate):
             return False
-        for slot, operands in node.inputs.items():
+        if not (self.commuted(node, candidate) if node.commutes else self.operands(node.inputs, candidate)):
+            return False
+        if node.name is not None:
+            self.found.captures[node.name] = candidate
+            self.slots[node.name] = node.output_slot(candidate)
+        self.found.ops.append(candidate)
+        return True
+
+    def commuted(self, node: OpPattern, candidate: Operator) -> bool:
+        """The operands as written, else (what the first try bound undone) with X and Y swapped."""
+        found = self.found
+        captures, ops, references = dict(found.captures), len(found.ops), len(self.references)
+        if self.operands(node.inputs, candidate):
+            return True
+        found.captures = captures
+        del found.ops[ops:], self.references[references:]
+        return self.operands({**node.inputs, "X": node.inputs["Y"], "Y": node.inputs["X"]}, candidate)
+
+    def operands(self, inputs: Mapping[str, tuple[Operand, ...]], candidate: Operator) -> bool:
+        for slot, operands in inputs.items():
             names = candidate.input(slot)
             if len(names) != len(operands):
                 return False
             for name, operand in zip(names, operands):
                 if not (self.var(operand, name) if isinstance(operand, VarPattern) else self.inner(operand, name)):
                     return False
-        if node.name is not None:
-            self.found.captures[node.name] = candidate
-            self.slots[node.name] = node.output_slot(candidate)
-        self.found.ops.append(candidate)
         return True
 
     def var(self, operand: VarPattern, name: str) -> bool:

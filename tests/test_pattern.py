@@ -153,3 +153,22 @@ def test_a_shared_op_may_have_readers_outside_the_match():
     shared = op("elementwise_div", X=op("elementwise_sub", "d", shared=True, X=var("x"), Y=var("_")), Y=square)
     assert halfway.passes.Pattern(plain).match(div) is None
     assert halfway.passes.Pattern(shared).match(div) is not None
+
+
+def test_a_commuting_op_matches_either_order_and_forgets_the_first_try():
+    div = _centred()
+    block = div.block
+    block.create_var("w", shape=[4], persistable=True)
+    block.create_var("out", shape=[2, 4])
+    mul = block.append_op("elementwise_mul", {"X": "w", "Y": "y"}, {"Out": "out"})
+    written = op("elementwise_mul", X=op("elementwise_div", "norm", X=var("a"), Y=var("_")), Y=var("w", persistable=True))
+    commuting = op("elementwise_mul", commutes=True, X=op("elementwise_div", "norm", X=var("a"), Y=var("_")),
+                   Y=var("w", persistable=True))
+    assert halfway.passes.Pattern(written).match(mul) is None
+    found = halfway.passes.Pattern(commuting).match(mul)
+    assert found.captures == {"norm": div, "a": "d", "w": "w"} and found.ops == [div, mul]
+    # the first try binds v to w, then fails on Y; the swapped try starts afresh
+    any_first = op("elementwise_mul", commutes=True, X=var("v"), Y=var("p", persistable=True))
+    assert halfway.passes.Pattern(any_first).match(mul).captures == {"p": "w", "v": "y"}
+    with pytest.raises(PassError, match="binds X and Y"):
+        op("relu", commutes=True, X=var("a"))
