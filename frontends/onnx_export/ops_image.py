@@ -5,6 +5,8 @@ and pad3d (Pad).
 
 from __future__ import annotations
 
+from typing import Any
+
 from halfway.frontends.onnx_export.context import ExportContext
 from halfway.frontends.onnx_export.registry import exports
 from halfway.ir.operator import Operator
@@ -73,7 +75,7 @@ def fold(ctx: ExportContext, op: Operator) -> None:
     """Col2Im (opset 18); fold's paddings are ONNX's pads, all begins then all ends."""
     if ctx.opset < 18:
         ctx.fail(f"Col2Im needs opset 18 (asked for {ctx.opset})")
-    options = {name: list(op.attr(attr)) or None
+    options: dict[str, Any] = {name: list(op.attr(attr)) or None
                for name, attr in (("strides", "strides"), ("dilations", "dilations"), ("pads", "paddings"))}
     ctx.node("Col2Im", [op.input("X")[0], ctx.ints(op.attr("output_sizes")), ctx.ints(op.attr("kernel_sizes"))],
              [op.output("Y")[0]], **options)
