@@ -1,7 +1,8 @@
 """Networks on halfway's OpenCL backend, float32 and float16, side by side with a peer in the
 same run:
 
-* ``--torch``: ResNet-50 and VGG-19 at batch 1 and 32 against PyTorch eager on the same GPU;
+* ``--torch``: ResNet-50 and VGG-19 at batch 1 and 32 against PyTorch on the same GPU, eager
+  (NCHW) and at its best: channels_last, ``cudnn.benchmark`` and a CUDA graph;
 * ``--onnx``: the nine models of ONNX's light zoo (shipped with the onnx package; batch 1, as
   their graphs fix it) against ONNX Runtime (its CUDA provider where it has one).
 
@@ -11,7 +12,8 @@ float32 output is checked against PyTorch's strict float32 one. Our program goes
 default pass pipeline (conv+bn folding, fused_conv2d epilogues, fc) and, for float16, through
 ``halfway.float16_transpile`` (float32 feeds and fetches, float16 inside). Latency is the median
 of ``runs`` calls: ours is ``PreparedProgram.run`` from a host array to a host array (upload, all
-ops, read-back); PyTorch's is ``model(x)`` on a GPU tensor, synchronised.
+ops, read-back); PyTorch's is ``model(x)`` on a GPU tensor, synchronised, or the replay of its
+CUDA graph.
 
 For the ONNX models ours is loaded with ``halfway.load`` and goes through the same passes and
 transpile; their weights are the models' constant fills, which does not change the work.
@@ -24,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -34,6 +34,7 @@ import halfway
 from halfway import layers
 from halfway.executor import Executor, OpenCLPlace
 from halfway.passes import DEFAULT_PIPELINE, PassManager
+from torch_peers import eager_and_graph_ms, median_ms
 
 Var = halfway.Variable
 FUSIONS = ",".join(name for name in DEFAULT_PIPELINE.split(",") if name != "dce")
@@ -106,34 +107,25 @@ def torch_scope(program: halfway.Program, model) -> halfway.Scope:
 
 
 # -- timing -------------------------------------------------------------------------------------------
-def median_seconds(fn: Callable[[], object], runs: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, np.ndarray]:
+def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, float, np.ndarray]:
+    """PyTorch's seconds eager (NCHW) and at its best (channels_last, cuDNN's autotuner, a CUDA
+    graph), and its eager output; TF32 off, so float32 is float32 on both sides."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
     m = model.half() if half else model.float()
     t = torch.from_numpy(x).cuda()
     t = t.half() if half else t
-
-    def call():
-        with torch.no_grad():
-            out = m(t)
-        torch.cuda.synchronize()
-        return out
-
-    seconds = median_seconds(call, runs)
-    return seconds, call().float().cpu().numpy()
+    eager, _ = eager_and_graph_ms(lambda: m(t), runs)
+    with torch.inference_mode():
+        out = m(t).float().cpu().numpy()
+    m = m.to(memory_format=torch.channels_last)
+    t = t.contiguous(memory_format=torch.channels_last)
+    _, graph = eager_and_graph_ms(lambda: m(t), runs)
+    m.to(memory_format=torch.contiguous_format)
+    return eager / 1e3, graph / 1e3, out
 
 
 def print_profile(prepared, feed: dict[str, np.ndarray], top: int = 6) -> None:
@@ -163,12 +155,13 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
     for label, program in (("fp32", prog32), ("fp16", prog16)):
         prepared = Executor(place).prepare(program, ["x"], [out.name], scope)
         got = prepared.run({"x": x})[0]
-        ours = median_seconds(lambda: prepared.run({"x": x}), runs)
-        theirs, want = torch_latency(model, x, label == "fp16", runs)
+        ours = median_ms(lambda: prepared.run({"x": x}), runs) / 1e3
+        eager, graph, want = torch_latency(model, x, label == "fp16", runs)
         error = float(np.abs(got.astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-6))
         falls = len(prepared.report.fallbacks)
-        row.append(f"{label}: ours {ours * 1e3:7.2f} ms  torch {theirs * 1e3:7.2f} ms  ({theirs / ours:4.2f}x) "
-                   f"max rel err {error:.1e}{f'  {falls} fallbacks' if falls else ''}")
+        row.append(f"{label}: ours {ours * 1e3:7.2f} ms  torch eager {eager * 1e3:7.2f} ms ({eager / ours:4.2f}x)  "
+                   f"torch graph {graph * 1e3:7.2f} ms ({graph / ours:4.2f}x) max rel err {error:.1e}"
+                   f"{f'  {falls} fallbacks' if falls else ''}")
         model.float()
         if profile:
             print_profile(prepared, {"x": x})
@@ -200,11 +193,11 @@ def bench_onnx(name: str, runs: int, place: OpenCLPlace, float16: bool) -> None:
     feed_name = session.get_inputs()[0].name
     shape = [d if isinstance(d, int) else 1 for d in session.get_inputs()[0].shape]
     x = np.random.default_rng(0).random(shape, np.float32)
-    theirs = median_seconds(lambda: session.run(None, {feed_name: x}), runs)
+    theirs = median_ms(lambda: session.run(None, {feed_name: x}), runs) / 1e3
     row = []
     for label, prog in variants:
         prepared = Executor(place).prepare(prog, feeds, fetches, scope)
-        ours = median_seconds(lambda: prepared.run({feeds[0]: x}), runs)
+        ours = median_ms(lambda: prepared.run({feeds[0]: x}), runs) / 1e3
         row.append(f"{label}: ours {ours * 1e3:8.2f} ms ({theirs / ours:5.2f}x)")
     print(f"{name:13} onnxruntime ({providers[0]}) {theirs * 1e3:8.2f} ms  |  " + "  |  ".join(row), flush=True)
 

@@ -19,8 +19,11 @@ from onnx.backend.base import Backend, BackendRep
 
 from halfway.executor import Executor
 from halfway.frontends.onnx import load
+from halfway.frontends.onnx_export import to_onnx
+from halfway.ir.program import Program
+from halfway.ir.scope import Scope
 
-__all__ = ["HalfwayBackend", "HalfwayRep", "STATIC_ARGUMENTS", "static_inputs", "bind_inputs"]
+__all__ = ["HalfwayBackend", "ExportingBackend", "HalfwayRep", "STATIC_ARGUMENTS", "static_inputs", "bind_inputs"]
 
 
 STATIC_ARGUMENTS: dict[str, tuple[int, ...]] = {
@@ -65,8 +68,12 @@ def bind_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.M
 
 
 class HalfwayRep(BackendRep):
-    def __init__(self, model: onnx.ModelProto) -> None:
+    """A node test's model as halfway runs it; ``exported``: written back out as ONNX by halfway's
+    exporter and run by ONNX Runtime instead (at the model's own opset, 17 at least)."""
+
+    def __init__(self, model: onnx.ModelProto, exported: bool = False) -> None:
         self.model = model
+        self.exported = exported
         inits = {t.name for t in model.graph.initializer}
         self.input_names = [v.name for v in model.graph.input if v.name not in inits]
         self.static = static_inputs(model)
@@ -77,7 +84,22 @@ class HalfwayRep(BackendRep):
         model = bind_inputs(self.model, {n: v for n, v in values.items() if n in self.static})
         fed = {name: value for name, value in values.items() if name not in self.static}
         program, feeds, fetches, scope = load(model, input_shapes={n: v.shape for n, v in fed.items()})
+        if self.exported:
+            return tuple(_run_exported(model, program, scope, feeds, fetches, fed))
         return tuple(Executor().run(program, {n: fed[n] for n in feeds}, fetches, scope))
+
+
+def _run_exported(model: onnx.ModelProto, program: Program, scope: Scope, feeds: Sequence[str],
+                  fetches: Sequence[str], fed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime
+
+    opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] + [17])
+    exported = to_onnx(program, scope, feeds, fetches, opset=opset)
+    onnx.checker.check_model(exported, full_check=True)
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(exported.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(list(fetches), {n: fed[n] for n in feeds})
 
 
 def _listed(inputs: Any) -> Sequence[Any]:
@@ -85,10 +107,18 @@ def _listed(inputs: Any) -> Sequence[Any]:
 
 
 class HalfwayBackend(Backend):
+    exported = False
+
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> HalfwayRep:
-        return HalfwayRep(model)
+        return HalfwayRep(model, cls.exported)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return device == "CPU"
+
+
+class ExportingBackend(HalfwayBackend):
+    """halfway's import, then its ONNX export run by ONNX Runtime."""
+
+    exported = True

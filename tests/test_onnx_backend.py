@@ -15,7 +15,7 @@ import onnx.backend.test
 import pytest
 
 from halfway.frontends.onnx import supported_ops
-from tests.onnx_backend import HalfwayBackend
+from tests.onnx_backend import ExportingBackend, HalfwayBackend
 
 NODE_DIR = Path(onnx.__file__).resolve().parent / "backend" / "test" / "data" / "node"
 
@@ -33,6 +33,14 @@ NOT_SUPPORTED = {
     r"gathernd_example_int32_batch_dim1": "GatherND's batch_dims",
     r"mask4d_padded_kv_expanded": "a Pad value computed at run time",
 }
+
+
+NOT_EXPORTED = {
+    r"^test_(max|min)_u?int16$|^test_top_k_uint64$": "ONNX Runtime has no kernel for the element type",
+    r"mask4d_padded_kv$": "ONNX Runtime's Attention refuses nonpad_kv_seqlen with a mask",
+    r"resize_downsample_scales_(cubic|linear)_align_corners$": "ONNX Runtime's Resize differs from ONNX's reference",
+}
+"""Node tests halfway runs whose ONNX export ONNX Runtime cannot run as ONNX's reference does, by reason."""
 
 
 def _node_tests() -> list[str]:
@@ -61,3 +69,25 @@ def _node_cases() -> type:
 @pytest.mark.parametrize("name", [_case(name) for name in _node_tests()])
 def test_onnx_node(name: str) -> None:
     _node_cases()(f"{name}_cpu").debug()
+
+
+@functools.cache
+def _exported_cases() -> type:
+    return onnx.backend.test.BackendTest(ExportingBackend, __name__).test_cases["OnnxBackendNodeModelTest"]
+
+
+def _exported_case(name: str):
+    """A node test halfway does not run (``NOT_SUPPORTED``) is skipped: what its export would give is
+    not halfway's result; one whose export ONNX Runtime cannot run is a strict xfail."""
+    unsupported = [reason for pattern, reason in NOT_SUPPORTED.items() if re.search(pattern, name)]
+    unexported = [reason for pattern, reason in NOT_EXPORTED.items() if re.search(pattern, name)]
+    marks = ([pytest.mark.skip(reason=f"halfway does not run it: {unsupported[0]}")] if unsupported
+             else [pytest.mark.xfail(reason=unexported[0], strict=True)] if unexported else [])
+    return pytest.param(name, marks=marks, id=name)
+
+
+@pytest.mark.parametrize("name", [_exported_case(name) for name in _node_tests()])
+def test_onnx_node_exported(name: str) -> None:
+    """The node test's model imported by halfway, written back as ONNX by halfway's exporter and
+    run by ONNX Runtime, against the outputs shipped with the test."""
+    _exported_cases()(f"{name}_cpu").debug()

@@ -21,7 +21,7 @@ import onnx
 from onnx import ModelProto, ValueInfoProto, helper, numpy_helper
 
 from halfway.frontends.onnx_export import (  # noqa: F401  (register exporters)
-    ops_attention, ops_family, ops_gated, ops_nn, ops_norm, ops_resize, ops_tensor)
+    ops_attention, ops_family, ops_gated, ops_image, ops_indexing, ops_nn, ops_norm, ops_quantize, ops_resize, ops_tensor)
 from halfway.frontends.onnx_export.context import (CONTRIB_DOMAIN, ExportContext, ExportError,
                                                    UnsupportedExportError, onnx_type)
 from halfway.frontends.onnx_export.registry import EXPORTERS
@@ -77,7 +77,8 @@ def to_onnx(program: Program, scope: Scope, feed_names: Sequence[str], fetch_nam
     if any(node.domain == CONTRIB_DOMAIN for node in ctx.nodes):
         opsets.append(helper.make_opsetid(CONTRIB_DOMAIN, 1))
     model = helper.make_model(graph, opset_imports=opsets, producer_name="halfway")
-    model.ir_version = helper.find_min_ir_version_for(opsets, ignore_unknown=True)
+    tabled = opset <= max(row[2] for row in helper.VERSION_TABLE)  # else newer than the table: onnx's own IR
+    model.ir_version = helper.find_min_ir_version_for(opsets, ignore_unknown=True) if tabled else onnx.IR_VERSION
     return model
 
 

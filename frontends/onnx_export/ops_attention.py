@@ -1,5 +1,5 @@
-"""Exporter of scaled_dot_product_attention: ONNX's Attention from opset 23, else its
-decomposition softmax(Q K^T * scale + mask) V (a bool mask through Where with -inf), or, with
+"""Exporters of scaled_dot_product_attention and rotary_embedding (RotaryEmbedding, opset 23).
+Attention: ONNX's Attention from opset 23, else its decomposition softmax(Q K^T * scale + mask) V (a bool mask through Where with -inf), or, with
 ``contrib``, ONNX Runtime's MultiHeadAttention on Q, K and V brought to [B, S, H * D].
 """
 
@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext
+from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext, onnx_type
 from halfway.frontends.onnx_export.registry import exports
 from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
@@ -17,12 +17,10 @@ from halfway.ir.operator import Operator
 __all__: list[str] = []
 
 
-def _refuse_extras(ctx: ExportContext, op: Operator) -> None:
-    extras = [slot for slot in ("KeyLengths",) if op.input(slot)] + [
-        slot for slot in ("Scores",) if op.output(slot)]
-    extras += [attr for attr in ("softcap", "causal_offset") if op.attr(attr)]
-    if extras:
-        ctx.fail(f"{', '.join(extras)} of attention have no ONNX form")
+def _extras(op: Operator) -> list[str]:
+    """What only ONNX's Attention (opset 23 on) expresses."""
+    return ([slot for slot in ("KeyLengths",) if op.input(slot)] + [slot for slot in ("Scores",) if op.output(slot)]
+            + [attr for attr in ("softcap", "causal_offset") if op.attr(attr)])
 
 
 def _scale(ctx: ExportContext, op: Operator, q: str) -> float:
@@ -78,17 +76,59 @@ def _contrib_fits(ctx: ExportContext, op: Operator, q: str, k: str, v: str, mask
                                               and ctx.rank(op.input("Mask")[0]) == 4))
 
 
+def _causal_from(ctx: ExportContext, q: str, k: str, offset: int, mask: str | None) -> str:
+    """A bool mask keeping key j for query i where j <= i + offset, merged with ``mask``."""
+    sizes = [ctx.node("Slice", [ctx.node("Shape", [name]), ctx.ints([2]), ctx.ints([3])]) for name in (q, k)]
+    ones = ctx.node("Expand", [ctx.const(1, np.int64, "one"), ctx.node("Concat", sizes, axis=0)])
+    causal = ctx.node("Cast", [ctx.node("Trilu", [ones, ctx.const(offset, np.int64, "offset")], upper=0)],
+                      to=onnx_type(DType.bool))
+    if mask is None:
+        return causal
+    if ctx.dtype(mask) is DType.bool:
+        return ctx.node("And", [causal, mask])
+    return ctx.node("Where", [causal, mask, ctx.const(-np.inf, ctx.dtype(q).numpy, "masked")])
+
+
+def _onnx_attention(ctx: ExportContext, op: Operator, q: str, k: str, v: str, mask: str | None, out: str) -> None:
+    """ONNX's Attention (opset 23; KeyLengths as nonpad_kv_seqlen from 24): a causal mask shifted by
+    ``causal_offset`` is written out as a mask, the scores (``Scores``) as its qk_matmul_output."""
+    causal, offset = bool(op.attr("is_causal")), op.attr("causal_offset")
+    if causal and offset:
+        mask, causal = _causal_from(ctx, q, k, offset, mask), False
+    inputs = [q, k, v, mask or ""]
+    if op.input("KeyLengths"):
+        if ctx.opset < 24:
+            ctx.fail(f"KeyLengths (nonpad_kv_seqlen) needs opset 24 (asked for {ctx.opset})")
+        inputs += ["", "", op.input("KeyLengths")[0]]
+    while inputs[-1] == "":
+        inputs.pop()
+    scores = op.output("Scores")
+    outputs = [out, "", "", scores[0]] if scores else [out]
+    ctx.node("Attention", inputs, outputs, scale=_scale(ctx, op, q), is_causal=int(causal),
+             softcap=float(op.attr("softcap")) or None, qk_matmul_output_mode=op.attr("scores_stage") if scores else None)
+
+
 @exports("scaled_dot_product_attention")
 def attention(ctx: ExportContext, op: Operator) -> None:
-    _refuse_extras(ctx, op)
     q, k, v, out = op.input("Q")[0], op.input("K")[0], op.input("V")[0], op.output("Out")[0]
     mask = op.input("Mask")[0] if op.input("Mask") else None
     if mask is not None and ctx.dtype(mask).is_floating:
         mask = ctx.cast(mask, ctx.dtype(q))
-    if ctx.contrib and _contrib_fits(ctx, op, q, k, v, mask):
+    extras = _extras(op)
+    if ctx.contrib and not extras and _contrib_fits(ctx, op, q, k, v, mask):
         _multi_head(ctx, op, q, k, v, mask, out)
     elif ctx.opset >= 23:
-        ctx.node("Attention", [q, k, v] + ([mask] if mask else []), [out], scale=_scale(ctx, op, q),
-                 is_causal=int(op.attr("is_causal")))
+        _onnx_attention(ctx, op, q, k, v, mask, out)
+    elif extras:
+        ctx.fail(f"{', '.join(extras)} of attention need opset 23 (ONNX's Attention), asked for {ctx.opset}")
     else:
         _decomposed(ctx, op, q, k, v, mask, out)
+
+
+@exports("rotary_embedding")
+def rotary_embedding(ctx: ExportContext, op: Operator) -> None:
+    if ctx.opset < 23:
+        ctx.fail(f"RotaryEmbedding needs opset 23 (asked for {ctx.opset})")
+    inputs = [op.input("X")[0], op.input("Cos")[0], op.input("Sin")[0]] + list(op.input("PositionIds"))
+    ctx.node("RotaryEmbedding", inputs, [op.output("Out")[0]], interleaved=int(op.attr("interleaved")),
+             rotary_embedding_dim=op.attr("rotary_dim") or None, num_heads=op.attr("num_heads") or None)

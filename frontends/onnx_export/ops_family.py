@@ -107,8 +107,22 @@ def _square(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[s
     return ctx.node("Mul", [x, x], outputs)
 
 
+def _round(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
+    """Halves away from zero (ONNX's Round takes them to even): sign(x) floor(|x| + 0.5)."""
+    floor = ctx.node("Floor", [ctx.node("Add", [ctx.node("Abs", [x]), ctx.scalar(0.5, like)])])
+    return ctx.node("Mul", [ctx.node("Sign", [x]), floor], outputs)
+
+
+def _hard_shrink(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
+    return ctx.node("Shrink", [x], outputs, lambd=float(attrs["threshold"]), bias=0.0)
+
+
+def _logsigmoid(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:
+    return ctx.node("Neg", [ctx.node("Softplus", [ctx.node("Neg", [x])])], outputs)
+
+
 _DECOMPOSED = {"relu6": _relu6, "hard_swish": _hard_swish, "swish": _swish, "silu": _swish, "gelu": _gelu,
-               "square": _square}
+               "square": _square, "round": _round, "hard_shrink": _hard_shrink, "logsigmoid": _logsigmoid}
 """The activations without a one-to-one ONNX op, as ONNX subgraphs."""
 
 
@@ -116,6 +130,19 @@ _DECOMPOSED = {"relu6": _relu6, "hard_swish": _hard_swish, "swish": _swish, "sil
 def decomposed(ctx: ExportContext, op: Operator) -> None:
     attrs = {name: op.attr(name) for name in UNARY[op.type].defaults()}
     activation(ctx, op.type, attrs, op.input("X")[0], op.output("Out")[0])
+
+
+@exports("not_equal", "isinf", "isfinite")
+def negated_compare(ctx: ExportContext, op: Operator) -> None:
+    """Not(Equal), IsInf, and finite as neither IsInf nor IsNaN."""
+    x, out = op.input("X")[0], op.output("Out")[0]
+    if op.type == "isinf":
+        ctx.node("IsInf", [x], [out])
+    elif op.type == "isfinite":
+        ctx.node("Not", [ctx.node("Or", [ctx.node("IsInf", [x]), ctx.node("IsNaN", [x])])], [out])
+    else:
+        y = aligned_y(ctx, x, op.input("Y")[0], op.attr("axis"))
+        ctx.node("Not", [ctx.node("Equal", [x, y])], [out])
 
 
 @exports("elementwise_mod", "elementwise_fmod", "elementwise_floordiv")

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+from onnx import numpy_helper
+
 from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext
 from halfway.frontends.onnx_export.ops_family import activation
 from halfway.frontends.onnx_export.registry import exports
@@ -96,19 +99,20 @@ def fused_conv2d(ctx: ExportContext, op: Operator) -> None:
         activation(ctx, act[0], act[1], value, out)
 
 
-@exports("pool2d")
-def pool2d(ctx: ExportContext, op: Operator) -> None:
+@exports("pool2d", "pool3d")
+def pool(ctx: ExportContext, op: Operator) -> None:
     x, out = op.input("X")[0], op.output("Out")[0]
     pooling = op.attr("pooling_type")
     ksize = list(op.attr("ksize"))
-    whole = op.attr("global_pooling") or (op.attr("adaptive") and ksize == [1, 1])
+    spatial = 2 if op.type == "pool2d" else 3
+    whole = op.attr("global_pooling") or (op.attr("adaptive") and ksize == [1] * spatial)
     if whole:
         ctx.node({"max": "GlobalMaxPool", "avg": "GlobalAveragePool", "lp": "GlobalLpPool"}[pooling], [x], [out],
                  p=int(op.attr("norm_type")) if pooling == "lp" else None)
         return
     if op.attr("adaptive"):
-        ctx.fail(f"adaptive pooling to {ksize} has no ONNX op (only to 1x1, a global pool)")
-    window = _window(ctx, op, 2) | {"kernel_shape": ksize}
+        ctx.fail(f"adaptive pooling to {ksize} has no ONNX op (only to size 1, a global pool)")
+    window = _window(ctx, op, spatial) | {"kernel_shape": ksize}
     dilations = list(op.attr("dilations", ())) or None
     if pooling == "lp":
         ctx.node("LpPool", [x], [out], p=int(op.attr("norm_type")), dilations=dilations, **window)
@@ -121,6 +125,27 @@ def pool2d(ctx: ExportContext, op: Operator) -> None:
         ctx.fail(f"a dilated average pool needs opset 19 (asked for {ctx.opset})")
     ctx.node("AveragePool", [x], [out], ceil_mode=ceil, count_include_pad=int(not op.attr("exclusive")),
              dilations=dilations if ctx.opset >= 19 else None, **window)
+
+
+@exports("conv2d_transpose")
+def conv2d_transpose(ctx: ExportContext, op: Operator) -> None:
+    """ConvTranspose; an ``output_size`` becomes the ``output_padding`` that reaches it."""
+    x, w, out = op.input("Input")[0], op.input("Filter")[0], op.output("Output")[0]
+    window = _window(ctx, op, 2)
+    dilations = list(op.attr("dilations"))
+    output_padding = list(op.attr("output_padding")) or None
+    if op.attr("output_size"):
+        if "pads" not in window:
+            ctx.fail("output_size with SAME padding is not supported")
+        kernel, sizes, target = ctx.shape(w)[2:], ctx.shape(x)[2:], ctx.shape(out)[2:]
+        if min(*sizes, *target) < 0:
+            ctx.fail(f"output_size needs known spatial dims, {x!r} has shape {list(ctx.shape(x))}")
+        pads, strides = window["pads"], window["strides"]
+        output_padding = [t - (s * (n - 1) + d * (k - 1) + 1 - pads[i] - pads[i + 2])
+                          for i, (t, s, n, d, k) in enumerate(zip(target, strides, sizes, dilations, kernel))]
+    bias = op.input("Bias")[0] if op.input("Bias") else None
+    ctx.node("ConvTranspose", [x, w] + ([bias] if bias else []), [out], group=op.attr("groups"), dilations=dilations,
+             output_padding=output_padding, **window)
 
 
 @exports("batch_norm")
@@ -140,12 +165,16 @@ def lrn(ctx: ExportContext, op: Operator) -> None:
 
 @exports("dropout")
 def dropout(ctx: ExportContext, op: Operator) -> None:
-    """Inference dropout: the identity, or X * (1 - p) for ``downgrade_in_infer``."""
+    """Inference dropout: the identity, or X * (1 - p) for ``downgrade_in_infer``; its Mask (where
+    the op has one) keeps everything: ones."""
     x, out = op.input("X")[0], op.output("Out")[0]
     if op.attr("dropout_implementation") == "downgrade_in_infer":
         ctx.node("Mul", [x, ctx.scalar(1.0 - float(op.attr("dropout_prob")), x)], [out])
     else:
         ctx.node("Identity", [x], [out])
+    for mask in op.output("Mask"):
+        one = numpy_helper.from_array(np.ones(1, ctx.dtype(mask).numpy), "value")
+        ctx.node("ConstantOfShape", [ctx.node("Shape", [x])], [mask], value=one)
 
 
 @exports("softmax", "log_softmax")
@@ -191,3 +220,38 @@ def fc(ctx: ExportContext, op: Operator) -> None:
         value = ctx.node("Add", [value, bias], None if act else [out])
     if act:
         activation(ctx, act[0], act[1], value, out)
+
+
+@exports("mul")
+def mul(ctx: ExportContext, op: Operator) -> None:
+    """The legacy matrix product: X flattened to 2-D at x_num_col_dims, Y at y_num_col_dims, their
+    product reshaped to X's leading and Y's trailing dims."""
+    x, y, out = op.input("X")[0], op.input("Y")[0], op.output("Out")[0]
+    xs, ys = op.attr("x_num_col_dims"), op.attr("y_num_col_dims")
+    product = ctx.node("MatMul", [ctx.node("Flatten", [x], axis=xs), ctx.node("Flatten", [y], axis=ys)])
+    if ctx.rank(x) == xs + 1 and ctx.rank(y) == ys + 1 == 2:
+        ctx.node("Identity", [product], [out])
+        return
+    lead = ctx.node("Slice", [ctx.node("Shape", [x]), ctx.ints([0]), ctx.ints([xs])])
+    trail = ctx.node("Slice", [ctx.node("Shape", [y]), ctx.ints([ys]), ctx.ints([ctx.rank(y)])])
+    ctx.node("Reshape", [product, ctx.node("Concat", [lead, trail], axis=0)], [out])
+
+
+@exports("prelu")
+def prelu(ctx: ExportContext, op: Operator) -> None:
+    """PRelu with Alpha brought to a shape that broadcasts: one value (all), [C, 1, ...]
+    (channel), or X's dims after the batch (element)."""
+    x, alpha, out = op.input("X")[0], op.input("Alpha")[0], op.output("Out")[0]
+    rank, mode = ctx.rank(x), op.attr("mode")
+    if mode == "all":
+        shape = [1]
+    elif mode == "channel":
+        shape = [-1] + [1] * (rank - 2)
+    else:
+        shape = list(ctx.shape(x)[1:])
+        if -1 in shape:
+            ctx.fail(f"element mode needs known dims after the batch, {x!r} has shape {list(ctx.shape(x))}")
+    value = ctx.value(alpha)
+    slope = (ctx.const(value.reshape(shape), base="slope") if value is not None
+             else ctx.node("Reshape", [alpha, ctx.ints(shape)]))
+    ctx.node("PRelu", [x, slope], [out])

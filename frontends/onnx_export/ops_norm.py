@@ -68,6 +68,23 @@ def _times(ctx: ExportContext, value: str, factor: str | None, like: str, outs: 
     return ctx.node("Mul", [value, _as32(ctx, factor, like)], outs)
 
 
+def _statistics(ctx: ExportContext, op: Operator, x: str, axes: list[int]) -> None:
+    """The Mean and Variance outputs (one value per normalised row, flat) where the op has them."""
+    if not (op.output("Mean") or op.output("Variance")):
+        return
+    v = ctx.cast(x, DType.float32)
+    mean = reduce(ctx, "ReduceMean", v, axes, True)
+    if op.output("Mean"):
+        _flat(ctx, mean, op.output("Mean")[0])
+    if op.output("Variance"):
+        centred = ctx.node("Sub", [v, mean])
+        _flat(ctx, reduce(ctx, "ReduceMean", ctx.node("Mul", [centred, centred]), axes, True), op.output("Variance")[0])
+
+
+def _flat(ctx: ExportContext, value: str, out: str) -> None:
+    ctx.cast(ctx.node("Reshape", [value, ctx.ints([-1])]), ctx.dtype(out), out)
+
+
 def _slot(op: Operator, slot: str) -> str | None:
     return op.input(slot)[0] if op.input(slot) else None
 
@@ -99,6 +116,7 @@ def _layer_norm_of(ctx: ExportContext, value: str, like: str, out: str, op: Oper
 @exports("layer_norm")
 def layer_norm(ctx: ExportContext, op: Operator) -> None:
     x = op.input("X")[0]
+    _statistics(ctx, op, x, list(range(op.attr("begin_norm_axis"), ctx.rank(x))))
     _layer_norm_of(ctx, x, x, op.output("Y")[0], op)
 
 
@@ -142,3 +160,51 @@ def rms_norm(ctx: ExportContext, op: Operator) -> None:
         return _times(ctx, ctx.node("Div", [v, rms]), scale, x, outs)
 
     _in_float32(ctx, x, y, body)
+
+
+def _channel_affine(ctx: ExportContext, name: str | None, x: str) -> str | None:
+    """A per-channel Scale or Bias as [C, 1, ...] against channels-first ``x``, in float32."""
+    if name is None:
+        return None
+    shape = [-1] + [1] * (ctx.rank(x) - 2)
+    value = ctx.value(name)
+    if value is not None:
+        return ctx.const(value.astype(np.float32).reshape(shape), base="affine")
+    return ctx.node("Reshape", [ctx.cast(name, DType.float32), ctx.ints(shape)])
+
+
+def _grouped(ctx: ExportContext, op: Operator, groups: int | None) -> None:
+    """X normalised per sample and group of channels (instance_norm: a group per channel), through
+    InstanceNormalization of X seen as [N, groups, -1], then the per-channel Scale and Bias."""
+    x, y = op.input("X")[0], op.output("Y")[0]
+    if any(op.output(slot) for slot in ("Mean", "Variance", "SavedMean", "SavedVariance")):
+        ctx.fail("the statistics outputs have no ONNX form")
+    channels = ctx.shape(x)[1]
+    groups = groups or channels
+    if groups < 0:
+        ctx.fail(f"instance_norm needs a known channel count, {x!r} has shape {list(ctx.shape(x))}")
+    scale = _channel_affine(ctx, op.input("Scale")[0] if op.input("Scale") else None, x)
+    bias = _channel_affine(ctx, op.input("Bias")[0] if op.input("Bias") else None, x)
+
+    def body(v: str, outs: list[str] | None) -> str:
+        rows = ctx.node("Reshape", [v, ctx.ints([0, groups, -1])])
+        ones, zeros = (ctx.const(np.full(groups, fill, np.float32), base="unit") for fill in (1.0, 0.0))
+        normed = ctx.node("InstanceNormalization", [rows, ones, zeros], epsilon=float(op.attr("epsilon")))
+        value = ctx.node("Reshape", [normed, ctx.node("Shape", [v])], None if scale or bias else outs)
+        if scale:
+            value = ctx.node("Mul", [value, scale], None if bias else outs)
+        return ctx.node("Add", [value, bias], outs) if bias else value
+
+    _in_float32(ctx, x, y, body)
+
+
+@exports("group_norm")
+def group_norm(ctx: ExportContext, op: Operator) -> None:
+    if op.attr("data_layout") != "NCHW":
+        ctx.fail(f"data_layout {op.attr('data_layout')} is not supported (ONNX normalises channels first)")
+    _grouped(ctx, op, op.attr("groups"))
+
+
+@exports("instance_norm")
+def instance_norm(ctx: ExportContext, op: Operator) -> None:
+    _grouped(ctx, op, None)

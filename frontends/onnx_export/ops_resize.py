@@ -1,5 +1,6 @@
-"""Exporters of the interpolations (``*_interp_v2``) as ONNX Resize over the full rank: the
-resized axes must be the trailing ones (the spatial dims); the leading dims keep their size.
+"""Exporters of the interpolations (``*_interp_v2``) as ONNX Resize over the full rank, the
+leading dims keeping their size; from opset 18, over the resized axes alone (``axes``) where they
+are not the trailing ones or an aspect ratio policy applies (it takes the ratio over the listed axes).
 
 Sizes come from OutSize, else the Scale tensor or ``scale`` attr, else ``out_d``/``out_h``/
 ``out_w``; an empty ``coordinate_transformation_mode`` (Paddle's rule) maps to ONNX's mode:
@@ -45,20 +46,25 @@ def interp(ctx: ExportContext, op: Operator) -> None:
     rank = ctx.rank(x)
     attrs = {name: op.attr(name) for name in ("axes", "data_layout")}
     axes = resized_axes(attrs, rank)
-    lead = rank - len(axes)
-    if axes != list(range(lead, rank)):
-        ctx.fail(f"resized axes {axes} are not the trailing dims of {x!r}")
+    policy = op.attr("keep_aspect_ratio_policy")
+    # from opset 18 Resize takes the resized axes; the aspect ratio policy must see those alone
+    listed = ctx.opset >= 18 and (axes != list(range(rank - len(axes), rank)) or policy != "stretch")
+    lead = 0 if listed else rank - len(axes)
+    if axes != list(range(lead, rank)) and not listed:
+        ctx.fail(f"resized axes {axes} are not the trailing dims of {x!r} (opset 18 takes them; asked for {ctx.opset})")
     scales, sizes = "", ""
     out_size = op.input("OutSize")[0] if op.input("OutSize") else None
-    scale_tensor = op.input("Scale")[0] if "Scale" in op.inputs and op.input("Scale") else None
+    scale_tensor = op.input("Scale")[0] if op.input("Scale") else None
     if out_size:
-        sizes = ctx.node("Concat", [_leading_shape(ctx, x, lead), ctx.int64(out_size)], axis=0)
+        sizes = ctx.node("Concat", [_leading_shape(ctx, x, lead), ctx.int64(out_size)], axis=0) if lead else ctx.int64(
+            out_size)
     elif scale_tensor or op.attr("scale"):
         given = scale_tensor or ctx.const(np.asarray(op.attr("scale"), np.float32))
-        scales = ctx.node("Concat", [ctx.const(np.ones(lead, np.float32)), given], axis=0)
+        scales = ctx.node("Concat", [ctx.const(np.ones(lead, np.float32)), given], axis=0) if lead else given
     else:
         wanted = [op.attr(name) for name in ("out_d", "out_h", "out_w")][-len(axes):]
-        sizes = ctx.node("Concat", [_leading_shape(ctx, x, lead), ctx.ints(wanted)], axis=0)
+        sizes = ctx.node("Concat", [_leading_shape(ctx, x, lead), ctx.ints(wanted)], axis=0) if lead else ctx.ints(
+            wanted)
     mode, nearest = _coordinates(op)
     roi = ""
     if op.attr("roi"):
@@ -70,6 +76,5 @@ def interp(ctx: ExportContext, op: Operator) -> None:
              cubic_coeff_a=float(op.attr("cubic_coeff_a")) if method == "cubic" else None,
              exclude_outside=int(op.attr("exclude_outside")) or None,
              extrapolation_value=float(op.attr("extrapolation_value")) or None,
-             antialias=int(op.attr("antialias")) or None,
-             keep_aspect_ratio_policy=op.attr("keep_aspect_ratio_policy") if op.attr(
-                 "keep_aspect_ratio_policy") != "stretch" else None)
+             antialias=int(op.attr("antialias")) or None, axes=axes if listed else None,
+             keep_aspect_ratio_policy=policy if policy != "stretch" else None)

@@ -268,3 +268,20 @@ def cumsum(ctx: ExportContext, op: Operator) -> None:
         x, axis = ctx.node("Reshape", [x, ctx.ints([-1])]), 0
     ctx.node("CumSum", [x, ctx.const(axis, np.int64, "axis")], [op.output("Out")[0]], exclusive=int(op.attr("exclusive")),
              reverse=int(op.attr("reverse")))
+
+
+@exports("clip")
+def clip(ctx: ExportContext, op: Operator) -> None:
+    """Clip with its bounds as 0-D inputs of X's dtype: the Min/Max tensors where given, else the attrs."""
+    x = op.input("X")[0]
+    bounds = [ctx.node("Reshape", [ctx.cast(op.input(slot)[0], ctx.dtype(x)), ctx.ints([])]) if op.input(slot)
+              else ctx.scalar(op.attr(attr), x) for slot, attr in (("Min", "min"), ("Max", "max"))]
+    ctx.node("Clip", [x, *bounds], [op.output("Out")[0]])
+
+
+@exports("mean")
+def mean(ctx: ExportContext, op: Operator) -> None:
+    """The mean of every element, shaped as the op's Out."""
+    out = op.output("Out")[0]
+    total = ctx.node("ReduceMean", [op.input("X")[0]], keepdims=0)
+    ctx.node("Reshape", [total, ctx.ints(ctx.shape(out))], [out])

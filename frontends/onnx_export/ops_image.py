@@ -1,0 +1,100 @@
+"""Exporters of the image ops: pixel_shuffle / pixel_unshuffle (DepthToSpace / SpaceToDepth, or
+their reshape-transpose form), grid_sampler (GridSample), affine_grid (AffineGrid), fold (Col2Im)
+and pad3d (Pad).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from halfway.frontends.onnx_export.context import ExportContext
+from halfway.frontends.onnx_export.registry import exports
+from halfway.ir.operator import Operator
+
+__all__: list[str] = []
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+"""pad3d's modes -> Pad's (wrap from opset 19)."""
+
+
+def _channels_first(ctx: ExportContext, op: Operator) -> None:
+    if op.attr("data_format") not in ("NCHW", "NCDHW"):
+        ctx.fail(f"data_format {op.attr('data_format')} (channels last) is not supported")
+
+
+@exports("pixel_shuffle")
+def pixel_shuffle(ctx: ExportContext, op: Operator) -> None:
+    _channels_first(ctx, op)
+    ctx.node("DepthToSpace", [op.input("X")[0]], [op.output("Out")[0]], blocksize=op.attr("upscale_factor"),
+             mode=op.attr("mode"))
+
+
+@exports("pixel_unshuffle")
+def pixel_unshuffle(ctx: ExportContext, op: Operator) -> None:
+    """SpaceToDepth orders the new channels block first (DCR); the CRD order (each channel's
+    block together, PyTorch's) is a reshape, a transpose and a reshape."""
+    _channels_first(ctx, op)
+    x, out, r = op.input("X")[0], op.output("Out")[0], op.attr("downscale_factor")
+    if op.attr("mode") == "DCR":
+        ctx.node("SpaceToDepth", [x], [out], blocksize=r)
+        return
+    n, c, h, w = ctx.shape(x)
+    if min(c, h, w) < 0:
+        ctx.fail(f"CRD order needs known channels, height and width, {x!r} has shape {list(ctx.shape(x))}")
+    blocks = ctx.node("Reshape", [x, ctx.ints([-1, c, h // r, r, w // r, r])])
+    moved = ctx.node("Transpose", [blocks], perm=[0, 1, 3, 5, 2, 4])
+    ctx.node("Reshape", [moved, ctx.ints([-1, c * r * r, h // r, w // r])], [out])
+
+
+@exports("grid_sampler")
+def grid_sampler(ctx: ExportContext, op: Operator) -> None:
+    """GridSample: opset 16 names the modes bilinear and bicubic, 20 linear and cubic; 3-D needs 20."""
+    x = op.input("X")[0]
+    if ctx.opset < 16 or (ctx.rank(x) == 5 and ctx.opset < 20):
+        ctx.fail(f"a {ctx.rank(x) - 2}-D GridSample needs opset {16 if ctx.rank(x) == 4 else 20} "
+                 f"(asked for {ctx.opset})")
+    mode = op.attr("mode")
+    if ctx.opset >= 20:
+        mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    ctx.node("GridSample", [x, op.input("Grid")[0]], [op.output("Output")[0]], mode=mode,
+             padding_mode=op.attr("padding_mode"), align_corners=int(op.attr("align_corners")))
+
+
+@exports("affine_grid")
+def affine_grid(ctx: ExportContext, op: Operator) -> None:
+    if ctx.opset < 20:
+        ctx.fail(f"AffineGrid needs opset 20 (asked for {ctx.opset})")
+    given = op.input("OutputShape")
+    size = ctx.int64(given[0]) if given else ctx.ints(op.attr("output_shape"))
+    ctx.node("AffineGrid", [op.input("Theta")[0], size], [op.output("Output")[0]],
+             align_corners=int(op.attr("align_corners")))
+
+
+@exports("fold")
+def fold(ctx: ExportContext, op: Operator) -> None:
+    """Col2Im (opset 18); fold's paddings are ONNX's pads, all begins then all ends."""
+    if ctx.opset < 18:
+        ctx.fail(f"Col2Im needs opset 18 (asked for {ctx.opset})")
+    options: dict[str, Any] = {name: list(op.attr(attr)) or None
+               for name, attr in (("strides", "strides"), ("dilations", "dilations"), ("pads", "paddings"))}
+    ctx.node("Col2Im", [op.input("X")[0], ctx.ints(op.attr("output_sizes")), ctx.ints(op.attr("kernel_sizes"))],
+             [op.output("Y")[0]], **options)
+
+
+@exports("pad3d")
+def pad3d(ctx: ExportContext, op: Operator) -> None:
+    """Pad: pad3d's [left, right, top, bottom, front, back] as per-dim begins and ends."""
+    x, out = op.input("X")[0], op.output("Out")[0]
+    if op.input("Paddings"):
+        ctx.fail("paddings computed at run time are not supported")
+    mode = _PAD_MODES[op.attr("mode")]
+    if mode == "wrap" and ctx.opset < 19:
+        ctx.fail(f"circular padding needs opset 19 (asked for {ctx.opset})")
+    left, right, top, bottom, front, back = op.attr("paddings")
+    spatial = (1, 2, 3) if op.attr("data_format") == "NDHWC" else (2, 3, 4)
+    pairs = dict(zip(spatial, ((front, back), (top, bottom), (left, right))))
+    begins, ends = zip(*(pairs.get(d, (0, 0)) for d in range(5)))
+    inputs = [x, ctx.ints([*begins, *ends])]
+    if mode == "constant":
+        inputs.append(ctx.scalar(op.attr("value"), x))
+    ctx.node("Pad", inputs, [out], mode=mode)
