@@ -147,7 +147,8 @@ class Match:
 
 
 class Pattern:
-    """A rooted pattern. ``root_types`` index it; ``match(op, claimed)`` tries it at ``op``."""
+    """A rooted pattern. ``root_types`` index it; ``match(op, claimed)`` tries it at ``op``;
+    ``reads`` counts, for each op read again by its name, the places that read its output."""
 
     __slots__ = ("root", "text", "captures", "reads")
 
