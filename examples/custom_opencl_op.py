@@ -13,7 +13,8 @@ one pass over memory instead of three ops.
    pass and the default pipeline, then to float16; run both on OpenCL with ``strict=True`` (no op
    may fall back to numpy) and check them against numpy float32 math.
 
-Results (the input, numpy's reference and both OpenCL outputs) go to OUT_DIR/results.npz.
+Results (the input, the parameters, numpy's reference and both OpenCL outputs) go to
+OUT_DIR/results.npz.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def main(out_dir: Path) -> None:
     x = np.random.default_rng(0).standard_normal((2, 7, 64)).astype(np.float32)
     want = numpy_model(x, scope)
     place = OpenCLPlace(strict=True)
-    results = {"x": x, "numpy": want}
+    results = {"x": x, "numpy": want, **{name: scope.find(name) for name in scope}}
     for label, program in (("float32", fused.program), ("float16", half)):
         prepared = Executor(place).prepare(program, {"x": x}, [out], fused.scope)
         kernels = sorted({str(key) for _, op_type, key in prepared.report.kernels if op_type == "quick_gelu"})
@@ -144,10 +145,7 @@ def main(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        target = Path(sys.argv[1])
+    with tempfile.TemporaryDirectory() as scratch:
+        target = Path(sys.argv[1] if len(sys.argv) > 1 else scratch)
         target.mkdir(parents=True, exist_ok=True)
         main(target)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            main(Path(tmp))

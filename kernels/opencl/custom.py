@@ -130,7 +130,7 @@ class CustomKernel:
     op_type: str
     source: str | SourceFn
     name: str
-    args: tuple[Arg, ...] = field(converter=tuple)
+    args: tuple[Arg, ...]
     global_size: WorkSize
     local_size: WorkSize | None = None
     constants: Mapping[str, ConstantFn] = field(factory=dict)
@@ -215,7 +215,7 @@ def opencl_kernel(op_type: str, source: str | SourceFn, name: str, *, args: Iter
         CustomKernelError: an argument names a slot, attr or constant the op does not have.
         SchemaError: a kernel is registered already and ``override`` is False.
     """
-    kernel = CustomKernel(op_type, source, name, args, global_size, local_size, dict(constants or {}), defines)
+    kernel = CustomKernel(op_type, source, name, tuple(args), global_size, local_size, dict(constants or {}), defines)
     _check_names(kernel)
     register_kernel(op_type, "opencl", dtypes, override=override)(kernel)
     return kernel
