@@ -43,7 +43,8 @@ AFFINE_ARGS = [Input("X"), Input("B"), Output("Out"), Attr("alpha"), Size("X", 0
 def affine_rows_op() -> None:
     """affine_rows: Out[r, c] = X[r, c] * alpha + B[c]."""
     register_op(OpSchema("affine_rows", inputs=[Slot("X"), Slot("B", dispensable=True)], outputs=[Slot("Out")],
-                         attrs=[AttrSpec("alpha", AttrType.FLOAT, 1.0)], infer=same_as("X", "Out")))
+                         attrs=[AttrSpec("alpha", AttrType.FLOAT, 1.0), AttrSpec("axes", AttrType.INTS, [0])],
+                         infer=same_as("X", "Out")))
 
 
 def affine_rows_kernel(source=AFFINE_ROWS, args=AFFINE_ARGS, **options) -> None:
@@ -206,6 +207,13 @@ def test_a_missing_argument_is_named(place):
         run_affine(place, np.float32)
 
 
+def test_a_list_attr_is_no_scalar_argument(place):
+    affine_rows_op()
+    affine_rows_kernel(args=[*AFFINE_ARGS[:3], Attr("axes"), *AFFINE_ARGS[4:]])
+    with pytest.raises(CustomKernelError, match=r"argument Attr\(name='axes', .*\) is \(0,\), not a scalar"):
+        run_affine(place, np.float32)
+
+
 def test_an_absent_optional_input_is_named(place):
     affine_rows_op()
     affine_rows_kernel()
@@ -222,7 +230,7 @@ def test_a_kernel_name_the_source_lacks_is_named(place):
 
 @pytest.mark.parametrize("args, match", [
     ([Input("Y")], r"Input\(slot='Y', index=0\) names no input slot or attr of affine_rows; it has X, B"),
-    ([Attr("beta")], "names no attr slot or attr of affine_rows; it has alpha"),
+    ([Attr("beta")], "names no attr slot or attr of affine_rows; it has alpha, axes"),
     ([Constant("packed")], r"Constant\(name='packed'\) names no constant; constants: none"),
     (["X"], "argument 'X' is none of Input, Output, Attr, Size, Constant or a numpy scalar"),
 ])

@@ -272,7 +272,10 @@ def _resolve(arg: Arg, spec: KernelSpec, where: str) -> Any:
     if isinstance(arg, Attr):
         if arg.name not in spec.attrs:
             raise CustomKernelError(f"{where}: argument {arg} is missing: attrs are {', '.join(spec.attrs) or 'none'}")
-        return arg.dtype(spec.attrs[arg.name])
+        value = spec.attrs[arg.name]
+        if not isinstance(value, (bool, int, float, np.number)):
+            raise CustomKernelError(f"{where}: argument {arg} is {value!r}, not a scalar")
+        return arg.dtype(value)
     if isinstance(arg, Size):
         infos = spec.inputs.get(arg.slot) or spec.outputs.get(arg.slot) or ()
         if arg.index >= len(infos):
