@@ -66,7 +66,7 @@ def run_affine(place: OpenCLPlace, dtype: type, shape=(5, 7), sign: float = 1.0)
 def test_one_source_runs_float32_and_float16_storage(dtype, precision, mode):
     modes = []
     affine_rows_op()
-    affine_rows_kernel(source=lambda spec, mode: modes.append(mode) or AFFINE_ROWS)
+    affine_rows_kernel(source=lambda spec, given: modes.append(given) or AFFINE_ROWS)
     place = OpenCLPlace(precision=precision, strict=True)
     if dtype == np.float16 and precision == "normal" and place.runtime.mode.value != "storage":
         pytest.skip(f"{place.runtime.caps.name} runs float16 in {place.runtime.mode.value} mode")
@@ -82,7 +82,7 @@ def test_native_float16_where_the_device_has_cl_khr_fp16():
         pytest.skip(f"{place.runtime.caps.name} has no cl_khr_fp16: float16 runs in storage mode there")
     modes = []
     affine_rows_op()
-    affine_rows_kernel(source=lambda spec, mode: modes.append(mode) or AFFINE_ROWS)
+    affine_rows_kernel(source=lambda spec, given: modes.append(given) or AFFINE_ROWS)
     got, want = run_affine(place, np.float16)
     assert modes == ["native"]
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=4e-3, atol=4e-3 * np.abs(want).max())
