@@ -19,7 +19,8 @@ from halfway.ir.builder import append_op, program_guard
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError, KernelNotFoundError
 from halfway.ir.schema import AttrSpec, OpSchema, Slot, register_op, same_as
-from halfway.kernels.opencl.custom import Attr, Constant, CustomKernelError, Input, Output, Size, opencl_kernel
+from halfway.kernels.opencl.custom import (Attr, Constant, CustomKernelError, Input, Output, Size, numel,
+                                           opencl_kernel)
 from halfway.kernels.registry import register_kernel
 from tests.oprun import run_op
 
@@ -86,6 +87,24 @@ def test_native_float16_where_the_device_has_cl_khr_fp16():
     got, want = run_affine(place, np.float16)
     assert modes == ["native"]
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=4e-3, atol=4e-3 * np.abs(want).max())
+
+
+def test_integer_dtypes_compute_in_their_own_type(place):
+    modes = []
+    register_op(OpSchema("twice", inputs=[Slot("X")], outputs=[Slot("Out")], infer=same_as("X", "Out")))
+    source = """__kernel void twice(__global const T* x, __global T* out, int n) {
+        int i = get_global_id(0);
+        if (i < n) STORE(out, i, LOAD(x, i) * 2);
+    }"""
+    opencl_kernel("twice", lambda spec, given: modes.append(given) or source, "twice",
+                  args=[Input("X"), Output("Out"), Size("X")], global_size=lambda spec: [numel(spec.input("X"))],
+                  dtypes=[DType.int32, DType.int64])
+    for dtype in (np.int32, np.int64):
+        x = RNG.integers(-2**30, 2**30, (3, 11)).astype(dtype)
+        ran = run_op("twice", {"X": x}, place=OpenCLPlace(strict=True))
+        np.testing.assert_array_equal(ran.out, x * 2)
+        assert ran.out.dtype == dtype
+    assert modes == ["integer", "integer"]
 
 
 def test_each_variant_compiles_once(place):
