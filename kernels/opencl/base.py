@@ -31,9 +31,9 @@ from halfway.ir.dtypes import DType
 from halfway.kernels.opencl.runtime import Runtime, cl
 from halfway.kernels.registry import Unsupported
 
-__all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "INPLACE_OPS", "Unsupported", "source", "launch", "launch_1d",
-           "copy_launch", "meta", "element_type", "contiguous_strides", "C_TYPES", "element_options", "broadcast_strides",
-           "index_defines", "param_defines", "work_group"]
+__all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "INPLACE_OPS", "Unsupported", "source", "with_header", "launch",
+           "launch_1d", "copy_launch", "meta", "element_type", "contiguous_strides", "C_TYPES", "element_options",
+           "broadcast_strides", "index_defines", "param_defines", "work_group"]
 
 Launch = Callable[[], Any]
 
@@ -78,8 +78,13 @@ def _read(name: str) -> str:
 
 def source(*names: str, defines: Mapping[str, Any] | None = None) -> str:
     """The program text: ``#define``s, the common header, then the named .cl files."""
+    return with_header("\n".join(_read(n) for n in names), defines)
+
+
+def with_header(text: str, defines: Mapping[str, Any] | None = None) -> str:
+    """``text`` (OpenCL C) after ``#define``s and the common header (T, REAL, LOAD, STORE, ...)."""
     lines = [f"#define {k} {v}".rstrip() for k, v in (defines or {}).items()]
-    return "\n".join([*lines, _read("common.h"), *(_read(n) for n in names)])
+    return "\n".join([*lines, _read("common.h"), text])
 
 
 def launch(rt: Runtime, kernel: Any, gws: Sequence[int], lws: Sequence[int] | None, *args: Any) -> Launch:
