@@ -57,8 +57,9 @@ class ConvShape(NamedTuple):
 
 
 class Tile(NamedTuple):
-    """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni);
-    ``direct``: the CPU kernel (tm rows per work-item, tn work-items, no local memory)."""
+    """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni,
+    stages of local memory); ``direct``: the CPU kernel (tm rows per work-item, tn work-items, no
+    local memory)."""
 
     mma: bool
     sizes: tuple[int, ...]
@@ -71,7 +72,7 @@ class Tile(NamedTuple):
     @property
     def block(self) -> tuple[int, int]:
         if self.mma:
-            wm, wn, mi, ni = self.sizes
+            wm, wn, mi, ni, _ = self.sizes
             return wm * mi * 16, wn * ni * 8
         return self.sizes[0], self.sizes[1]
 
@@ -80,19 +81,24 @@ class Tile(NamedTuple):
         if self.direct:
             return self.sizes[1], 1, 1
         if self.mma:
-            wm, wn, _, _ = self.sizes
+            wm, wn, _, _, _ = self.sizes
             return wm * wn * 32, 1, 1
         tm, tn, _, wm, wn = self.sizes
         return tn // wn, tm // wm, 1
 
     def defines(self) -> dict[str, int]:
-        names = ("WARPS_M", "WARPS_N", "MI", "NI") if self.mma else ("TSM", "TSN", "TSK", "WPTM", "WPTN")
-        return dict(zip(names, self.sizes))
+        if self.mma:
+            stages = self.sizes[4]
+            return {**dict(zip(("WARPS_M", "WARPS_N", "MI", "NI", "STAGES"), self.sizes)), "BK": MMA_K_SLICE,
+                    "PENDING": stages - 2}
+        return dict(zip(("TSM", "TSN", "TSK", "WPTM", "WPTN"), self.sizes))
 
 
 _GPU_TILES = [(128, 128, 16, 8, 8), (64, 64, 16, 4, 4), (32, 32, 16, 2, 2)]
 _CPU_TILES = [(8, 32, 16, 8, 1)]  # gemm_direct: 8 rows per work-item, 32 work-items across columns
-_MMA_TILES = [(2, 4, 4, 4), (2, 2, 2, 4), (2, 2, 1, 2)]
+_MMA_TILES = [(2, 2, 4, 8, 3), (2, 2, 2, 4, 4), (2, 2, 1, 2, 4)]
+MMA_K_SLICE = 32
+"""The tensor-core kernel's k slice; its local memory holds stages x (BM + BN) x MMA_K_SLICE halves."""
 SPLIT_K_MIN = 256
 """Each split of a split-K GEMM sums at least this many k."""
 SPLIT_K_STEP = 32
