@@ -19,7 +19,7 @@ from halfway.kernels.opencl.activations import Activation
 from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
 from halfway.kernels.opencl.runtime import Runtime
 
-__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores"]
+__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores", "channels_last"]
 
 
 class Gemm(NamedTuple):
@@ -144,14 +144,36 @@ def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
     return defines
 
 
+def channels_last(tile: Tile, conv: ConvShape | None) -> bool:
+    """Whether a convolution runs on channels-last copies of its input and filter: on tensor cores,
+    ungrouped, with a multiple of 8 channels, so that its implicit-GEMM operand moves 16 bytes at a
+    time like a plain GEMM's."""
+    return tile.mma and conv is not None and conv.CG == conv.C and conv.C % 8 == 0
+
+
+def _transpose(rt: Runtime, src: DeviceArray, planes: int, rows: int, cols: int) -> tuple[Launch, DeviceArray]:
+    """A launch that writes src's [planes][rows][cols] 16-bit elements as [planes][cols][rows]."""
+    dst = DeviceArray(rt.alloc(2 * planes * rows * cols), (planes, cols, rows), src.dtype)
+    kernel = rt.kernel(source("transpose16.cl"), "transpose16")
+    gws = (-(-cols // 32) * 32, -(-rows // 32) * 8, planes)
+    return launch(rt, kernel, gws, (32, 8, 1), src.buffer, dst.buffer, np.int32(rows), np.int32(cols)), dst
+
+
 def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
                 act: Activation, bias: DeviceArray | None = None, residual: DeviceArray | None = None,
                 conv: ConvShape | None = None) -> list[Launch]:
     """The launches of one GEMM (two with split-K: the partial products, then their sum and the
-    epilogue)."""
+    epilogue; a channels-last convolution first transposes its filter and input)."""
     tile = choose_tile(rt, dtype, g)
     splits, chunk = split_k(rt, tile, g)
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
+    launches: list[Launch] = []
+    if conv is not None and channels_last(tile, conv):
+        taps = conv.KH * conv.KW
+        to_ohwi, a = _transpose(rt, a, conv.O, conv.C, taps)
+        to_nhwc, b = _transpose(rt, b, g.n // (conv.OH * conv.OW), conv.C, conv.H * conv.W)
+        launches += [to_ohwi, to_nhwc]
+        defines["NHWC"] = ""
     if tile.mma:
         defines.update(_vector_defines(g, conv))
     if splits > 1:
@@ -174,7 +196,7 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     if tile.direct:
         gws = (g.n, -(-g.m // bm), g.batch * splits)
     kernel = rt.kernel(text, tile.kernel, options)
-    launches = [launch(rt, kernel, gws, tile.local, *args)]
+    launches.append(launch(rt, kernel, gws, tile.local, *args))
     if splits > 1:
         reduce = rt.kernel(text, "splitk_reduce", options)
         lws = (256, 1) if rt.caps.is_gpu else None

@@ -24,7 +24,7 @@ from halfway.kernels.numpy.conv import ConvGeometry, conv_geometry, slot_positio
 from halfway.kernels.opencl.activations import Activation, fused_activation
 from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch,
                                          launch_1d, param_defines, source)
-from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch
+from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch, uses_tensor_cores
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
@@ -65,7 +65,7 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
                           None if res is None else res.buffer, out.buffer, np.int32(out.size),
                           *(np.float32(p) for p in act.params))]
     hw, ohw = g.h * g.w, g.out[0] * g.out[1]
-    if _is_pointwise(g):
+    if _is_pointwise(g) and (hw % 8 == 0 or not uses_tensor_cores(rt, dtype)):  # else channels-last
         gemm = Gemm(g.o, hw, g.c, g.n, (0, g.c, 1), (g.c * hw, hw, 1), (g.o * hw, hw, 1), (0, 1, 0))
         return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res)
     og, k = shape.OG, shape.CG * shape.KH * shape.KW

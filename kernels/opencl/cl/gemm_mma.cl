@@ -29,6 +29,7 @@
 #define SWZ(r, c, R) ((c) ^ (((r) / ((R) >= 8 ? 1 : 8 / (R))) & ((R) >= 8 ? 7 : (R) - 1)))
 #define A_OFF(m, k) ((m) * BK + SWZ((m), (k) / 8, BK / 8) * 8 + (k) % 8)
 #define B_OFF(k, n) ((k) * BN + SWZ((k), (n) / 8, BN / 8) * 8 + (n) % 8)
+#define NK_OFF(n, k) ((n) * BK + SWZ((n), (k) / 8, BK / 8) * 8 + (k) % 8)
 
 /* A local pointer's address in the shared window, as ldmatrix and cp.async take it. */
 #define SMEM(p) ((uint)(ulong)(p))
@@ -57,22 +58,27 @@ inline void cp_async16(uint to, __global const ushort* from, int bytes) {
 #define CP_COMMIT asm volatile("cp.async.commit_group;" ::: "memory")
 #define CP_WAIT asm volatile("cp.async.wait_group " STR(PENDING) ";" ::: "memory")
 
-#define A_CHUNKS (BM * BK / 8 / THREADS)
-#define B_CHUNKS (BK * BN / 8 / THREADS)
 #define A_ITEMS (BM * BK / THREADS)
 #define B_ITEMS (BK * BN / THREADS)
+#define A_ROWS (THREADS / (BK / 8))
+#define B_ROWS (THREADS / (BN / 8))
 
-/* Slice k0 of A into stage `as`: cp.async (VEC_A) or into the registers ra. */
+/* Slice k0 of A into the stage at local byte address `as`: cp.async (VEC_A) or into the
+ * registers ra. A work-item copies the same chunk column of rows a_row + q * A_ROWS; A_ROWS is a
+ * multiple of 8, so those rows share their swizzle and lie a constant apart in local memory. */
 #ifdef VEC_A
+#define A_SETUP \
+    const int a_row = lid / (BK / 8), a_col = lid % (BK / 8) * 8; \
+    const uint a_put = 2 * A_OFF(a_row, a_col); \
+    const int a_get = A_INDEX(b, m0 + a_row, a_col)
 #define A_ISSUE(as, k0) \
-    UNROLL for (int q = 0; q < A_CHUNKS; ++q) { \
-        const int e = lid + q * THREADS, mm = e / (BK / 8), kk = e % (BK / 8) * 8; \
-        const int m = m0 + mm, k = (k0) + kk; \
-        const bool in = m < M && k < kend; \
-        cp_async16(SMEM((as) + A_OFF(mm, kk)), in ? Ab + A_INDEX(b, m, k) : Ab, in ? 16 : 0); \
+    UNROLL for (int q = 0; q < BM / A_ROWS; ++q) { \
+        const bool in = m0 + a_row + q * A_ROWS < M && (k0) + a_col < kend; \
+        cp_async16((as) + a_put + 2 * q * A_ROWS * BK, Ab + (in ? a_get + q * A_ROWS * a_sm + (k0) : 0), in ? 16 : 0); \
     }
 #define A_PARK(as)
 #else
+#define A_SETUP
 #define A_ISSUE(as, k0) \
     UNROLL for (int q = 0; q < A_ITEMS; ++q) { \
         const int e = lid + q * THREADS, mm = e / BK, kk = e % BK; \
@@ -82,23 +88,54 @@ inline void cp_async16(uint to, __global const ushort* from, int bytes) {
 #define A_PARK(as) \
     UNROLL for (int q = 0; q < A_ITEMS; ++q) { \
         const int e = lid + q * THREADS; \
-        (as)[A_OFF(e / BK, e % BK)] = ra[q]; \
+        As[((as) - as0) / 2 + A_OFF(e / BK, e % BK)] = ra[q]; \
     }
 #endif
 
-#ifdef VEC_B
+#if defined(NHWC)
+/* B(k, n) = Xt[image][y][x][c] of the NHWC copy of the input, k = (i * KW + j) * C + c: B is held
+ * as [n][k] like A, and 8 channels of one tap are 16 contiguous bytes (C % 8 == 0), zero-filled
+ * in the padding. A work-item copies chunk column b_col of pixels b_row + q * NK_ROWS. */
+#define NK_ROWS (THREADS / (BK / 8))
+#define B_SETUP \
+    const int b_row = lid / (BK / 8), b_col = lid % (BK / 8) * 8; \
+    const uint b_put = 2 * NK_OFF(b_row, b_col); \
+    int px_base[BN / NK_ROWS], px_y[BN / NK_ROWS], px_x[BN / NK_ROWS]; \
+    UNROLL for (int q = 0; q < BN / NK_ROWS; ++q) { \
+        const int n = n0 + b_row + q * NK_ROWS, p = n % OHW; \
+        px_base[q] = n / OHW * (H * W); \
+        px_y[q] = n < N ? p / OW * SH - PT : -(1 << 20); \
+        px_x[q] = p % OW * SW - PL; \
+    }
+#define B_ISSUE(bs, k0) { \
+        const int k = (k0) + b_col, tap = k / C, c = k % C, y = tap / KW * DH, x = tap % KW * DW; \
+        UNROLL for (int q = 0; q < BN / NK_ROWS; ++q) { \
+            const int yy = px_y[q] + y, xx = px_x[q] + x; \
+            const bool in = k < kend && yy >= 0 && yy < H && xx >= 0 && xx < W; \
+            cp_async16((bs) + b_put + 2 * q * NK_ROWS * BK, Bb + (in ? (px_base[q] + yy * W + xx) * C + c : 0), \
+                       in ? 16 : 0); \
+        } \
+    }
+#define B_PARK(bs)
+#elif defined(VEC_B)
+#define B_SETUP \
+    const int b_row = lid / (BN / 8), b_col = lid % (BN / 8) * 8; \
+    const uint b_put = 2 * B_OFF(b_row, b_col); \
+    const int b_get = B_INDEX(b, b_row, n0 + b_col); \
+    const bool b_in = n0 + b_col < N
 #define B_ISSUE(bs, k0) \
-    UNROLL for (int q = 0; q < B_CHUNKS; ++q) { \
-        const int e = lid + q * THREADS, kk = e / (BN / 8), nn = e % (BN / 8) * 8; \
-        const int n = n0 + nn, k = (k0) + kk; \
-        const bool in = n < N && k < kend; \
-        cp_async16(SMEM((bs) + B_OFF(kk, nn)), in ? Bb + B_INDEX(b, k, n) : Bb, in ? 16 : 0); \
+    UNROLL for (int q = 0; q < BK / B_ROWS; ++q) { \
+        const bool in = b_in && (k0) + b_row + q * B_ROWS < kend; \
+        cp_async16((bs) + b_put + 2 * q * B_ROWS * BN, Bb + (in ? b_get + ((k0) + q * B_ROWS) * b_sk : 0), \
+                   in ? 16 : 0); \
     }
 #define B_PARK(bs)
 #else
 #ifdef CONV
+#define B_SETUP CONV_COLUMN(n0 + lid % BN)
 #define B_AT(k, n) CONV_AT(k)
 #else
+#define B_SETUP
 #define B_AT(k, n) ((n) < N && (k) < kend ? B_INDEX(b, k, n) : -1)
 #endif
 #define B_ISSUE(bs, k0) \
@@ -110,27 +147,60 @@ inline void cp_async16(uint to, __global const ushort* from, int bytes) {
 #define B_PARK(bs) \
     UNROLL for (int q = 0; q < B_ITEMS; ++q) { \
         const int e = lid + q * THREADS; \
-        (bs)[B_OFF(e / BN, e % BN)] = rb[q]; \
+        Bs[((bs) - bs0) / 2 + B_OFF(e / BN, e % BN)] = rb[q]; \
     }
 #endif
 
-/* The tensor-core work on one stage: BK / 16 steps of MI x NI mma, fragments by ldmatrix. */
+/* Where a work-item's ldmatrix rows lie in a stage (halves, for each 16-deep k step): rows
+ * (lane % 16) of the warp's A rows, and for B either k rows (lane % 16) at the n chunk of each
+ * fragment pair ([k][n], .trans) or n rows (lane % 8 + lane / 16 * 8) of each pair ([n][k]). The
+ * swizzle of a row depends only on the row modulo 8, i.e. on the lane. */
+#define FRAG_SETUP \
+    uint a_frag[BK / 16], b_frag[BK / 16][NI / 2]; \
+    UNROLL for (int kk = 0; kk < BK / 16; ++kk) { \
+        const int r = wm + (lane & 15); \
+        a_frag[kk] = 2 * (r * BK + SWZ(r, 2 * kk + (lane >> 4), BK / 8) * 8); \
+        UNROLL for (int jj = 0; jj < NI / 2; ++jj) B_FRAG(kk, jj); \
+    }
+#ifdef NHWC
+#define B_FRAG(kk, jj) { \
+        const int r = wn + jj * 16 + (lane & 7) + (lane >> 4) * 8; \
+        b_frag[kk][jj] = 2 * (r * BK + SWZ(r, 2 * kk + ((lane >> 3) & 1), BK / 8) * 8); \
+    }
+#define LDMATRIX_B ldmatrix_x4
+#else
+#define B_FRAG(kk, jj) { \
+        const int r = kk * 16 + (lane & 15); \
+        b_frag[kk][jj] = 2 * (r * BN + SWZ(r, wn / 8 + 2 * jj + (lane >> 4), BN / 8) * 8); \
+    }
+#define LDMATRIX_B ldmatrix_x4_trans
+#endif
+
+/* The tensor-core work on the stage at local byte addresses (as, bs): BK / 16 steps of MI x NI
+ * mma. */
 #define COMPUTE(as, bs) \
-    UNROLL for (int ks = 0; ks < BK; ks += 16) { \
+    UNROLL for (int kk = 0; kk < BK / 16; ++kk) { \
         uint af[MI][4], bf[NI][4]; \
-        UNROLL for (int i = 0; i < MI; ++i) { \
-            const int r = wm + i * 16 + (lane & 15); \
-            ldmatrix_x4(af[i], SMEM((as) + r * BK + SWZ(r, ks / 8 + (lane >> 4), BK / 8) * 8)); \
-        } \
+        UNROLL for (int i = 0; i < MI; ++i) ldmatrix_x4(af[i], (as) + a_frag[kk] + 2 * i * 16 * BK); \
         UNROLL for (int j = 0; j < NI; j += 2) { \
-            const int r = ks + (lane & 15); \
-            ldmatrix_x4_trans(bf[j], SMEM((bs) + r * BN + SWZ(r, (wn + j * 8) / 8 + (lane >> 4), BN / 8) * 8)); \
+            LDMATRIX_B(bf[j], (bs) + b_frag[kk][j / 2]); \
             bf[j + 1][0] = bf[j][2]; \
             bf[j + 1][1] = bf[j][3]; \
         } \
         UNROLL for (int i = 0; i < MI; ++i) \
             UNROLL for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], af[i], bf[j]); \
     }
+
+/* The work-group's tile: consecutive work-groups walk down GROUP_M tile rows before moving right,
+ * so the ones in flight together share their A rows and B columns in the L2 cache. */
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#define TILE_ORIGIN \
+    const int tiles_n = get_num_groups(0), tiles_m = get_num_groups(1); \
+    const int pid = get_group_id(1) * tiles_n + get_group_id(0), band = pid / (GROUP_M * tiles_n); \
+    const int rows = min(tiles_m - band * GROUP_M, GROUP_M), in_band = pid % (GROUP_M * tiles_n); \
+    const int m0 = (band * GROUP_M + in_band % rows) * BM, n0 = in_band / rows * BN
 
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void gemm_mma(GEMM_ARGS) {
@@ -141,17 +211,18 @@ void gemm_mma(GEMM_ARGS) {
     __local ushort Bs[STAGES * B_STAGE] __attribute__((aligned(128)));
     const int lid = get_local_id(0), warp = lid >> 5, lane = lid & 31, g = lane >> 2, t = lane & 3;
     const int wm = (warp / WARPS_N) * MI * 16, wn = (warp % WARPS_N) * NI * 8;
-    const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+    TILE_ORIGIN;
     SPLIT_RANGE;
 #ifndef VEC_A
     ushort ra[A_ITEMS];
 #endif
-#ifndef VEC_B
+#if !defined(VEC_B) && !defined(NHWC)
     ushort rb[B_ITEMS];
 #endif
-#ifdef CONV
-    CONV_COLUMN(n0 + lid % BN);
-#endif
+    A_SETUP;
+    B_SETUP;
+    FRAG_SETUP;
+    const uint as0 = SMEM(As), bs0 = SMEM(Bs);
     float acc[MI][NI][4];
     UNROLL for (int i = 0; i < MI; ++i)
         UNROLL for (int j = 0; j < NI; ++j)
@@ -160,33 +231,33 @@ void gemm_mma(GEMM_ARGS) {
     const int slices = (kend - kbeg + BK - 1) / BK;
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < slices) {
-            A_ISSUE(As + s * A_STAGE, kbeg + s * BK)
-            B_ISSUE(Bs + s * B_STAGE, kbeg + s * BK)
-            A_PARK(As + s * A_STAGE)
-            B_PARK(Bs + s * B_STAGE)
+            A_ISSUE(as0 + s * 2 * A_STAGE, kbeg + s * BK)
+            B_ISSUE(bs0 + s * 2 * B_STAGE, kbeg + s * BK)
+            A_PARK(as0 + s * 2 * A_STAGE)
+            B_PARK(bs0 + s * 2 * B_STAGE)
         }
         CP_COMMIT;
     }
-    int read = 0, write = STAGES - 1;
+    uint a_read = as0, b_read = bs0, a_write = as0 + (STAGES - 1) * 2 * A_STAGE, b_write = bs0 + (STAGES - 1) * 2 * B_STAGE;
     for (int kt = 0; kt < slices; ++kt) {
         CP_WAIT;
         barrier(CLK_LOCAL_MEM_FENCE);
         const bool more = kt + STAGES - 1 < slices;
-        __local ushort* an = As + write * A_STAGE;
-        __local ushort* bn = Bs + write * B_STAGE;
         if (more) {
             const int k0 = kbeg + (kt + STAGES - 1) * BK;
-            A_ISSUE(an, k0)
-            B_ISSUE(bn, k0)
+            A_ISSUE(a_write, k0)
+            B_ISSUE(b_write, k0)
         }
         CP_COMMIT;
-        COMPUTE(As + read * A_STAGE, Bs + read * B_STAGE)
+        COMPUTE(a_read, b_read)
         if (more) {
-            A_PARK(an)
-            B_PARK(bn)
+            A_PARK(a_write)
+            B_PARK(b_write)
         }
-        read = read == STAGES - 1 ? 0 : read + 1;
-        write = write == STAGES - 1 ? 0 : write + 1;
+        a_read = a_read == as0 + (STAGES - 1) * 2 * A_STAGE ? as0 : a_read + 2 * A_STAGE;
+        b_read = b_read == bs0 + (STAGES - 1) * 2 * B_STAGE ? bs0 : b_read + 2 * B_STAGE;
+        a_write = a_write == as0 + (STAGES - 1) * 2 * A_STAGE ? as0 : a_write + 2 * A_STAGE;
+        b_write = b_write == bs0 + (STAGES - 1) * 2 * B_STAGE ? bs0 : b_write + 2 * B_STAGE;
     }
     UNROLL for (int i = 0; i < MI; ++i)
         UNROLL for (int j = 0; j < NI; ++j)
