@@ -19,7 +19,7 @@ from halfway.kernels.opencl.activations import Activation
 from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
 from halfway.kernels.opencl.runtime import Runtime
 
-__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores", "channels_last"]
+__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores"]
 
 
 class Gemm(NamedTuple):
@@ -144,35 +144,59 @@ def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
     return defines
 
 
-def channels_last(tile: Tile, conv: ConvShape | None) -> bool:
-    """Whether a convolution runs on channels-last copies of its input and filter: on tensor cores,
-    ungrouped, with a multiple of 8 channels, so that its implicit-GEMM operand moves 16 bytes at a
-    time like a plain GEMM's."""
-    return tile.mma and conv is not None and conv.CG == conv.C and conv.C % 8 == 0
-
-
-def _transpose(rt: Runtime, src: DeviceArray, planes: int, rows: int, cols: int) -> tuple[Launch, DeviceArray]:
-    """A launch that writes src's [planes][rows][cols] 16-bit elements as [planes][cols][rows]."""
-    dst = DeviceArray(rt.alloc(2 * planes * rows * cols), (planes, cols, rows), src.dtype)
+def _transpose(rt: Runtime, src: DeviceArray, planes: int, rows: int, cols: int,
+               rows_out: int) -> tuple[Launch, DeviceArray]:
+    """A launch that writes src's [planes][rows][cols] 16-bit elements as [planes][cols][rows_out],
+    zeros past rows."""
+    dst = DeviceArray(rt.alloc(2 * planes * rows_out * cols), (planes, cols, rows_out), src.dtype)
     kernel = rt.kernel(source("transpose16.cl"), "transpose16")
-    gws = (-(-cols // 32) * 32, -(-rows // 32) * 8, planes)
-    return launch(rt, kernel, gws, (32, 8, 1), src.buffer, dst.buffer, np.int32(rows), np.int32(cols)), dst
+    gws = (-(-cols // 32) * 32, -(-rows_out // 32) * 8, planes)
+    args = (src.buffer, dst.buffer, *(np.int32(v) for v in (rows, cols, rows_out)))
+    return launch(rt, kernel, gws, (32, 8, 1), *args), dst
+
+
+class _Operands(NamedTuple):
+    g: Gemm
+    conv: ConvShape
+    a: DeviceArray
+    b: DeviceArray
+    launches: list[Launch]
+
+
+def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: DeviceArray,
+                   filter_values: np.ndarray | None) -> _Operands:
+    """An ungrouped convolution on tensor cores reads channels-last copies of its filter (OHWI) and
+    input (NHWC), channels zero-padded to a multiple of 8, so that its implicit-GEMM operand moves 16
+    bytes at a time like a plain GEMM's (k = (i * KW + j) * C + c). A constant filter is reordered
+    once, here, on the host; a 1x1 filter of whole chunks of channels already is OHWI."""
+    padded, taps = -(-conv.C // 8) * 8, conv.KH * conv.KW
+    launches: list[Launch] = []
+    if filter_values is not None:
+        ohwi = np.zeros((conv.O, taps, padded), a.dtype)
+        ohwi[:, :, :conv.C] = filter_values.reshape(conv.O, conv.C, taps).transpose(0, 2, 1)
+        a = DeviceArray(rt.upload(ohwi), ohwi.shape, a.dtype)
+    elif taps > 1 or padded != conv.C:
+        to_ohwi, a = _transpose(rt, a, conv.O, conv.C, taps, padded)
+        launches.append(to_ohwi)
+    to_nhwc, b = _transpose(rt, b, g.n // (conv.OH * conv.OW), conv.C, conv.H * conv.W, padded)
+    g = g._replace(k=taps * padded, a=(conv.OG * taps * padded, taps * padded, 1))
+    return _Operands(g, conv._replace(C=padded, CG=padded), a, b, [*launches, to_nhwc])
 
 
 def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
                 act: Activation, bias: DeviceArray | None = None, residual: DeviceArray | None = None,
-                conv: ConvShape | None = None) -> list[Launch]:
+                conv: ConvShape | None = None, filter_values: np.ndarray | None = None) -> list[Launch]:
     """The launches of one GEMM (two with split-K: the partial products, then their sum and the
-    epilogue; a channels-last convolution first transposes its filter and input)."""
+    epilogue; a convolution on tensor cores first transposes its input, and its filter unless
+    ``filter_values`` holds the constant filter's values: see ``_channels_last``)."""
+    launches: list[Launch] = []
+    nhwc = conv is not None and conv.CG == conv.C and uses_tensor_cores(rt, dtype)
+    if nhwc:
+        g, conv, a, b, launches = _channels_last(rt, g, conv, a, b, filter_values)
     tile = choose_tile(rt, dtype, g)
     splits, chunk = split_k(rt, tile, g)
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
-    launches: list[Launch] = []
-    if conv is not None and channels_last(tile, conv):
-        taps = conv.KH * conv.KW
-        to_ohwi, a = _transpose(rt, a, conv.O, conv.C, taps)
-        to_nhwc, b = _transpose(rt, b, g.n // (conv.OH * conv.OW), conv.C, conv.H * conv.W)
-        launches += [to_ohwi, to_nhwc]
+    if nhwc:
         defines["NHWC"] = ""
     if tile.mma:
         defines.update(_vector_defines(g, conv))

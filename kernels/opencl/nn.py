@@ -55,7 +55,8 @@ def _is_pointwise(g: ConvGeometry) -> bool:
 
 
 def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: DeviceArray, out: DeviceArray,
-                 act: Activation, bias: DeviceArray | None, res: DeviceArray | None) -> list[Launch]:
+                 act: Activation, bias: DeviceArray | None, res: DeviceArray | None,
+                 filter_values: np.ndarray | None = None) -> list[Launch]:
     shape = _conv_shape(g)
     if g.groups == g.c and g.groups > 1:
         defines = {"ACT(x)": act.expr, "MULT": g.o // g.c, **shape._asdict()}
@@ -70,7 +71,7 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
         return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res)
     og, k = shape.OG, shape.CG * shape.KH * shape.KW
     gemm = Gemm(og, g.n * ohw, k, g.groups, (og * k, k, 1), (0, 0, 0), (0, 0, 0))
-    return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape)
+    return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape, filter_values=filter_values)
 
 
 def _conv(spec: KernelSpec) -> Binder:
@@ -83,7 +84,7 @@ def _conv(spec: KernelSpec) -> Binder:
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         return _conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"),
-                            _optional(ins, where, "ResidualData"))
+                            _optional(ins, where, "ResidualData"), spec.constant("Filter"))
 
     return bind
 

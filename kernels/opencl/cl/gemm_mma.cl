@@ -12,12 +12,17 @@
  * STAGES - 1 slices ahead of the tensor cores. Otherwise (strided operands, the implicit-GEMM
  * gather of a convolution) each work-item reads its elements of the slice STAGES - 1 ahead into
  * registers before the tensor cores start on the current one, and parks them in local memory
- * after. PENDING (= STAGES - 2, a literal for the PTX) is how many copies may stay in flight. */
+ * after. PENDING (= STAGES - 2, a literal for the PTX) is how many copies may stay in flight.
+ * The epilogue reuses the local memory of the slices (LDS: the row pitch of its float bands). */
 #define BM (WARPS_M * MI * 16)
 #define BN (WARPS_N * NI * 8)
 #define THREADS (WARPS_M * WARPS_N * 32)
 #define A_STAGE (BM * BK)
 #define B_STAGE (BK * BN)
+#define LDS (NI * 8 + 8)
+#if (THREADS / 32) * 16 * LDS * 4 > STAGES * (A_STAGE + B_STAGE) * 2
+#error the epilogue's bands do not fit in the local memory of the slices
+#endif
 #ifndef UNROLL
 #define UNROLL _Pragma("unroll")
 #endif
@@ -207,8 +212,9 @@ void gemm_mma(GEMM_ARGS) {
     ACT_PARAMS;
     __global const ushort* Ab = (__global const ushort*)A;
     __global const ushort* Bb = (__global const ushort*)B;
-    __local ushort As[STAGES * A_STAGE] __attribute__((aligned(128)));
-    __local ushort Bs[STAGES * B_STAGE] __attribute__((aligned(128)));
+    __local ushort S[STAGES * (A_STAGE + B_STAGE)] __attribute__((aligned(128)));
+    __local ushort* As = S;
+    __local ushort* Bs = S + STAGES * A_STAGE;
     const int lid = get_local_id(0), warp = lid >> 5, lane = lid & 31, g = lane >> 2, t = lane & 3;
     const int wm = (warp / WARPS_N) * MI * 16, wn = (warp % WARPS_N) * NI * 8;
     TILE_ORIGIN;
@@ -259,10 +265,19 @@ void gemm_mma(GEMM_ARGS) {
         a_write = a_write == as0 + (STAGES - 1) * 2 * A_STAGE ? as0 : a_write + 2 * A_STAGE;
         b_write = b_write == bs0 + (STAGES - 1) * 2 * B_STAGE ? bs0 : b_write + 2 * B_STAGE;
     }
-    UNROLL for (int i = 0; i < MI; ++i)
-        UNROLL for (int j = 0; j < NI; ++j)
-            UNROLL for (int r = 0; r < 4; ++r) {
-                const int m = m0 + wm + i * 16 + g + (r >> 1) * 8, n = n0 + wn + j * 8 + 2 * t + (r & 1);
-                if (m < M && n < N) GEMM_STORE(acc[i][j][r], b, m, n)
-            }
+    /* The epilogue, a 16-row band of each warp's tile at a time: the accumulators pass through local
+     * memory so that a warp's stores cover consecutive columns of a row. */
+    __local float* staged = (__local float*)S + warp * 16 * LDS;
+    UNROLL for (int i = 0; i < MI; ++i) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        UNROLL for (int j = 0; j < NI; ++j) {
+            vstore2((float2)(acc[i][j][0], acc[i][j][1]), 0, staged + g * LDS + j * 8 + 2 * t);
+            vstore2((float2)(acc[i][j][2], acc[i][j][3]), 0, staged + (g + 8) * LDS + j * 8 + 2 * t);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        UNROLL for (int f = lane; f < 16 * NI * 8; f += 32) {
+            const int m = m0 + wm + i * 16 + f / (NI * 8), n = n0 + wn + f % (NI * 8);
+            if (m < M && n < N) GEMM_STORE(staged[f / (NI * 8) * LDS + f % (NI * 8)], b, m, n)
+        }
+    }
 }
