@@ -12,7 +12,9 @@
  * STAGES - 1 slices ahead of the tensor cores. Otherwise (strided operands, the implicit-GEMM
  * gather of a convolution) each work-item reads its elements of the slice STAGES - 1 ahead into
  * registers before the tensor cores start on the current one, and parks them in local memory
- * after. PENDING (= STAGES - 2, a literal for the PTX) is how many copies may stay in flight.
+ * after. NHWC: B is a convolution's channels-last input, held as [n][k] like A and copied by
+ * cp.async too (see B_ISSUE). PENDING (= STAGES - 2, a literal for the PTX) is how many copies may
+ * stay in flight.
  * The epilogue reuses the local memory of the slices (LDS: the row pitch of its float bands). */
 #define BM (WARPS_M * MI * 16)
 #define BN (WARPS_N * NI * 8)
@@ -23,9 +25,7 @@
 #if (THREADS / 32) * 16 * LDS * 4 > STAGES * (A_STAGE + B_STAGE) * 2
 #error the epilogue's bands do not fit in the local memory of the slices
 #endif
-#ifndef UNROLL
 #define UNROLL _Pragma("unroll")
-#endif
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
