@@ -10,7 +10,11 @@
 Kernels are bound through the registry exactly as the executor binds them; each figure is the
 median over runs of a loop of launches ended by one queue finish.
 
+With ``--tiles``, the float16 GEMM is timed again with each given tensor-core tile (warps along
+m and n, 16 x 8 fragments per warp along m and n, stages of local memory) in place of the table's.
+
     python benchmarks/bench_opencl_kernels.py [--device N] [--elements 67108864] [--size 4096]
+                                              [--tiles 2,2,4,8,3 2,4,4,4,3]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pyopencl as cl
 from halfway.ir.dtypes import DType
 from halfway.ir.schema import InferContext, TensorInfo, get_schema
 from halfway.kernels import opencl as _opencl  # noqa: F401  (registers the kernels)
+from halfway.kernels.opencl import gemm as _gemm
 from halfway.kernels.opencl.base import DeviceArray
 from halfway.kernels.opencl.runtime import Runtime, get_runtime
 from halfway.kernels.registry import KernelSpec, find_kernel
@@ -98,7 +103,7 @@ def torch_matmul(size: int) -> dict[str, float]:
     return out
 
 
-def gemm(rt: Runtime, size: int) -> None:
+def gemm(rt: Runtime, size: int, tiles: list[tuple[int, ...]]) -> None:
     rng = np.random.default_rng(1)
     flops = 2 * size ** 3
     peers = torch_matmul(size)
@@ -111,6 +116,16 @@ def gemm(rt: Runtime, size: int) -> None:
             if name.startswith(np.dtype(dtype).name):
                 line += f"   torch {name} {flops / peer / 1e12:7.1f} TFLOP/s (ours {peer / t:5.2f}x)"
         print(line)
+    if tiles and rt.caps.tensor_cores:
+        a, b = (rng.standard_normal((size, size)).astype(np.float16) for _ in range(2))
+        table = list(_gemm._MMA_TILES)
+        try:
+            for sizes in tiles:
+                _gemm._MMA_TILES[:] = [sizes]
+                t = seconds(bound_op(rt, "matmul_v2", {"X": a, "Y": b}), rt.finish, 5)
+                print(f"  float16  tile {sizes} {flops / t / 1e12:7.1f} TFLOP/s")
+        finally:
+            _gemm._MMA_TILES[:] = table
 
 
 def main() -> None:
@@ -118,10 +133,12 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="OpenCL device index or name (default: the first GPU)")
     parser.add_argument("--elements", type=int, default=64 << 20)
     parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--tiles", nargs="*", default=[], metavar="WM,WN,MI,NI,STAGES",
+                        help="also time the float16 GEMM with each of these tensor-core tiles")
     args = parser.parse_args()
     rt = get_runtime(args.device)
     bandwidth(rt, args.elements)
-    gemm(rt, args.size)
+    gemm(rt, args.size, [tuple(int(v) for v in tile.split(",")) for tile in args.tiles])
 
 
 if __name__ == "__main__":

@@ -57,8 +57,9 @@ class ConvShape(NamedTuple):
 
 
 class Tile(NamedTuple):
-    """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni);
-    ``direct``: the CPU kernel (tm rows per work-item, tn work-items, no local memory)."""
+    """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni,
+    stages of local memory); ``direct``: the CPU kernel (tm rows per work-item, tn work-items, no
+    local memory)."""
 
     mma: bool
     sizes: tuple[int, ...]
@@ -71,7 +72,7 @@ class Tile(NamedTuple):
     @property
     def block(self) -> tuple[int, int]:
         if self.mma:
-            wm, wn, mi, ni = self.sizes
+            wm, wn, mi, ni, _ = self.sizes
             return wm * mi * 16, wn * ni * 8
         return self.sizes[0], self.sizes[1]
 
@@ -80,19 +81,24 @@ class Tile(NamedTuple):
         if self.direct:
             return self.sizes[1], 1, 1
         if self.mma:
-            wm, wn, _, _ = self.sizes
+            wm, wn, _, _, _ = self.sizes
             return wm * wn * 32, 1, 1
         tm, tn, _, wm, wn = self.sizes
         return tn // wn, tm // wm, 1
 
     def defines(self) -> dict[str, int]:
-        names = ("WARPS_M", "WARPS_N", "MI", "NI") if self.mma else ("TSM", "TSN", "TSK", "WPTM", "WPTN")
-        return dict(zip(names, self.sizes))
+        if self.mma:
+            stages = self.sizes[4]
+            return {**dict(zip(("WARPS_M", "WARPS_N", "MI", "NI", "STAGES"), self.sizes)), "BK": MMA_K_SLICE,
+                    "PENDING": stages - 2}
+        return dict(zip(("TSM", "TSN", "TSK", "WPTM", "WPTN"), self.sizes))
 
 
 _GPU_TILES = [(128, 128, 16, 8, 8), (64, 64, 16, 4, 4), (32, 32, 16, 2, 2)]
 _CPU_TILES = [(8, 32, 16, 8, 1)]  # gemm_direct: 8 rows per work-item, 32 work-items across columns
-_MMA_TILES = [(2, 4, 4, 4), (2, 2, 2, 4), (2, 2, 1, 2)]
+_MMA_TILES = [(2, 2, 4, 8, 3), (2, 2, 2, 4, 4), (2, 2, 1, 2, 4)]
+MMA_K_SLICE = 32
+"""The tensor-core kernel's k slice; its local memory holds stages x (BM + BN) x MMA_K_SLICE halves."""
 SPLIT_K_MIN = 256
 """Each split of a split-K GEMM sums at least this many k."""
 SPLIT_K_STEP = 32
@@ -138,14 +144,60 @@ def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
     return defines
 
 
+def _transpose(rt: Runtime, src: DeviceArray, planes: int, rows: int, cols: int,
+               rows_out: int) -> tuple[Launch, DeviceArray]:
+    """A launch that writes src's [planes][rows][cols] 16-bit elements as [planes][cols][rows_out],
+    zeros past rows."""
+    dst = DeviceArray(rt.alloc(2 * planes * rows_out * cols), (planes, cols, rows_out), src.dtype)
+    kernel = rt.kernel(source("transpose16.cl"), "transpose16")
+    gws = (-(-cols // 32) * 32, -(-rows_out // 32) * 8, planes)
+    args = (src.buffer, dst.buffer, *(np.int32(v) for v in (rows, cols, rows_out)))
+    return launch(rt, kernel, gws, (32, 8, 1), *args), dst
+
+
+class _Operands(NamedTuple):
+    g: Gemm
+    conv: ConvShape
+    a: DeviceArray
+    b: DeviceArray
+    launches: list[Launch]
+
+
+def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: DeviceArray,
+                   filter_values: np.ndarray | None) -> _Operands:
+    """An ungrouped convolution on tensor cores reads channels-last copies of its filter (OHWI) and
+    input (NHWC), channels zero-padded to a multiple of 8, so that its implicit-GEMM operand moves 16
+    bytes at a time like a plain GEMM's (k = (i * KW + j) * C + c). A constant filter is reordered
+    once, here, on the host; a 1x1 filter of whole chunks of channels already is OHWI."""
+    padded, taps = -(-conv.C // 8) * 8, conv.KH * conv.KW
+    launches: list[Launch] = []
+    if filter_values is not None:
+        ohwi = np.zeros((conv.O, taps, padded), a.dtype)
+        ohwi[:, :, :conv.C] = filter_values.reshape(conv.O, conv.C, taps).transpose(0, 2, 1)
+        a = DeviceArray(rt.upload(ohwi), ohwi.shape, a.dtype)
+    elif taps > 1 or padded != conv.C:
+        to_ohwi, a = _transpose(rt, a, conv.O, conv.C, taps, padded)
+        launches.append(to_ohwi)
+    to_nhwc, b = _transpose(rt, b, g.n // (conv.OH * conv.OW), conv.C, conv.H * conv.W, padded)
+    g = g._replace(k=taps * padded, a=(conv.OG * taps * padded, taps * padded, 1))
+    return _Operands(g, conv._replace(C=padded, CG=padded), a, b, [*launches, to_nhwc])
+
+
 def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
                 act: Activation, bias: DeviceArray | None = None, residual: DeviceArray | None = None,
-                conv: ConvShape | None = None) -> list[Launch]:
+                conv: ConvShape | None = None, filter_values: np.ndarray | None = None) -> list[Launch]:
     """The launches of one GEMM (two with split-K: the partial products, then their sum and the
-    epilogue)."""
+    epilogue; a convolution on tensor cores first transposes its input, and its filter unless
+    ``filter_values`` holds the constant filter's values: see ``_channels_last``)."""
+    launches: list[Launch] = []
+    nhwc = conv is not None and conv.CG == conv.C and uses_tensor_cores(rt, dtype)
+    if nhwc:
+        g, conv, a, b, launches = _channels_last(rt, g, conv, a, b, filter_values)
     tile = choose_tile(rt, dtype, g)
     splits, chunk = split_k(rt, tile, g)
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
+    if nhwc:
+        defines["NHWC"] = ""
     if tile.mma:
         defines.update(_vector_defines(g, conv))
     if splits > 1:
@@ -168,7 +220,7 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     if tile.direct:
         gws = (g.n, -(-g.m // bm), g.batch * splits)
     kernel = rt.kernel(text, tile.kernel, options)
-    launches = [launch(rt, kernel, gws, tile.local, *args)]
+    launches.append(launch(rt, kernel, gws, tile.local, *args))
     if splits > 1:
         reduce = rt.kernel(text, "splitk_reduce", options)
         lws = (256, 1) if rt.caps.is_gpu else None

@@ -24,7 +24,7 @@ from halfway.kernels.numpy.conv import ConvGeometry, conv_geometry, slot_positio
 from halfway.kernels.opencl.activations import Activation, fused_activation
 from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch,
                                          launch_1d, param_defines, source)
-from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch
+from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch, uses_tensor_cores
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
@@ -55,7 +55,8 @@ def _is_pointwise(g: ConvGeometry) -> bool:
 
 
 def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: DeviceArray, out: DeviceArray,
-                 act: Activation, bias: DeviceArray | None, res: DeviceArray | None) -> list[Launch]:
+                 act: Activation, bias: DeviceArray | None, res: DeviceArray | None,
+                 filter_values: np.ndarray | None = None) -> list[Launch]:
     shape = _conv_shape(g)
     if g.groups == g.c and g.groups > 1:
         defines = {"ACT(x)": act.expr, "MULT": g.o // g.c, **shape._asdict()}
@@ -65,12 +66,12 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
                           None if res is None else res.buffer, out.buffer, np.int32(out.size),
                           *(np.float32(p) for p in act.params))]
     hw, ohw = g.h * g.w, g.out[0] * g.out[1]
-    if _is_pointwise(g):
+    if _is_pointwise(g) and (hw % 8 == 0 or not uses_tensor_cores(rt, dtype)):  # else channels-last
         gemm = Gemm(g.o, hw, g.c, g.n, (0, g.c, 1), (g.c * hw, hw, 1), (g.o * hw, hw, 1), (0, 1, 0))
         return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res)
     og, k = shape.OG, shape.CG * shape.KH * shape.KW
     gemm = Gemm(og, g.n * ohw, k, g.groups, (og * k, k, 1), (0, 0, 0), (0, 0, 0))
-    return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape)
+    return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape, filter_values=filter_values)
 
 
 def _conv(spec: KernelSpec) -> Binder:
@@ -83,7 +84,7 @@ def _conv(spec: KernelSpec) -> Binder:
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         return _conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"),
-                            _optional(ins, where, "ResidualData"))
+                            _optional(ins, where, "ResidualData"), spec.constant("Filter"))
 
     return bind
 

@@ -1,31 +1,43 @@
 /* The float16 GEMM on NVIDIA tensor cores (compute capability >= 8.0): mma.sync m16n8k16 with
  * float16 operands and float32 accumulators, through inline PTX. A work-group of
  * WARPS_M x WARPS_N warps computes a BM x BN tile of out; each warp MI x NI fragments of 16 x 8.
- * BK-deep slices of A (as [m][k]) and B (as [k][n]) are staged in local memory as raw float16
- * bits, rows padded by 8 halves so fragment loads hit distinct banks. The next slice is read from
- * global memory into registers while the tensor cores work on the current one. VEC_A / VEC_B:
- * the operand is k-contiguous (A) or n-contiguous (B) with sizes and strides multiples of 8, so
- * it moves 8 halves (a uint4) at a time. */
+ *
+ * BK-deep slices of A (as [m][k]) and B (as [k][n]) pass through a STAGES-deep ring of local
+ * memory. Rows are split in 16-byte chunks whose column is XOR-swizzled by the row (SWZ), so the
+ * eight rows one ldmatrix phase reads fall in distinct bank groups without padding. Fragments
+ * come from ldmatrix (B through its .trans form).
+ *
+ * VEC_A / VEC_B: the operand is k-contiguous (A) or n-contiguous (B) with sizes and strides
+ * multiples of 8; its slices are copied by cp.async, 16 bytes a copy, zero-filled past the edges,
+ * STAGES - 1 slices ahead of the tensor cores. Otherwise (strided operands, the implicit-GEMM
+ * gather of a convolution) each work-item reads its elements of the slice STAGES - 1 ahead into
+ * registers before the tensor cores start on the current one, and parks them in local memory
+ * after. NHWC: B is a convolution's channels-last input, held as [n][k] like A and copied by
+ * cp.async too (see B_ISSUE). PENDING (= STAGES - 2, a literal for the PTX) is how many copies may
+ * stay in flight.
+ * The epilogue reuses the local memory of the slices (LDS: the row pitch of its float bands). */
 #define BM (WARPS_M * MI * 16)
 #define BN (WARPS_N * NI * 8)
-#define BK 32
-#define LDA (BK + 8)
-#define LDB (BN + 8)
 #define THREADS (WARPS_M * WARPS_N * 32)
-#ifdef VEC_A
-#define A_ITEMS (BM * BK / 8 / THREADS)
-#define A_REG uint4
-#else
-#define A_ITEMS (BM * BK / THREADS)
-#define A_REG ushort
+#define A_STAGE (BM * BK)
+#define B_STAGE (BK * BN)
+#define LDS (NI * 8 + 8)
+#if (THREADS / 32) * 16 * LDS * 4 > STAGES * (A_STAGE + B_STAGE) * 2
+#error the epilogue's bands do not fit in the local memory of the slices
 #endif
-#ifdef VEC_B
-#define B_ITEMS (BK * BN / 8 / THREADS)
-#define B_REG uint4
-#else
-#define B_ITEMS (BK * BN / THREADS)
-#define B_REG ushort
-#endif
+#define UNROLL _Pragma("unroll")
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* Chunk c of row r in rows of R 16-byte chunks: with R >= 8 row r's chunks are XORed by r % 8;
+ * shorter rows share the eight bank groups of 128 bytes, so their swizzle steps every 8 / R rows. */
+#define SWZ(r, c, R) ((c) ^ (((r) / ((R) >= 8 ? 1 : 8 / (R))) & ((R) >= 8 ? 7 : (R) - 1)))
+#define A_OFF(m, k) ((m) * BK + SWZ((m), (k) / 8, BK / 8) * 8 + (k) % 8)
+#define B_OFF(k, n) ((k) * BN + SWZ((k), (n) / 8, BN / 8) * 8 + (n) % 8)
+#define NK_OFF(n, k) ((n) * BK + SWZ((n), (k) / 8, BK / 8) * 8 + (k) % 8)
+
+/* A local pointer's address in the shared window, as ldmatrix and cp.async take it. */
+#define SMEM(p) ((uint)(ulong)(p))
 
 inline void mma_16816(float* d, const uint* a, const uint* b) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
@@ -34,112 +46,238 @@ inline void mma_16816(float* d, const uint* a, const uint* b) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/* Where element (or vector) e of a thread's share of the A / B slice lies in the tile. */
+inline void ldmatrix_x4(uint* r, uint at) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
+}
+
+inline void ldmatrix_x4_trans(uint* r, uint at) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
+}
+
+/* 16 bytes from global to local memory, the first `bytes` of them read and the rest zeroed. */
+inline void cp_async16(uint to, __global const ushort* from, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(to), "l"(from), "r"(bytes) : "memory");
+}
+#define CP_COMMIT asm volatile("cp.async.commit_group;" ::: "memory")
+#define CP_WAIT asm volatile("cp.async.wait_group " STR(PENDING) ";" ::: "memory")
+
+#define A_ITEMS (BM * BK / THREADS)
+#define B_ITEMS (BK * BN / THREADS)
+#define A_ROWS (THREADS / (BK / 8))
+#define B_ROWS (THREADS / (BN / 8))
+
+/* Slice k0 of A into the stage at local byte address `as`: cp.async (VEC_A) or into the
+ * registers ra. A work-item copies the same chunk column of rows a_row + q * A_ROWS; A_ROWS is a
+ * multiple of 8, so those rows share their swizzle and lie a constant apart in local memory. */
 #ifdef VEC_A
-#define A_AT(e) const int mm = (e) / (BK / 8), kk = (e) % (BK / 8) * 8
+#define A_SETUP \
+    const int a_row = lid / (BK / 8), a_col = lid % (BK / 8) * 8; \
+    const uint a_put = 2 * A_OFF(a_row, a_col); \
+    const int a_get = A_INDEX(b, m0 + a_row, a_col)
+#define A_ISSUE(as, k0) \
+    UNROLL for (int q = 0; q < BM / A_ROWS; ++q) { \
+        const bool in = m0 + a_row + q * A_ROWS < M && (k0) + a_col < kend; \
+        cp_async16((as) + a_put + 2 * q * A_ROWS * BK, Ab + (in ? a_get + q * A_ROWS * a_sm + (k0) : 0), in ? 16 : 0); \
+    }
+#define A_PARK(as)
 #else
-#define A_AT(e) const int mm = (e) / BK, kk = (e) % BK
+#define A_SETUP
+#define A_ISSUE(as, k0) \
+    UNROLL for (int q = 0; q < A_ITEMS; ++q) { \
+        const int e = lid + q * THREADS, mm = e / BK, kk = e % BK; \
+        const int m = m0 + mm, k = (k0) + kk; \
+        ra[q] = (m < M && k < kend) ? Ab[A_INDEX(b, m, k)] : (ushort)0; \
+    }
+#define A_PARK(as) \
+    UNROLL for (int q = 0; q < A_ITEMS; ++q) { \
+        const int e = lid + q * THREADS; \
+        As[((as) - as0) / 2 + A_OFF(e / BK, e % BK)] = ra[q]; \
+    }
 #endif
-#ifdef VEC_B
-#define B_AT(e) const int kk = (e) / (BN / 8), nn = (e) % (BN / 8) * 8
+
+#if defined(NHWC)
+/* B(k, n) = Xt[image][y][x][c] of the NHWC copy of the input, k = (i * KW + j) * C + c: B is held
+ * as [n][k] like A, and 8 channels of one tap are 16 contiguous bytes (C % 8 == 0), zero-filled
+ * in the padding. A work-item copies chunk column b_col of pixels b_row + q * NK_ROWS. */
+#define NK_ROWS (THREADS / (BK / 8))
+#define B_SETUP \
+    const int b_row = lid / (BK / 8), b_col = lid % (BK / 8) * 8; \
+    const uint b_put = 2 * NK_OFF(b_row, b_col); \
+    int px_base[BN / NK_ROWS], px_y[BN / NK_ROWS], px_x[BN / NK_ROWS]; \
+    UNROLL for (int q = 0; q < BN / NK_ROWS; ++q) { \
+        const int n = n0 + b_row + q * NK_ROWS, p = n % OHW; \
+        px_base[q] = n / OHW * (H * W); \
+        px_y[q] = n < N ? p / OW * SH - PT : -(1 << 20); \
+        px_x[q] = p % OW * SW - PL; \
+    }
+#define B_ISSUE(bs, k0) { \
+        const int k = (k0) + b_col, tap = k / C, c = k % C, y = tap / KW * DH, x = tap % KW * DW; \
+        UNROLL for (int q = 0; q < BN / NK_ROWS; ++q) { \
+            const int yy = px_y[q] + y, xx = px_x[q] + x; \
+            const bool in = k < kend && yy >= 0 && yy < H && xx >= 0 && xx < W; \
+            cp_async16((bs) + b_put + 2 * q * NK_ROWS * BK, Bb + (in ? (px_base[q] + yy * W + xx) * C + c : 0), \
+                       in ? 16 : 0); \
+        } \
+    }
+#define B_PARK(bs)
+#elif defined(VEC_B)
+#define B_SETUP \
+    const int b_row = lid / (BN / 8), b_col = lid % (BN / 8) * 8; \
+    const uint b_put = 2 * B_OFF(b_row, b_col); \
+    const int b_get = B_INDEX(b, b_row, n0 + b_col); \
+    const bool b_in = n0 + b_col < N
+#define B_ISSUE(bs, k0) \
+    UNROLL for (int q = 0; q < BK / B_ROWS; ++q) { \
+        const bool in = b_in && (k0) + b_row + q * B_ROWS < kend; \
+        cp_async16((bs) + b_put + 2 * q * B_ROWS * BN, Bb + (in ? b_get + ((k0) + q * B_ROWS) * b_sk : 0), \
+                   in ? 16 : 0); \
+    }
+#define B_PARK(bs)
 #else
-#define B_AT(e) const int kk = (e) / BN, nn = (e) % BN
+#ifdef CONV
+#define B_SETUP CONV_COLUMN(n0 + lid % BN)
+#define B_AT(k, n) CONV_AT(k)
+#else
+#define B_SETUP
+#define B_AT(k, n) ((n) < N && (k) < kend ? B_INDEX(b, k, n) : -1)
 #endif
+#define B_ISSUE(bs, k0) \
+    UNROLL for (int q = 0; q < B_ITEMS; ++q) { \
+        const int e = lid + q * THREADS, k = (k0) + e / BN, n = n0 + e % BN; \
+        const int at = B_AT(k, n); \
+        rb[q] = at >= 0 ? Bb[at] : (ushort)0; \
+    }
+#define B_PARK(bs) \
+    UNROLL for (int q = 0; q < B_ITEMS; ++q) { \
+        const int e = lid + q * THREADS; \
+        Bs[((bs) - bs0) / 2 + B_OFF(e / BN, e % BN)] = rb[q]; \
+    }
+#endif
+
+/* Where a work-item's ldmatrix rows lie in a stage (halves, for each 16-deep k step): rows
+ * (lane % 16) of the warp's A rows, and for B either k rows (lane % 16) at the n chunk of each
+ * fragment pair ([k][n], .trans) or n rows (lane % 8 + lane / 16 * 8) of each pair ([n][k]). The
+ * swizzle of a row depends only on the row modulo 8, i.e. on the lane. */
+#define FRAG_SETUP \
+    uint a_frag[BK / 16], b_frag[BK / 16][NI / 2]; \
+    UNROLL for (int kk = 0; kk < BK / 16; ++kk) { \
+        const int r = wm + (lane & 15); \
+        a_frag[kk] = 2 * (r * BK + SWZ(r, 2 * kk + (lane >> 4), BK / 8) * 8); \
+        UNROLL for (int jj = 0; jj < NI / 2; ++jj) B_FRAG(kk, jj); \
+    }
+#ifdef NHWC
+#define B_FRAG(kk, jj) { \
+        const int r = wn + jj * 16 + (lane & 7) + (lane >> 4) * 8; \
+        b_frag[kk][jj] = 2 * (r * BK + SWZ(r, 2 * kk + ((lane >> 3) & 1), BK / 8) * 8); \
+    }
+#define LDMATRIX_B ldmatrix_x4
+#else
+#define B_FRAG(kk, jj) { \
+        const int r = kk * 16 + (lane & 15); \
+        b_frag[kk][jj] = 2 * (r * BN + SWZ(r, wn / 8 + 2 * jj + (lane >> 4), BN / 8) * 8); \
+    }
+#define LDMATRIX_B ldmatrix_x4_trans
+#endif
+
+/* The tensor-core work on the stage at local byte addresses (as, bs): BK / 16 steps of MI x NI
+ * mma. */
+#define COMPUTE(as, bs) \
+    UNROLL for (int kk = 0; kk < BK / 16; ++kk) { \
+        uint af[MI][4], bf[NI][4]; \
+        UNROLL for (int i = 0; i < MI; ++i) ldmatrix_x4(af[i], (as) + a_frag[kk] + 2 * i * 16 * BK); \
+        UNROLL for (int j = 0; j < NI; j += 2) { \
+            LDMATRIX_B(bf[j], (bs) + b_frag[kk][j / 2]); \
+            bf[j + 1][0] = bf[j][2]; \
+            bf[j + 1][1] = bf[j][3]; \
+        } \
+        UNROLL for (int i = 0; i < MI; ++i) \
+            UNROLL for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], af[i], bf[j]); \
+    }
+
+/* The work-group's tile: consecutive work-groups walk down GROUP_M tile rows before moving right,
+ * so the ones in flight together share their A rows and B columns in the L2 cache. */
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+#define TILE_ORIGIN \
+    const int tiles_n = get_num_groups(0), tiles_m = get_num_groups(1); \
+    const int pid = get_group_id(1) * tiles_n + get_group_id(0), band = pid / (GROUP_M * tiles_n); \
+    const int rows = min(tiles_m - band * GROUP_M, GROUP_M), in_band = pid % (GROUP_M * tiles_n); \
+    const int m0 = (band * GROUP_M + in_band % rows) * BM, n0 = in_band / rows * BN
 
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void gemm_mma(GEMM_ARGS) {
     ACT_PARAMS;
     __global const ushort* Ab = (__global const ushort*)A;
     __global const ushort* Bb = (__global const ushort*)B;
-    __local ushort As[BM * LDA] __attribute__((aligned(16)));
-    __local ushort Bs[BK * LDB] __attribute__((aligned(16)));
+    __local ushort S[STAGES * (A_STAGE + B_STAGE)] __attribute__((aligned(128)));
+    __local ushort* As = S;
+    __local ushort* Bs = S + STAGES * A_STAGE;
     const int lid = get_local_id(0), warp = lid >> 5, lane = lid & 31, g = lane >> 2, t = lane & 3;
     const int wm = (warp / WARPS_N) * MI * 16, wn = (warp % WARPS_N) * NI * 8;
-    const int n0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;
+    TILE_ORIGIN;
     SPLIT_RANGE;
-    A_REG ra[A_ITEMS];
-    B_REG rb[B_ITEMS];
+#ifndef VEC_A
+    ushort ra[A_ITEMS];
+#endif
+#if !defined(VEC_B) && !defined(NHWC)
+    ushort rb[B_ITEMS];
+#endif
+    A_SETUP;
+    B_SETUP;
+    FRAG_SETUP;
+    const uint as0 = SMEM(As), bs0 = SMEM(Bs);
     float acc[MI][NI][4];
-    for (int i = 0; i < MI; ++i)
-        for (int j = 0; j < NI; ++j)
-            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
+    UNROLL for (int i = 0; i < MI; ++i)
+        UNROLL for (int j = 0; j < NI; ++j)
+            UNROLL for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
 
-#define LOAD_SLICE(k0) \
-    for (int q = 0; q < A_ITEMS; ++q) { \
-        A_AT(lid + q * THREADS); \
-        const int m = m0 + mm, k = (k0) + kk; \
-        ra[q] = (m < M && k < kend) ? A_FETCH(A_INDEX(b, m, k)) : (A_REG)0; \
-    } \
-    for (int q = 0; q < B_ITEMS; ++q) { \
-        B_AT(lid + q * THREADS); \
-        const int n = n0 + nn, k = (k0) + kk; \
-        B_FETCH(rb[q], b, k, n); \
-    }
-#define STORE_SLICE \
-    for (int q = 0; q < A_ITEMS; ++q) { \
-        A_AT(lid + q * THREADS); \
-        A_PUT(&As[mm * LDA + kk], ra[q]); \
-    } \
-    for (int q = 0; q < B_ITEMS; ++q) { \
-        B_AT(lid + q * THREADS); \
-        B_PUT(&Bs[kk * LDB + nn], rb[q]); \
-    }
-#ifdef VEC_A
-#define A_FETCH(i) (*(__global const uint4*)(Ab + (i)))
-#define A_PUT(p, v) (*(__local uint4*)(p) = (v))
-#else
-#define A_FETCH(i) (Ab[i])
-#define A_PUT(p, v) (*(p) = (v))
-#endif
-#ifdef VEC_B
-#define B_FETCH(r, b, k, n) r = (n < N && k < kend) ? *(__global const uint4*)(Bb + B_INDEX(b, k, n)) : (uint4)0
-#define B_PUT(p, v) (*(__local uint4*)(p) = (v))
-#elif defined(CONV)
-#define B_FETCH(r, b, k, n) { const int at_ = CONV_AT(k); r = at_ >= 0 ? Bb[at_] : (ushort)0; }
-#define B_PUT(p, v) (*(p) = (v))
-#else
-#define B_FETCH(r, b, k, n) { int at_ = (n < N && k < kend) ? B_INDEX(b, k, n) : -1; r = at_ >= 0 ? Bb[at_] : (ushort)0; }
-#define B_PUT(p, v) (*(p) = (v))
-#endif
-
-#ifdef CONV
-    CONV_COLUMN(n0 + lid % BN);
-#endif
-    LOAD_SLICE(kbeg)
-    STORE_SLICE
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k0 = kbeg; k0 < kend; k0 += BK) {
-        const bool more = k0 + BK < kend;
-        if (more) {
-            LOAD_SLICE(k0 + BK)
+    const int slices = (kend - kbeg + BK - 1) / BK;
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < slices) {
+            A_ISSUE(as0 + s * 2 * A_STAGE, kbeg + s * BK)
+            B_ISSUE(bs0 + s * 2 * B_STAGE, kbeg + s * BK)
+            A_PARK(as0 + s * 2 * A_STAGE)
+            B_PARK(bs0 + s * 2 * B_STAGE)
         }
-        for (int ks = 0; ks < BK; ks += 16) {
-            uint af[MI][4], bf[NI][2];
-            for (int i = 0; i < MI; ++i) {
-                const int r = wm + i * 16 + g, c = ks + 2 * t;
-                af[i][0] = *(__local const uint*)&As[r * LDA + c];
-                af[i][1] = *(__local const uint*)&As[(r + 8) * LDA + c];
-                af[i][2] = *(__local const uint*)&As[r * LDA + c + 8];
-                af[i][3] = *(__local const uint*)&As[(r + 8) * LDA + c + 8];
-            }
-            for (int j = 0; j < NI; ++j) {
-                const int n = wn + j * 8 + g, k = ks + 2 * t;
-                bf[j][0] = (uint)Bs[k * LDB + n] | ((uint)Bs[(k + 1) * LDB + n] << 16);
-                bf[j][1] = (uint)Bs[(k + 8) * LDB + n] | ((uint)Bs[(k + 9) * LDB + n] << 16);
-            }
-            for (int i = 0; i < MI; ++i)
-                for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], af[i], bf[j]);
+        CP_COMMIT;
+    }
+    uint a_read = as0, b_read = bs0, a_write = as0 + (STAGES - 1) * 2 * A_STAGE, b_write = bs0 + (STAGES - 1) * 2 * B_STAGE;
+    for (int kt = 0; kt < slices; ++kt) {
+        CP_WAIT;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const bool more = kt + STAGES - 1 < slices;
+        if (more) {
+            const int k0 = kbeg + (kt + STAGES - 1) * BK;
+            A_ISSUE(a_write, k0)
+            B_ISSUE(b_write, k0)
+        }
+        CP_COMMIT;
+        COMPUTE(a_read, b_read)
+        if (more) {
+            A_PARK(a_write)
+            B_PARK(b_write)
+        }
+        a_read = a_read == as0 + (STAGES - 1) * 2 * A_STAGE ? as0 : a_read + 2 * A_STAGE;
+        b_read = b_read == bs0 + (STAGES - 1) * 2 * B_STAGE ? bs0 : b_read + 2 * B_STAGE;
+        a_write = a_write == as0 + (STAGES - 1) * 2 * A_STAGE ? as0 : a_write + 2 * A_STAGE;
+        b_write = b_write == bs0 + (STAGES - 1) * 2 * B_STAGE ? bs0 : b_write + 2 * B_STAGE;
+    }
+    /* The epilogue, a 16-row band of each warp's tile at a time: the accumulators pass through local
+     * memory so that a warp's stores cover consecutive columns of a row. */
+    __local float* staged = (__local float*)S + warp * 16 * LDS;
+    UNROLL for (int i = 0; i < MI; ++i) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        UNROLL for (int j = 0; j < NI; ++j) {
+            vstore2((float2)(acc[i][j][0], acc[i][j][1]), 0, staged + g * LDS + j * 8 + 2 * t);
+            vstore2((float2)(acc[i][j][2], acc[i][j][3]), 0, staged + (g + 8) * LDS + j * 8 + 2 * t);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (more) {
-            STORE_SLICE
-            barrier(CLK_LOCAL_MEM_FENCE);
+        UNROLL for (int f = lane; f < 16 * NI * 8; f += 32) {
+            const int m = m0 + wm + i * 16 + f / (NI * 8), n = n0 + wn + f % (NI * 8);
+            if (m < M && n < N) GEMM_STORE(staged[f / (NI * 8) * LDS + f % (NI * 8)], b, m, n)
         }
     }
-    for (int i = 0; i < MI; ++i)
-        for (int j = 0; j < NI; ++j)
-            for (int r = 0; r < 4; ++r) {
-                const int m = m0 + wm + i * 16 + g + (r >> 1) * 8, n = n0 + wn + j * 8 + 2 * t + (r & 1);
-                if (m < M && n < N) GEMM_STORE(acc[i][j][r], b, m, n)
-            }
 }

@@ -1,0 +1,93 @@
+"""The tensor-core GEMM's host side on any OpenCL device: its tile table against the kernel's
+local-memory and work-item layout rules, and the channels-last operands of a convolution (the
+portable transpose kernel, and the host reorder of a constant filter that replaces it). The
+tensor-core kernel itself builds only on NVIDIA; tests/test_opencl_kernels.py checks it there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.extras import import_pyopencl
+
+cl = import_pyopencl()
+
+from halfway.kernels.opencl import gemm  # noqa: E402
+from halfway.kernels.opencl.base import DeviceArray  # noqa: E402
+from halfway.kernels.opencl.runtime import get_runtime  # noqa: E402
+
+LOCAL_MEMORY = 48 * 1024
+"""What NVIDIA's OpenCL gives a work-group (its CL_DEVICE_LOCAL_MEM_SIZE)."""
+
+
+@pytest.fixture(scope="module")
+def rt():
+    return get_runtime()
+
+
+def upload(rt, array: np.ndarray) -> DeviceArray:
+    return DeviceArray(rt.upload(array), array.shape, array.dtype)
+
+
+def download(rt, array: DeviceArray) -> np.ndarray:
+    host = np.empty(array.shape, array.dtype)
+    cl.enqueue_copy(rt.queue, host, array.buffer)
+    return host
+
+
+@pytest.mark.parametrize("sizes", gemm._MMA_TILES)
+def test_tensor_core_tiles_fit_the_kernel(sizes):
+    tile = gemm.Tile(True, sizes)
+    defines = tile.defines()
+    (bm, bn), threads = tile.block, tile.local[0]
+    slices = defines["STAGES"] * (bm + bn) * defines["BK"] * 2
+    assert slices <= LOCAL_MEMORY
+    assert threads // 32 * 16 * (defines["NI"] * 8 + 8) * 4 <= slices  # the epilogue's float bands
+    assert defines["NI"] % 2 == 0  # B fragments come in pairs from one ldmatrix.x4
+    assert threads % bn == 0 and threads % defines["BK"] == 0  # each work-item keeps its columns
+    assert defines["PENDING"] == defines["STAGES"] - 2 >= 0
+
+
+def test_transpose_pads_the_new_rows_with_zeros(rt):
+    x = np.random.default_rng(0).standard_normal((3, 37, 70)).astype(np.float16)
+    run, out = gemm._transpose(rt, upload(rt, x), 3, 37, 70, 40)
+    run()
+    expected = np.zeros((3, 70, 40), np.float16)
+    expected[:, :, :37] = x.transpose(0, 2, 1)
+    np.testing.assert_array_equal(download(rt, out), expected)
+
+
+def conv_operands(rt, c: int, kernel: int, constant: bool):
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((16, c, kernel, kernel)).astype(np.float16)
+    x = rng.standard_normal((2, c, 9, 9)).astype(np.float16)
+    pad = kernel // 2
+    shape = gemm.ConvShape(c, 9, 9, 16, 16, c, 9, 9, kernel, kernel, 1, 1, 1, 1, pad, pad)
+    k = c * kernel * kernel
+    g = gemm.Gemm(16, 2 * 81, k, 1, (16 * k, k, 1), (0, 0, 0), (0, 0, 0))
+    ops = gemm._channels_last(rt, g, shape, upload(rt, w), upload(rt, x), w if constant else None)
+    for run in ops.launches:
+        run()
+    return w, x, ops
+
+
+@pytest.mark.parametrize("c, kernel", [(3, 3), (8, 3), (5, 1)])
+@pytest.mark.parametrize("constant", [True, False])
+def test_channels_last_operands(rt, c, kernel, constant):
+    w, x, ops = conv_operands(rt, c, kernel, constant)
+    padded = -(-c // 8) * 8
+    ohwi = np.zeros((16, kernel, kernel, padded), np.float16)
+    ohwi[..., :c] = w.transpose(0, 2, 3, 1)
+    nhwc = np.zeros((2, 9, 9, padded), np.float16)
+    nhwc[..., :c] = x.transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(download(rt, ops.a).reshape(ohwi.shape), ohwi)
+    np.testing.assert_array_equal(download(rt, ops.b).reshape(nhwc.shape), nhwc)
+    assert (ops.conv.C, ops.conv.CG) == (padded, padded)
+    assert ops.g.k == kernel * kernel * padded and ops.g.a == (16 * ops.g.k, ops.g.k, 1)
+    assert len(ops.launches) == (1 if constant else 2)
+
+
+def test_pointwise_filter_of_whole_chunks_is_used_as_it_is(rt):
+    w, _, ops = conv_operands(rt, 8, 1, constant=False)
+    assert len(ops.launches) == 1  # the input's transpose only
+    np.testing.assert_array_equal(download(rt, ops.a).reshape(w.shape), w)
