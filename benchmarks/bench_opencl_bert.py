@@ -45,8 +45,8 @@ def _bert() -> Any:
 
     torch.manual_seed(0)
     config = BertConfig(hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                        intermediate_size=MLP, vocab_size=VOCAB)
-    return BertModel(config, attn_implementation="sdpa").eval()
+                        intermediate_size=MLP, vocab_size=VOCAB, attn_implementation="sdpa")
+    return BertModel(config).eval()
 
 
 def _export(model: Any, path: Path) -> None:
