@@ -49,9 +49,10 @@ Dim = int | Symbol
 
 EXACT_OPS = frozenset({"shape", "cast", "assign", "concat", "stack", "unsqueeze2", "squeeze2", "reshape2",
                        "flatten_contiguous_range", "slice", "gather", "fill_constant", "elementwise_add",
-                       "elementwise_sub", "elementwise_mul"})
+                       "elementwise_sub", "elementwise_mul", "where"})
 """Ops whose integer results the probes follow: moves of entries and ring arithmetic (no
-division, comparison or clipping, whose results at the stand-in sizes need not hold at others)."""
+division, comparison or clipping, whose results at the stand-in sizes need not hold at others).
+``equal`` and ``not_equal`` are followed where every entry compares alike at all sizes."""
 
 _CLIPPING = frozenset({"slice", "strided_slice"})
 """Ops whose output dims may be clipped to a size (a slice's end past the dim): at the large
@@ -217,10 +218,20 @@ class _Prober:
                 self.opaque.add((name, axis))
         return tuple(dims)
 
+    def _sure_comparison(self, op: Operator) -> bool:
+        """An ``equal``/``not_equal`` of two followed vectors whose every entry compares alike
+        at all sizes (``_sure``): ``where(shape == -1, 1, shape)``, as exports of expand write."""
+        x, y = (self.table.vector(op.input(slot)[0]) if op.input(slot) else None for slot in ("X", "Y"))
+        if x is None or y is None or len(x) != len(y) and 1 not in (len(x), len(y)):
+            return False
+        width = max(len(x), len(y))
+        return all(_sure(x[i % len(x)], y[i % len(y)]) for i in range(width))
+
     def _follow_values(self, op: Operator) -> None:
         """Compute the op's small integer outputs in both probes where its inputs are followed."""
         if op.type not in EXACT_OPS or op.type == "slice" and len(op.input_names()) > 1:
-            return
+            if op.type not in ("equal", "not_equal") or not self._sure_comparison(op):
+                return
         out = op.output_names()[0]
         var = self.block.find_var(out)
         if var is None or var.dtype is None or np.dtype(var.dtype.numpy).kind not in "iub":
@@ -250,6 +261,16 @@ class _Prober:
         self.exact.add(out)
         self.table.vectors[out] = tuple(int(a) if a == b else self.symbols.get((int(a), int(b)))
                                         for a, b in zip(results[0].reshape(-1), results[1].reshape(-1)))
+
+
+def _sure(a: Dim | None, b: Dim | None) -> bool:
+    """Whether comparing entries ``a`` and ``b`` for equality gives the same answer at every
+    size: two known sizes, one symbol with itself, or a symbol (never negative) with a negative."""
+    if a is None or b is None:
+        return False
+    if isinstance(a, int) and isinstance(b, int) or a == b:
+        return True
+    return (isinstance(a, int) and a < 0) or (isinstance(b, int) and b < 0)
 
 
 def _dtype(block: Block, name: str) -> DType:
