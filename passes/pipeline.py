@@ -11,5 +11,5 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_PIPELINE"]
 
-DEFAULT_PIPELINE = ("remove_identity,fold_constants,simplify_shapes,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,"
+DEFAULT_PIPELINE = ("remove_identity,fold_constants,simplify_shapes,simplify_layout,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,"
                     "cancel_exact_casts,fuse_norm,fuse_activations,fuse_attention,dce")
