@@ -7,7 +7,8 @@ op's own shape inference (the op schemas, nothing written twice) on stand-in siz
 numpy kernels on the small integer vectors of the shape arithmetic.
 
 Each unknown dim that the block cannot derive (a feed's batch, a data-dependent size) is a
-*symbol*, named by the var and axis where it first appears, with a stand-in size: a distinct
+*symbol*, named by the var and axis where it first appears (feed dims of one name, the
+``DIM_NAMES`` attr an ONNX import gives them, are one symbol), with a stand-in size: a distinct
 prime above 10^5. There are two probes, with the primes in ascending order of symbols in one
 and in descending order in the other. A dim or integer of the result decodes as
 
@@ -38,6 +39,7 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.operator import Operator
 from halfway.ir.schema import InferContext, TensorInfo, get_schema, has_schema
 from halfway.ir.scope import Scope
+from halfway.ir.variable import DIM_NAMES, Variable
 from halfway.kernels.evaluate import evaluate_op
 
 __all__ = ["Symbol", "Dim", "DimTable", "EXACT_OPS", "probe_dims"]
@@ -95,6 +97,7 @@ class _Prober:
         self.symbols: dict[tuple[int, int], Symbol] = {}
         self.primed: list[tuple[int, int]] = []
         self.opaque: set[Symbol] = set()
+        self.named: dict[str, Symbol | None] = {}
         self._primes = _primes()
 
     def run(self) -> DimTable:
@@ -122,6 +125,14 @@ class _Prober:
         self.symbols[pair] = symbol
         return symbol
 
+    def _named(self, dim_name: str, name: str, axis: int) -> Symbol | None:
+        """The symbol of the feed dim named ``dim_name`` (one per name), or a new one when unnamed."""
+        if not dim_name:
+            return self._symbol(name, axis)
+        if dim_name not in self.named:
+            self.named[dim_name] = self._symbol(name, axis)
+        return self.named[dim_name]
+
     def _stand_in(self, dim: Dim, probe: int) -> int:
         return dim if isinstance(dim, int) else self.sizes[dim][probe]
 
@@ -131,7 +142,8 @@ class _Prober:
         symbol for each unknown one; a small integer parameter's value."""
         var = self.block.find_var(name)
         shape = tuple(var.shape or ()) if var is not None else ()
-        self._set_dims(name, tuple(d if d >= 0 else self._symbol(name, i) for i, d in enumerate(shape)))
+        names = _dim_names(var, len(shape))
+        self._set_dims(name, tuple(d if d >= 0 else self._named(names[i], name, i) for i, d in enumerate(shape)))
         value = self.scope.find(name) if self.scope is not None and var is not None and var.persistable else None
         if value is not None and value.dtype.kind in "iub" and value.size <= _SMALL:
             for probe in (0, 1):
@@ -271,6 +283,13 @@ def _sure(a: Dim | None, b: Dim | None) -> bool:
     if isinstance(a, int) and isinstance(b, int) or a == b:
         return True
     return (isinstance(a, int) and a < 0) or (isinstance(b, int) and b < 0)
+
+
+def _dim_names(var: Variable | None, rank: int) -> list[str]:
+    """The names of ``var``'s dims (``DIM_NAMES``), "" where it names none."""
+    found = next((value for key, _, value in var.attrs if key == DIM_NAMES), None) if var is not None else None
+    names = [str(n) for n in found] if found is not None and len(found) == rank else []
+    return names or [""] * rank
 
 
 def _dtype(block: Block, name: str) -> DType:

@@ -4,7 +4,8 @@ one step at a time -> one op, or none.
 Rules (in-place edits of block 0, applied until nothing matches):
 
 1. ``unsqueeze2(unsqueeze2(x, a), b)`` -> ``unsqueeze2(x, a + b)`` (Paddle inserts the axes one
-   at a time, each counted in the rank reached so far, so the lists concatenate);
+   at a time, each counted in the rank reached so far, so the lists concatenate), also where
+   the inner one has other readers (it goes with its last);
 2. ``transpose2(transpose2(x, p), q)`` -> ``transpose2(x, p[q])``, or removed when that is the
    identity;
 3. ``reshape2(transpose2(reshape2(x)))`` that merges x's leading dims, permutes the others and
@@ -12,7 +13,9 @@ Rules (in-place edits of block 0, applied until nothing matches):
    ``transpose2(x)``: ``probe_dims`` proves the merged and split dims are x's own;
 4. ``transpose2(binary(transpose2(a, p), transpose2(b, p)), q)`` with ``p[q]`` the identity ->
    ``binary(a, b)`` (an elementwise op of two inputs of one rank commutes with the permutation;
-   ConvNeXt's residual add between its channels-last blocks).
+   ConvNeXt's residual add between its channels-last blocks);
+5. ``binary(x, expand_v2(c))`` (either side) whose output has x's dims, where c broadcasts to
+   them -> ``binary(x, c)``: the op broadcasts c itself (T5's ``full_like`` before a minimum).
 
 The inner ops left without readers are removed here (rules 1 to 3) or by ``dce`` (rule 4's
 transposes, which may have other readers).
@@ -66,15 +69,20 @@ def _drop(block: Block, guard: Guard, *ops: Operator) -> None:
     remove_unused_vars(block, spent, guard)
 
 
-def _merge_unsqueezes(ctx: RewriteContext, *, outer: Operator, inner: Operator, x: str) -> bool:
-    """Rule 1."""
+def _merge_unsqueezes(ctx: RewriteContext, *, outer: Operator, v: str) -> bool:
+    """Rule 1: the outer unsqueeze2 reads the inner one's input; the inner one goes when that
+    was its last reader."""
     block, guard = ctx.block, ctx.state.guard
-    _spare(block, guard, inner, outer)
-    if written_between(block, x, inner, outer):
-        raise Decline(f"{x} is written between the two unsqueeze2 ops")
+    inner = sole_writer(block, v)
+    if inner is None or inner.type != "unsqueeze2" or inner.input("AxesTensor") or inner.input("AxesTensorList"):
+        raise Decline(f"{v} is not written by one unsqueeze2 of constant axes")
+    x = inner.input("X")[0]
+    if written_between(block, x, inner, outer) or written_between(block, v, inner, outer):
+        raise Decline(f"{x} or {v} is written between the two unsqueeze2 ops")
     outer.set_attr("axes", [*inner.attr("axes"), *outer.attr("axes")])
     _retarget(block, outer, x)
-    _drop(block, guard, inner)
+    if not any(guard.kept(n) or block.uses(n) for n in inner.output_names()):
+        _drop(block, guard, inner)
     return True
 
 
@@ -150,11 +158,25 @@ def _sink_transposes(ctx: RewriteContext, *, outer: Operator, binary: Operator, 
     return True
 
 
+def _skip_expand(ctx: RewriteContext, *, binary: Operator, expand: Operator, x: str, c: str) -> bool:
+    """Rule 5."""
+    block, state = ctx.block, ctx.state
+    _spare(block, state.guard, expand, binary)
+    x_dims, c_dims, out_dims = (state.dims.dims_of(n) for n in (x, c, binary.output("Out")[0]))
+    if x_dims is None or c_dims is None or out_dims != x_dims or binary.attr("axis") != -1:
+        raise Decline("the dims are unknown, the output is wider than x, or the op broadcasts by axis")
+    if len(c_dims) > len(x_dims) or any(d not in (1, e) for d, e in zip(c_dims[::-1], x_dims[::-1])):
+        raise Decline(f"{c} does not broadcast to {x}'s dims")
+    binary.rename_input(expand.output("Out")[0], c)
+    _drop(block, state.guard, expand)
+    return True
+
+
 _BINARIES = "|".join(BINARY)
 
 RULES = Rules([
     # unsqueeze2(unsqueeze2(x)) -> unsqueeze2(x)
-    Rule(pattern("outer:unsqueeze2(X=inner:unsqueeze2(X=x))"), _merge_unsqueezes,
+    Rule(pattern("outer:unsqueeze2(X=v)"), _merge_unsqueezes,
          "unsqueeze2 + unsqueeze2 -> unsqueeze2", in_place=True),
     # transpose2(transpose2(x)) -> transpose2(x) or x
     Rule(pattern("outer:transpose2(X=inner:transpose2(X=x))"), _merge_transposes,
@@ -165,6 +187,12 @@ RULES = Rules([
     # transpose2(binary(transpose2(a), transpose2(b))) -> binary(a, b)
     Rule(pattern(f"outer:transpose2(X=binary:{_BINARIES}(X=a, Y=b))"), _sink_transposes,
          "transpose2 of a binary op of transposes -> binary op", in_place=True),
+    # binary(x, expand_v2(c)) -> binary(x, c)
+    Rule(pattern(f"binary:{_BINARIES}(X=x, Y=expand:expand_v2(X=c, ...))"), _skip_expand,
+         "binary op of an expand_v2 -> binary op", in_place=True),
+    # binary(expand_v2(c), x) -> binary(c, x)
+    Rule(pattern(f"binary:{_BINARIES}(X=expand:expand_v2(X=c, ...), Y=x)"), _skip_expand,
+         "binary op of an expand_v2 (first) -> binary op", in_place=True),
 ])
 
 

@@ -11,6 +11,9 @@ computes the shape arithmetic on the host when it prepares the program for given
 This pass knows the dims of every var as known sizes and symbols (``halfway.passes.dims``: the
 ``shape`` may be of another var whose dims equal x's), and rewrites, in one sweep:
 
+0. the readers of a small integer value that equals, at every size, one computed before read
+   that one (exports take the shape of each feed; two feeds of one batch and sequence have one);
+
 1. a ``reshape2`` or ``expand_v2`` whose output has its input's dims -> removed (its readers read
    the input);
 2. ``reshape2(x, [-1, K]) -> fc | matmul_v2 (2-D weight) -> reshape2(·, x's leading dims + [N])``
@@ -49,7 +52,7 @@ def simplify_shapes(program: Program, scope: Scope | None, options: None = None)
     block = program.global_block()
     table = probe_dims(block, scope)
     guard = Guard.of(program, (), "simplify_shapes")
-    stats: Counter[str] = Counter()
+    stats: Counter[str] = Counter({"values_reused": _reuse_values(block, table, guard)})
     for op in block.ops:
         if op.block is not block or op.type not in ("reshape2", "expand_v2"):
             continue
@@ -60,8 +63,26 @@ def simplify_shapes(program: Program, scope: Scope | None, options: None = None)
         elif op.type == "reshape2" and _attr_reshape(op, table):
             stats["reshapes_simplified"] += 1
     return PassResult(program, modified=sum(stats.values()) > 0,
-                      stats={k: stats[k] for k in ("identities_removed", "linear_reshapes_folded",
+                      stats={k: stats[k] for k in ("values_reused", "identities_removed", "linear_reshapes_folded",
                                                    "reshapes_simplified")})
+
+
+def _reuse_values(block: Block, table: DimTable, guard: Guard) -> int:
+    """Case 0: the readers of a small integer value equal at every size to one computed before
+    (the shape of another feed with the same dims) read that one; returns how many vars."""
+    seen: dict[tuple[object, ...], str] = {}
+    reused = 0
+    for op in block.ops:
+        for name in op.output_names():
+            entries = table.vector(name)
+            if entries is None or None in entries or guard.kept(name) or sole_writer(block, name) is not op:
+                continue
+            first = seen.setdefault((entries, block.var(name).dtype, table.dims_of(name)), name)
+            if first != name and block.uses(name):
+                for reader in {id(r): r for r, _, _ in block.uses(name)}.values():
+                    reader.rename_input(name, first)
+                reused += 1
+    return reused
 
 
 def _drop_identity(op: Operator, table: DimTable, guard: Guard) -> bool:
