@@ -263,11 +263,12 @@ class _Prober:
             if any(int(np.prod(self.shapes[p].get(out, (_SMALL + 1,)))) > _SMALL for p in (0, 1)):
                 return
             try:
-                results = [evaluate_op(op, {n: self.values[p][n] for n in names}).get(out) for p in (0, 1)]
+                found = [evaluate_op(op, {n: self.values[p][n] for n in names}).get(out) for p in (0, 1)]
             except HalfwayError:
                 return
-            if results[0] is None or results[1] is None or results[0].shape != results[1].shape:
+            if found[0] is None or found[1] is None or found[0].shape != found[1].shape:
                 return
+            results = [found[0], found[1]]
         for probe, result in enumerate(results):
             self.values[probe][out] = result
         self.exact.add(out)

@@ -147,7 +147,7 @@ def _sink_transposes(ctx: RewriteContext, *, outer: Operator, binary: Operator, 
     sources = [first.input("X")[0], second.input("X")[0]]
     if binary.attr("axis") != -1 or len({len(block.var(n).shape or ()) for n in sources}) != 1:
         raise Decline("the binary op broadcasts by axis, or its inputs differ in rank")
-    if any(written_between(block, s, w, binary) for s, w in zip(sources, writers)):
+    if any(written_between(block, s, w, binary) for s, w in zip(sources, (first, second))):
         raise Decline("an input of a transpose2 is written before the binary op reads it")
     out, spent = outer.output("Out")[0], binary.output("Out")[0]
     binary.set_input("X", [sources[0]])

@@ -147,14 +147,13 @@ def _row_wise(block: Block, op: Operator) -> bool:
     if op.type in UNARY:
         return True
     if op.type == "fc":
-        return op.attr("in_num_col_dims") == 1
+        return bool(op.attr("in_num_col_dims") == 1)
     if op.type not in _ROW_BINARY and op.type != "matmul_v2" or len(block.var(op.input("X")[0]).shape or ()) != 2:
         return False
-    y = block.var(op.input("Y")[0]) if op.input("Y") else None
+    y = block.var(op.input("Y")[0])
     if op.type == "matmul_v2":
-        return not op.attr("trans_x") and not op.attr("trans_y") and y.persistable and len(y.shape or ()) == 2
-    return (op.type in _ROW_BINARY and y is not None and y.persistable and len(y.shape or ()) == 1
-            and op.attr("axis") in (-1, 1))
+        return not op.attr("trans_x") and not op.attr("trans_y") and bool(y.persistable) and len(y.shape or ()) == 2
+    return bool(y.persistable) and len(y.shape or ()) == 1 and op.attr("axis") in (-1, 1)
 
 
 def _widen(op: Operator, rank: int, lead: list[int]) -> None:
