@@ -21,6 +21,8 @@ and in descending order in the other. A dim or integer of the result decodes as
 3. otherwise a new symbol (dims; a product such as ``batch * sequence``), or unknown (vector
    entries: None).
 
+Vars that ops of other blocks (a loop's body) write have no dims in the table.
+
 Dims a var declares (>= 0) always win over the probes. An op whose inference fails on the
 stand-ins gets new symbols for the dims it does not declare.
 """
@@ -98,6 +100,10 @@ class _Prober:
         self.primed: list[tuple[int, int]] = []
         self.opaque: set[Symbol] = set()
         self.named: dict[str, Symbol | None] = {}
+        program = block.program
+        self.elsewhere = {n for other in (program.blocks if program is not None else ()) if other is not block
+                          for op in other.ops for n in op.output_names()}
+        """Vars that ops of other blocks write: the probes know nothing of them."""
         self._primes = _primes()
 
     def run(self) -> DimTable:
@@ -152,7 +158,7 @@ class _Prober:
             self.table.vectors[name] = tuple(int(v) for v in value.reshape(-1))
 
     def _set_dims(self, name: str, dims: tuple[Dim | None, ...]) -> None:
-        if any(d is None for d in dims):
+        if any(d is None for d in dims) or name in self.elsewhere:
             self.table.dims.pop(name, None)
             for probe in (0, 1):
                 self.shapes[probe].pop(name, None)

@@ -46,6 +46,11 @@ class _State:
         self.guard, self.dims = guard, dims
 
 
+def _in_block_0(ctx: RewriteContext) -> None:
+    if ctx.block.idx != 0:
+        raise Decline("the layout rules rewrite block 0 only (the dims are block 0's)")
+
+
 def _spare(block: Block, guard: Guard, op: Operator, reader: Operator) -> None:
     """Decline unless ``op``'s Out is read by ``reader`` alone and its other outputs by nobody."""
     out = op.output("Out")[0]
@@ -72,6 +77,7 @@ def _drop(block: Block, guard: Guard, *ops: Operator) -> None:
 def _merge_unsqueezes(ctx: RewriteContext, *, outer: Operator, v: str) -> bool:
     """Rule 1: the outer unsqueeze2 reads the inner one's input; the inner one goes when that
     was its last reader."""
+    _in_block_0(ctx)
     block, guard = ctx.block, ctx.state.guard
     inner = sole_writer(block, v)
     if inner is None or inner.type != "unsqueeze2" or inner.input("AxesTensor") or inner.input("AxesTensorList"):
@@ -88,6 +94,7 @@ def _merge_unsqueezes(ctx: RewriteContext, *, outer: Operator, v: str) -> bool:
 
 def _merge_transposes(ctx: RewriteContext, *, outer: Operator, inner: Operator, x: str) -> bool:
     """Rule 2."""
+    _in_block_0(ctx)
     block, guard = ctx.block, ctx.state.guard
     _spare(block, guard, inner, outer)
     if written_between(block, x, inner, outer):
@@ -108,6 +115,7 @@ def _composed(first: Sequence[int], then: Sequence[int]) -> list[int]:
 
 def _lift_transpose(ctx: RewriteContext, *, split: Operator, perm: Operator, merge: Operator, x: str) -> bool:
     """Rule 3."""
+    _in_block_0(ctx)
     block, state = ctx.block, ctx.state
     _spare(block, state.guard, merge, perm)
     _spare(block, state.guard, perm, split)
@@ -134,6 +142,7 @@ def _lift_transpose(ctx: RewriteContext, *, split: Operator, perm: Operator, mer
 
 def _sink_transposes(ctx: RewriteContext, *, outer: Operator, binary: Operator, a: str, b: str) -> bool:
     """Rule 4."""
+    _in_block_0(ctx)
     block, guard = ctx.block, ctx.state.guard
     _spare(block, guard, binary, outer)
     writers = [sole_writer(block, n) for n in (a, b)]
@@ -160,6 +169,7 @@ def _sink_transposes(ctx: RewriteContext, *, outer: Operator, binary: Operator, 
 
 def _skip_expand(ctx: RewriteContext, *, binary: Operator, expand: Operator, x: str, c: str) -> bool:
     """Rule 5."""
+    _in_block_0(ctx)
     block, state = ctx.block, ctx.state
     _spare(block, state.guard, expand, binary)
     x_dims, c_dims, out_dims = (state.dims.dims_of(n) for n in (x, c, binary.output("Out")[0]))
