@@ -1,7 +1,7 @@
 """The default inference pipeline, by pass name (``PassManager()`` runs it).
 
-Clean up first (identities, constants, reshapes to run-time shapes that only copy their input's
-dims), then fold batch_norm into weights before fusing the
+Clean up first (identities, constants, shape arithmetic whose run-time dims are provably equal,
+chains of layout ops), then fold batch_norm into weights before fusing the
 epilogues (bias, activation) into conv and fc ops; drop the casts that change nothing (exporters
 write float32 -> float32 casts inside attention) before fusing attention; GELU's and SiLU's
 elementwise ops into one op; then drop what became dead.
