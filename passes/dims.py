@@ -107,14 +107,24 @@ class _Prober:
         self._primes = _primes()
 
     def run(self) -> DimTable:
+        static = all(d >= 0 for var in self.block.vars.values() for d in (var.shape or ()))
         for op in self.block.ops:
             if op.type in ("feed", "fetch"):
                 continue
             for name in op.input_names():
                 if name not in self.table.dims:
                     self._declare(name)
-            self._visit(op)
+            if static:
+                self._declare_outputs(op)
+            else:
+                self._visit(op)
         return self.table
+
+    def _declare_outputs(self, op: Operator) -> None:
+        """A block of known shapes only has nothing to probe: its outputs' dims are declared."""
+        for name in op.output_names():
+            self.table.vectors.pop(name, None)
+            self._set_dims(name, tuple(_declared(self.block, name)))
 
     # -- symbols ---------------------------------------------------------------------------------
     def _symbol(self, name: str, axis: int, pair: tuple[int, int] | None = None) -> Symbol | None:
@@ -215,8 +225,7 @@ class _Prober:
         return tuple(-1 if d in self.opaque else s for d, s in zip(self.table.dims[name], shape))
 
     def _output_dims(self, op: Operator, name: str, found: Sequence[TensorInfo | None]) -> tuple[Dim | None, ...]:
-        var = self.block.find_var(name)
-        declared = tuple(var.shape or ()) if var is not None else ()
+        declared = _declared(self.block, name)
         a, b = (tuple(info.shape) if info is not None else None for info in found)
         probed = a is not None and b is not None and len(a) == len(b) == len(declared)
         dims: list[Dim | None] = []
@@ -290,6 +299,12 @@ def _sure(a: Dim | None, b: Dim | None) -> bool:
     if isinstance(a, int) and isinstance(b, int) or a == b:
         return True
     return (isinstance(a, int) and a < 0) or (isinstance(b, int) and b < 0)
+
+
+def _declared(block: Block, name: str) -> tuple[int, ...]:
+    """The dims ``name`` is declared with (-1: unknown)."""
+    var = block.find_var(name)
+    return tuple(var.shape or ()) if var is not None else ()
 
 
 def _dim_names(var: Variable | None, rank: int) -> list[str]:

@@ -23,6 +23,7 @@ transposes, which may have other readers).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from halfway.ir.block import Block
@@ -40,10 +41,15 @@ __all__ = ["RULES", "simplify_layout"]
 
 
 class _State:
-    """What the rules share: the names to keep and the dims ``probe_dims`` found."""
+    """What the rules share: the names to keep, and the dims ``probe_dims`` finds, probed when a
+    rule first asks (the rules keep every var's value, so the dims hold for the whole pass)."""
 
-    def __init__(self, guard: Guard, dims: DimTable) -> None:
-        self.guard, self.dims = guard, dims
+    def __init__(self, guard: Guard, block: Block, scope: Scope | None) -> None:
+        self.guard, self.block, self.scope = guard, block, scope
+
+    @functools.cached_property
+    def dims(self) -> DimTable:
+        return probe_dims(self.block, self.scope)
 
 
 def _in_block_0(ctx: RewriteContext) -> None:
@@ -210,7 +216,7 @@ RULES = Rules([
 def simplify_layout(program: Program, scope: Scope | None, options: None = None) -> PassResult:
     """Chains of unsqueeze2, transpose2 and reshape2 -> one op or none (module docstring)."""
     block = program.global_block()
-    state = _State(Guard.of(program, (), "simplify_layout"), probe_dims(block, scope))
+    state = _State(Guard.of(program, (), "simplify_layout"), block, scope)
     before = len(block.ops)
     fired = apply_rules(program, RULES, name="simplify_layout", scope=scope, state=state).counts
     return PassResult(program, modified=fired.total() > 0,
