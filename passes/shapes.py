@@ -38,7 +38,7 @@ from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.passes.base import PassResult, register_pass
 from halfway.passes.dims import Dim, DimTable, probe_dims
-from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer
+from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
 from halfway.passes.rewrite import Decline
 
 __all__ = ["simplify_shapes"]
@@ -109,6 +109,9 @@ def _fold_linear(block: Block, op: Operator, table: DimTable, guard: Guard) -> b
     if x_dims is None or flat_dims is None or row_dims is None or out_dims is None or len(x_dims) < 3:
         return False
     if flat_dims[1:] != x_dims[-1:] or out_dims != x_dims[:-1] + row_dims[1:]:
+        return False
+    if any(block.uses(n) for n in (*op.output("XShape"), *flatten.output("XShape"))) or written_between(
+            block, x, flatten, rows[0]):
         return False
     lead = list(block.var(x).shape or ())[:-1]
     for row in rows:
