@@ -11,7 +11,11 @@ if TYPE_CHECKING:
     from halfway.ir.block import Block
     from halfway.ir.operator import Operator
 
-__all__ = ["Variable", "Use"]
+__all__ = ["Variable", "Use", "DIM_NAMES"]
+
+DIM_NAMES = "dim_names"
+"""The var attr (STRINGS) naming a feed's run-time dims, "" for the others: an ONNX graph input's
+dim_params. Dims of one name are one size (the ONNX model's contract), which passes may rely on."""
 
 Use = tuple["Operator", str, int]
 """Where a var appears in an op: (op, slot name, position in the slot)."""

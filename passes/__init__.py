@@ -20,6 +20,7 @@ from halfway.passes import dce  # noqa: F401
 from halfway.passes import identity  # noqa: F401
 from halfway.passes import constants  # noqa: F401
 from halfway.passes import shapes  # noqa: F401
+from halfway.passes import layout  # noqa: F401
 from halfway.passes import casts  # noqa: F401
 from halfway.passes import float16  # noqa: F401
 

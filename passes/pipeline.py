@@ -1,7 +1,7 @@
 """The default inference pipeline, by pass name (``PassManager()`` runs it).
 
-Clean up first (identities, constants, reshapes to run-time shapes that only copy their input's
-dims), then fold batch_norm into weights before fusing the
+Clean up first (identities, constants, shape arithmetic whose run-time dims are provably equal,
+chains of layout ops), then fold batch_norm into weights before fusing the
 epilogues (bias, activation) into conv and fc ops; drop the casts that change nothing (exporters
 write float32 -> float32 casts inside attention) before fusing attention; RMSNorm's and
 LayerNorm's elementwise ops into one op, and a residual add into the layer_norm after it;
@@ -12,5 +12,5 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_PIPELINE"]
 
-DEFAULT_PIPELINE = ("remove_identity,fold_constants,simplify_shapes,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,"
+DEFAULT_PIPELINE = ("remove_identity,fold_constants,simplify_shapes,simplify_layout,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,"
                     "cancel_exact_casts,fuse_norm,fuse_activations,fuse_attention,dce")

@@ -63,7 +63,8 @@ def test_pipeline_forms():
     pm = PassManager(["fuse_conv_bn", inst], before=["test_wrong_numbers"], after=["fuse_conv_act"])
     assert pm.names == ["test_wrong_numbers", "fuse_conv_bn", "fuse_fc", "fuse_conv_act"]
     assert pm.passes[2] is inst
-    assert DEFAULT_PIPELINE.split(",")[3:8] == ["fuse_conv_bn", "fuse_bn_relu_conv", "reorder_pool_conv", "fuse_conv_act",
+    default = DEFAULT_PIPELINE.split(",")
+    assert default[default.index("fuse_conv_bn"):][:5] == ["fuse_conv_bn", "fuse_bn_relu_conv", "reorder_pool_conv", "fuse_conv_act",
                                               "fuse_fc"]
     with pytest.raises(PassError, match="no pass named 'nope'"):
         PassManager("fuse_fc,nope")

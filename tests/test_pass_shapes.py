@@ -35,7 +35,7 @@ def _split_heads(source: str = "x", last: str = "heads"):
 
 def _simplified(model):
     """The model imported and run through simplify_shapes and dce, checked against ONNX Runtime at
-    three shapes; returns the ops."""
+    three shapes (every input of one shape); returns the ops."""
     program, feeds, fetches, scope = halfway.load(model)
     result = halfway.PassManager("simplify_shapes,dce").run(program, scope)
     prepared = halfway.Executor().prepare(result.program, feeds, fetches, result.scope)
@@ -52,16 +52,53 @@ def test_a_view_of_the_inputs_own_dims_becomes_an_attr_reshape():
     assert list(ops[0].attr("shape")) == [0, 0, 2, 2] and not ops[0].input("Shape")
 
 
-@pytest.mark.parametrize("case", ["another input's dims", "a literal 0"])
-def test_other_run_time_shapes_keep_their_tensor(case):
-    if case == "another input's dims":
-        nodes, inits = _split_heads(source="z")
-        nodes = [*nodes[:-1], helper.make_node("Add", ["h", "zero_f"], ["hz"]), helper.make_node("Relu", ["hz"], ["y"])]
-        model = _model(nodes, [*inits, ("zero_f", np.zeros(1, np.float32))], inputs=(("x", ["batch", "seq", 4]),
-                                                                                      ("z", ["batch", "seq", 4])))
-    else:  # [B, S, 0]: ONNX's 0 copies the dim, Paddle's too, but the pass leaves literal zeros alone
-        nodes, inits = _split_heads(last="zero")
-        model = _model(nodes, inits)
+@pytest.mark.parametrize("z_dims, attr", [(["batch", "seq", 4], True), (["rows", "cols", 4], False)])
+def test_a_shape_of_another_input_is_x_s_where_the_model_names_its_dims_alike(z_dims, attr):
+    """ONNX dims of one name are one size: z's shape then says x's; dims of other names may differ."""
+    nodes, inits = _split_heads(source="z")
+    nodes = [*nodes[:-1], helper.make_node("Add", ["h", "zero_f"], ["hz"]), helper.make_node("Relu", ["hz"], ["y"])]
+    model = _model(nodes, [*inits, ("zero_f", np.zeros(1, np.float32))], inputs=(("x", ["batch", "seq", 4]),
+                                                                                  ("z", z_dims)))
     ops = _simplified(model)
     reshape = next(op for op in ops if op.type == "reshape2")
-    assert reshape.input("Shape") and "shape" in {op.type for op in ops}
+    if attr:
+        assert list(reshape.attr("shape")) == [0, 0, 2, 2] and "shape" not in {op.type for op in ops}
+    else:
+        assert reshape.input("Shape") and "shape" in {op.type for op in ops}
+
+
+def test_a_reshape_to_its_inputs_own_shape_goes():
+    # [B, S, 0]: ONNX's 0 (allowzero=0) copies x's last dim, so the reshape changes nothing
+    ops = _simplified(_model(*_split_heads(last="zero")))
+    assert [op.type for op in ops] == ["relu"]
+
+
+@pytest.mark.parametrize("lead, folded", [((0, 1), True), ((1, 0), False)])
+def test_a_linear_layer_on_flattened_rows_reads_x_itself(lead, folded):
+    """x [B, S, 4] -> [B*S, 4] -> Gemm -> [x's dims ``lead``, 3]: one fc over x's last dim when
+    ``lead`` is x's own leading dims; swapped ([S, B, 3]: the same count) it stays."""
+    nodes = [helper.make_node("Reshape", ["x", "rows"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "w", "b"], ["g"]),
+             helper.make_node("Shape", ["x"], ["s"]),
+             *[helper.make_node("Slice", ["s", f"at{a}", f"at{a + 1}"], [f"d{a}"]) for a in (0, 1)],
+             helper.make_node("Concat", [f"d{lead[0]}", f"d{lead[1]}", "three"], ["target"], axis=0),
+             helper.make_node("Reshape", ["g", "target"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    inits = [("rows", np.array([-1, 4], np.int64)), ("three", np.array([3], np.int64)),
+             ("w", RNG.standard_normal((4, 3)).astype(np.float32)), ("b", RNG.standard_normal(3).astype(np.float32)),
+             *[(f"at{a}", np.array([a], np.int64)) for a in range(3)]]
+    ops = _simplified(_model(nodes, inits))
+    if folded:  # Gemm imports as matmul_v2 + elementwise_add (fuse_fc makes them one fc later)
+        assert [op.type for op in ops] == ["matmul_v2", "elementwise_add", "relu"] and ops[0].input("X") == ("x",)
+    else:
+        assert [op.type for op in ops].count("reshape2") == 2
+
+
+def test_the_shape_of_a_feed_with_the_same_dims_is_read_once():
+    """range(seq of x) + range(seq of z), x and z both [batch, seq, 4]: one shape op is left."""
+    nodes = [*[helper.make_node("Shape", [v], [f"s{v}"]) for v in "xz"],
+             *[helper.make_node("Gather", [f"s{v}", "one"], [f"n{v}"]) for v in "xz"],
+             *[helper.make_node("Range", ["zero", f"n{v}", "one"], [f"r{v}"]) for v in "xz"],
+             helper.make_node("Add", ["rx", "rz"], ["sum"]), helper.make_node("Cast", ["sum"], ["y"], to=F)]
+    inits = [("zero", np.array(0, np.int64)), ("one", np.array(1, np.int64))]
+    ops = _simplified(_model(nodes, inits, inputs=(("x", ["batch", "seq", 4]), ("z", ["batch", "seq", 4]))))
+    assert [op.type for op in ops].count("shape") == 1 and [op.type for op in ops].count("range") == 2

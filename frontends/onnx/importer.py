@@ -30,12 +30,14 @@ from halfway.frontends.onnx.folding import fold, foldable
 from halfway.frontends.onnx.registry import CONVERTERS
 from halfway.frontends.onnx.spec import check_node
 from halfway.frontends.onnx.tensors import TensorError, elem_dtype, read_external_data, tensor_array
+from halfway.ir.attrs import AttrType
 from halfway.ir.errors import HalfwayError, SerdeError
 from halfway.ir.fileset import read_file
 from halfway.ir.io import set_feed_fetch
 from halfway.ir import limits
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
+from halfway.ir.variable import DIM_NAMES
 from halfway.ir.verifier import verify
 
 __all__ = ["load", "read_model", "MIN_OPSET"]
@@ -241,6 +243,7 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequ
                                   f"only tensors are supported")
         tensor_type = value.type.tensor_type
         shape = shapes.pop(value.name, None)
+        names = [] if shape is not None else [d.dim_param if d.dim_param else "" for d in tensor_type.shape.dim]
         if shape is None:
             shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
         try:
@@ -249,6 +252,8 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequ
         except HalfwayError as e:
             raise ConversionError(f"{ctx.source}: {e}") from None
         feeds.append(ctx.declare_input(value.name, shape, dtype))
+        if any(names):
+            ctx.block.var(feeds[-1]).attrs.append((DIM_NAMES, AttrType.STRINGS, names))
     if shapes:
         raise ConversionError(f"{ctx.source}: input_shapes names {sorted(shapes)}, which are not graph inputs "
                               f"(inputs: {[v.name for v in graph.input if v.name not in ctx.consts]})")
