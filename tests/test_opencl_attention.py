@@ -39,6 +39,17 @@ def test_attention_masks(place, mask_shape, kind, dtype):
     check(place, "scaled_dot_product_attention", {**inputs, "Mask": mask})
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("attrs", [{}, {"is_causal": True}])
+def test_sequence_major_attention(place, attrs, dtype):
+    """Q, K, V and Out as [B, S, H * D], read and written through strides, as numpy computes them."""
+    inputs = {name: value.transpose(0, 2, 1, 3).reshape(2, value.shape[2], -1)
+              for name, value in qkv(2, 4, 2, 19, 37, 8, dtype).items()}
+    inputs["Mask"] = rand(19, 37).astype(dtype)
+    got = check(place, "scaled_dot_product_attention", inputs, {"q_num_heads": 4, "kv_num_heads": 2, **attrs})
+    assert got["Out"][0].shape == (2, 19, 4 * 11)
+
+
 def test_attention_key_lengths_and_fully_masked_rows(place):
     inputs = qkv(3, 2, 1, 5, 20, 8, np.float32)
     mask = np.ones((3, 1, 5, 20), bool)

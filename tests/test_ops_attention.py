@@ -113,6 +113,29 @@ def test_attention_op_in_float16_computes_in_float32():
     assert "scaled_dot_product_attention" in DEFAULT_WHITE_LIST
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("attrs, mask_shape", [({}, None), ({"is_causal": True}, (2, 1, 4, 6)),
+                                               ({"softcap": 1.5, "scale": 0.3}, (4, 6))])
+def test_sequence_major_attention_matches_onnx_3d_attention(attrs, mask_shape, dtype):
+    """Q, K, V and Out as [B, S, H * D] (grouped heads, Dv apart from D) against the reference's
+    3-D Attention; the Scores keep [B, Hq, Sq, Skv]."""
+    feeds = {"q": _x(2, 4, 6 * 8, dtype=dtype), "k": _x(2, 6, 2 * 8, dtype=dtype), "v": _x(2, 6, 2 * 5, dtype=dtype)}
+    if mask_shape:
+        feeds["m"] = _x(*mask_shape, dtype=dtype)
+    ran = run_op("scaled_dot_product_attention", dict(zip(("Q", "K", "V", "Mask"), feeds.values())),
+                 {"q_num_heads": 6, "kv_num_heads": 2, **attrs}, outputs={"Out": 1, "Scores": 1})
+    wide = {n: v.astype(np.float32) for n, v in feeds.items()}
+    model = _model("Attention", wide, ["y", "", "", "qk"], q_num_heads=6, kv_num_heads=2, qk_matmul_output_mode=0,
+                   is_causal=int(attrs.get("is_causal", False)), softcap=attrs.get("softcap", 0.0),
+                   **({"scale": attrs["scale"]} if "scale" in attrs else {}))
+    out, scores = ReferenceEvaluator(model).run(None, wide)
+    tol = 1e-5 if dtype is np.float32 else 4 * float16_tolerance(8)
+    assert ran.out.shape == (2, 4, 30) and ran.out.dtype == dtype and ran.outputs["Scores"][0].shape == (2, 6, 4, 6)
+    np.testing.assert_allclose(ran.out.astype(np.float32), out, rtol=tol, atol=tol)
+    if "softcap" not in attrs:  # the reference softcaps its stage-0 output, the spec does not
+        np.testing.assert_allclose(ran.outputs["Scores"][0].astype(np.float32), scores, rtol=tol, atol=tol)
+
+
 def _infer(op_type: str, inputs: dict[str, tuple[tuple[int, ...], DType]], **attrs: object) -> InferContext:
     ctx = InferContext(get_schema(op_type), {s: [TensorInfo(*info)] for s, info in inputs.items()}, attrs)
     get_schema(op_type).infer(ctx)
@@ -130,6 +153,15 @@ def test_attention_inference_carries_unknown_dims_and_rejects_bad_heads():
     with pytest.raises(InferError, match="broadcast"):
         _infer("scaled_dot_product_attention", {"Q": ((1, 2, 4, 8), f32), "K": ((1, 2, 5, 8), f32),
                                                 "V": ((1, 2, 5, 8), f32), "Mask": ((3, 5), f32)})
+    ctx = _infer("scaled_dot_product_attention", {"Q": ((-1, -1, 512), f32), "K": ((-1, -1, 128), f32),
+                                                  "V": ((-1, -1, 64), f32)}, q_num_heads=8, kv_num_heads=2)
+    assert ctx.outputs["Out"][0].shape == (-1, -1, 256)
+    with pytest.raises(InferError, match="both"):
+        _infer("scaled_dot_product_attention", {"Q": ((1, 4, 16), f32), "K": ((1, 4, 16), f32),
+                                                "V": ((1, 4, 16), f32)}, q_num_heads=2)
+    with pytest.raises(InferError, match="heads \\* head size"):
+        _infer("scaled_dot_product_attention", {"Q": ((1, 4, 15), f32), "K": ((1, 4, 16), f32),
+                                                "V": ((1, 4, 16), f32)}, q_num_heads=2, kv_num_heads=2)
 
 
 def test_causal_attention_over_a_past_of_unknown_length_is_refused():

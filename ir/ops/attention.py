@@ -39,16 +39,46 @@ def _broadcasts(dim: int, to: int) -> bool:
     return dim in (1, to) or not _known(dim, to)
 
 
+def _heads_first(shape: tuple[int, ...], heads: int) -> tuple[int, ...]:
+    """[B, S, H * D] with ``heads`` H -> the head-major [B, H, S, D] (D -1 where unknown)."""
+    batch, length, hidden = shape
+    return batch, heads, length, hidden // heads if _known(hidden) else -1
+
+
+def _layout(ctx: InferContext) -> tuple[int, int]:
+    """q_num_heads and kv_num_heads, checked: both 0 (Q, K, V and Out [B, H, S, D]) or both set
+    (Q, K, V and Out [B, S, H * D])."""
+    q_heads, kv_heads = ctx.attr("q_num_heads"), ctx.attr("kv_num_heads")
+    ctx.check((q_heads, kv_heads) == (0, 0) or min(q_heads, kv_heads) > 0,
+              f"attrs q_num_heads {q_heads} and kv_num_heads {kv_heads} must both be 0 (head-major Q, K, V) "
+              f"or both positive (Q, K, V as [batch, sequence, heads * head size])")
+    return q_heads, kv_heads
+
+
+def _head_major(ctx: InferContext, q_heads: int, kv_heads: int) -> list[tuple[int, ...]]:
+    """Q, K and V as [B, H, S, D], from either layout."""
+    shapes = []
+    for slot, heads in (("Q", q_heads), ("K", kv_heads), ("V", kv_heads)):
+        shape = ctx.input(slot).shape
+        if not heads:
+            ctx.check(len(shape) == 4, f"{slot} must be [batch, heads, sequence, head size], has shape {list(shape)}")
+            shapes.append(shape)
+            continue
+        ctx.check(len(shape) == 3 and (not _known(shape[-1]) or shape[-1] % heads == 0),
+                  f"{slot} must be [batch, sequence, {heads} heads * head size], has shape {list(shape)}")
+        shapes.append(_heads_first(shape, heads))
+    return shapes
+
+
 def _infer_attention(ctx: InferContext) -> None:
-    q, k, v = (ctx.input(slot) for slot in ("Q", "K", "V"))
-    for slot, info in (("Q", q), ("K", k), ("V", v)):
-        ctx.check(len(info.shape) == 4, f"{slot} must be [batch, heads, sequence, head size], has shape "
-                                        f"{list(info.shape)}")
-    (batch, q_heads, q_len, depth), (_, kv_heads, kv_len, _), v_depth = q.shape, k.shape, v.shape[3]
-    ctx.check(all(_agree(a, b) for a, b in zip(k.shape[:3], v.shape[:3])) and _agree(depth, k.shape[3])
-              and _agree(batch, k.shape[0]),
-              f"K {list(k.shape)} and V {list(v.shape)} must share batch, heads and sequence, and K the head "
-              f"size of Q {list(q.shape)}")
+    q_split, kv_split = _layout(ctx)
+    q_shape, k_shape, v_shape = _head_major(ctx, q_split, kv_split)
+    q = ctx.input("Q")
+    (batch, q_heads, q_len, depth), (_, kv_heads, kv_len, _), v_depth = q_shape, k_shape, v_shape[3]
+    ctx.check(all(_agree(a, b) for a, b in zip(k_shape[:3], v_shape[:3])) and _agree(depth, k_shape[3])
+              and _agree(batch, k_shape[0]),
+              f"K {list(ctx.input('K').shape)} and V {list(ctx.input('V').shape)} must share batch, heads and "
+              f"sequence, and K the head size of Q {list(q.shape)}")
     ctx.check(not _known(q_heads, kv_heads) or (kv_heads > 0 and q_heads % kv_heads == 0),
               f"Q's {q_heads} heads must be a multiple of K's and V's {kv_heads}")
     scores = (batch, q_heads, q_len, kv_len)
@@ -61,7 +91,8 @@ def _infer_attention(ctx: InferContext) -> None:
         lengths = ctx.input("KeyLengths")
         ctx.check(len(lengths.shape) == 1 and _agree(lengths.shape[0], batch) and not lengths.dtype.is_floating,
                   f"KeyLengths must be [batch = {batch}] integers, is {lengths.dtype.name} {list(lengths.shape)}")
-    ctx.set_output("Out", (batch, q_heads, q_len, v_depth), q.dtype)
+    merged = q_heads * v_depth if _known(v_depth) else -1
+    ctx.set_output("Out", (batch, q_len, merged) if q_split else (batch, q_heads, q_len, v_depth), q.dtype)
     ctx.set_output("Scores", scores, q.dtype)
 
 
@@ -71,7 +102,8 @@ register_op(OpSchema(
     outputs=[Slot("Out"), Slot("Scores", dispensable=True)],
     attrs=[AttrSpec("scale", AttrType.FLOAT, 0.0), AttrSpec("is_causal", AttrType.BOOLEAN, False),
            AttrSpec("causal_offset", AttrType.INT, 0), AttrSpec("softcap", AttrType.FLOAT, 0.0),
-           AttrSpec("scores_stage", AttrType.INT, 0, choices=(0, 1, 2, 3))],
+           AttrSpec("scores_stage", AttrType.INT, 0, choices=(0, 1, 2, 3)),
+           AttrSpec("q_num_heads", AttrType.INT, 0), AttrSpec("kv_num_heads", AttrType.INT, 0)],
     infer=_infer_attention, dtype_slots=("Q",), keep_dtype_slots=("Mask", "KeyLengths"),
     doc="Out = softmax(softcap(Q K^T * scale) + mask) V per batch and head.\n\n"
         "Q [B, Hq, Sq, D]; K [B, Hkv, Skv, D] and V [B, Hkv, Skv, Dv] with Hq a multiple of Hkv (grouped-query "
@@ -83,7 +115,10 @@ register_op(OpSchema(
         "where j > i + causal_offset (0: upper-left aligned, Skv - Sq: lower-right, the length of a key cache "
         "before this step: ONNX's past keys). A row with every key masked out is NaN, as ONNX's reference "
         "computes it. Scores (dispensable, [B, Hq, Sq, Skv]) holds the scores at scores_stage: 0 the scaled "
-        "product, 1 after softcap, 2 after the mask, 3 the softmax.",
+        "product, 1 after softcap, 2 after the mask, 3 the softmax. With q_num_heads and kv_num_heads set "
+        "(both > 0), Q, K and V are sequence-major [B, S, H * D] (ONNX's 3-D Attention: no head split or merge "
+        "around the op) with those head counts, and Out is [B, Sq, Hq * Dv]; Mask and Scores keep their "
+        "[B, Hq, Sq, Skv] layout.",
 ))
 
 

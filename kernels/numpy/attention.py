@@ -7,7 +7,8 @@ Attention computes every head at once: query heads are grouped under their key/v
 without repeating K or V, the mask and softmax run in place on that one scores array, and a
 second ``np.matmul`` reads V. Long sequences run in blocks of query rows whose scores fit
 ``SCORE_BLOCK_BYTES`` (4 MiB), so the scratch stays one block rather than [B, H, Sq, Skv]; the
-Scores output, a full matrix anyway, computes in one block.
+Scores output, a full matrix anyway, computes in one block. Sequence-major Q, K, V and Out
+([B, S, H * D], q_num_heads set) are read and written through head-major views, not copied.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ SCORE_BLOCK_BYTES = 4 << 20
 a long sequence runs block by block, so the scratch is one block, not [B, H, Sq, Skv]."""
 
 
+def _heads_first(x: np.ndarray, heads: int) -> np.ndarray:
+    """A view of sequence-major [B, S, H * D] as head-major [B, H, S, D]."""
+    return x.reshape(*x.shape[:2], heads, -1).transpose(0, 2, 1, 3)
+
+
 def _block_rows(batch: int, heads: int, q_len: int, kv_len: int, itemsize: int) -> int:
     """How many query rows fit ``SCORE_BLOCK_BYTES`` of scores (at least one)."""
     return max(1, min(q_len, SCORE_BLOCK_BYTES // max(batch * heads * kv_len * itemsize, 1)))
@@ -63,6 +69,7 @@ def _attention(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
     scale, softcap, stage = attrs["scale"], attrs["softcap"], attrs["scores_stage"]
     causal, offset = attrs["is_causal"], attrs["causal_offset"]
+    q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
     keep_scores = "Scores" in spec.outputs
 
     has_mask = spec.has_input("Mask")
@@ -96,15 +103,18 @@ def _attention(spec: KernelSpec) -> Kernel:
         return scores
 
     def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, *masks: np.ndarray) -> Any:
+        if q_split:
+            q, k, v = _heads_first(q, q_split), _heads_first(k, kv_split), _heads_first(v, kv_split)
         batch, q_heads, q_len, _ = q.shape
         kv_len, dv = k.shape[2], v.shape[-1]
         step = q_len if keep_scores else _block_rows(batch, q_heads, q_len, kv_len, q.dtype.itemsize)
-        out = np.empty((batch, q_heads, q_len, dv), q.dtype)
+        out = np.empty((batch, q_len, q_heads * dv) if q_split else (batch, q_heads, q_len, dv), q.dtype)
+        heads = _heads_first(out, q_heads) if q_split else out
         kept: list[np.ndarray] = []
         for start in range(0, q_len, step):
             rows = slice(start, min(start + step, q_len))
             probs = scores_of(q, k, masks, rows, kept)
-            out[:, :, rows] = np.matmul(probs, v).reshape(batch, q_heads, rows.stop - start, dv)
+            heads[:, :, rows] = np.matmul(probs, v).reshape(batch, q_heads, rows.stop - start, dv)
         return (out, kept[0]) if keep_scores else out
 
     return run

@@ -2,7 +2,9 @@
 softmax over K/V tiles in local memory (the flash-attention scheme), float32 math in every
 float16 mode. Masks (bool or additive, broadcast, a last dim shorter than the keys), KeyLengths,
 causal masking and softcap are applied to each tile's scores; the Scores output (the full
-matrix this kernel never forms) is left to numpy.
+matrix this kernel never forms) is left to numpy. Q, K, V and Out are indexed through their
+strides (build defines), so the sequence-major [B, S, H * D] layout (q_num_heads set) reads
+and writes the projections as they are.
 
 Head sizes are compile-time constants (each row keeps its query and accumulator in private
 memory), so a program is built per (head size, sequence lengths, heads) signature: prepare
@@ -45,10 +47,24 @@ def _mask_defines(rt: Runtime, spec: KernelSpec, scores: tuple[int, ...]) -> tup
     return defines, strides
 
 
+def _head_major(shape: tuple[int, ...], heads: int) -> tuple[int, ...]:
+    """[B, H, S, D] of a head-major operand, or of a sequence-major [B, S, H * D] one of ``heads`` heads."""
+    return (shape[0], heads, shape[1], shape[2] // heads) if heads else tuple(shape)
+
+
+def _strides(heads: int, length: int, depth: int, sequence_major: bool) -> tuple[int, int, int]:
+    """The (batch, head, sequence) strides of a [B, H, S, D] operand stored head-major or as [B, S, H * D]."""
+    if sequence_major:
+        return length * heads * depth, depth, heads * depth
+    return heads * length * depth, length * depth, depth
+
+
 def _attention(spec: KernelSpec) -> Binder:
     if spec.outputs.get("Scores"):
         raise Unsupported("scaled_dot_product_attention with a Scores output")
-    (batch, q_heads, q_len, depth), k, v = spec.input("Q").shape, spec.input("K").shape, spec.input("V").shape
+    q_split, kv_split = spec.attrs["q_num_heads"], spec.attrs["kv_num_heads"]
+    (batch, q_heads, q_len, depth), k, v = (_head_major(spec.input(slot).shape, heads) for slot, heads in
+                                            (("Q", q_split), ("K", kv_split), ("V", kv_split)))
     kv_heads, kv_len, v_depth = k[1], k[2], v[3]
     if max(depth, v_depth) > MAX_HEAD_SIZE:
         raise Unsupported(f"head size {max(depth, v_depth)} over {MAX_HEAD_SIZE}")
@@ -58,6 +74,9 @@ def _attention(spec: KernelSpec) -> Binder:
     defines: dict[str, object] = {
         "D": depth, "DV": v_depth, "HQ": q_heads, "HKV": kv_heads, "SQ": q_len, "SKV": kv_len,
         "SCALE": f"{float(np.float32(attrs['scale'] or 1 / math.sqrt(depth)))!r}f"}
+    for prefix, dims, split in (("Q", (q_heads, q_len, depth), q_split), ("K", k[1:], kv_split),
+                                ("V", v[1:], kv_split), ("O", (q_heads, q_len, v_depth), q_split)):
+        defines.update(zip((f"{prefix}_B", f"{prefix}_H", f"{prefix}_S"), _strides(*dims, bool(split))))
     if attrs["softcap"] > 0:
         defines["SOFTCAP"] = f"{float(np.float32(attrs['softcap']))!r}f"
     if attrs["is_causal"]:

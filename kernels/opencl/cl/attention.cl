@@ -3,8 +3,10 @@
  * memory in tiles of BK keys, each row keeping its running max, sum and output accumulator in
  * private memory, so no score matrix reaches device memory.
  *
- * Q [B, HQ, SQ, D], K [B, HKV, SKV, D], V [B, HKV, SKV, DV], Out [B, HQ, SQ, DV]; query head h
- * reads key/value head h / (HQ / HKV). Defines: D, DV, HQ, HKV, SQ, SKV, BQ, BK, SCALE;
+ * Q [B, HQ, SQ, D], K [B, HKV, SKV, D], V [B, HKV, SKV, DV], Out [B, HQ, SQ, DV] as logical dims,
+ * element (b, h, s, d) of X at b * X_B + h * X_H + s * X_S + d (Q_, K_, V_, O_ strides: head-major
+ * or the sequence-major [B, S, H * D]); query head h reads key/value head h / (HQ / HKV).
+ * Defines: D, DV, HQ, HKV, SQ, SKV, the strides, BQ, BK, SCALE;
  * SOFTCAP (c * tanh(s / c)); CAUSAL with OFFSET (key j > row + OFFSET dropped); MASK_BOOL
  * (uchar, 0 drops) or MASK_T / LOADM (added), read at mstride . (b, h, row, j) for keys j < MW
  * (keys past MW drop); LENGTHS with IDX (keys j >= lengths[b] drop). A row whose keys all drop
@@ -28,10 +30,10 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
     __local float vt[BK * DV];
     int lid = get_local_id(0), row = get_group_id(0) * BQ + lid;
     int bh = get_global_id(1), b = bh / HQ, h = bh % HQ;
-    int kvh = b * HKV + h / (HQ / HKV);
+    int kvh = h / (HQ / HKV);
     bool live = row < SQ;
     float qr[D], acc[DV], sc[BK];
-    __global const T* qp = q + ((long)bh * SQ + (live ? row : 0)) * D;
+    __global const T* qp = q + (long)b * Q_B + (long)h * Q_H + (long)(live ? row : 0) * Q_S;
     for (int d = 0; d < D; ++d) qr[d] = (float)LOAD(qp, d) * SCALE;
     for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
@@ -39,17 +41,17 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
 #ifdef LENGTHS
     keys = (int)min((long)SKV, (long)lengths[b]);
 #endif
-    __global const T* kp = k + (long)kvh * SKV * D;
-    __global const T* vp = v + (long)kvh * SKV * DV;
+    __global const T* kp = k + (long)b * K_B + (long)kvh * K_H;
+    __global const T* vp = v + (long)b * V_B + (long)kvh * V_H;
     for (int start = 0; start < SKV; start += BK) {
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int e = lid; e < BK * D; e += BQ) {
             int j = start + e / D;
-            kt[e] = j < SKV ? (float)LOAD(kp, (long)j * D + e % D) : 0.0f;
+            kt[e] = j < SKV ? (float)LOAD(kp, (long)j * K_S + e % D) : 0.0f;
         }
         for (int e = lid; e < BK * DV; e += BQ) {
             int j = start + e / DV;
-            vt[e] = j < SKV ? (float)LOAD(vp, (long)j * DV + e % DV) : 0.0f;
+            vt[e] = j < SKV ? (float)LOAD(vp, (long)j * V_S + e % DV) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         float tile_max = -INFINITY;
@@ -93,6 +95,6 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
         }
     }
     if (!live) return;
-    __global T* op = out + ((long)bh * SQ + row) * DV;
+    __global T* op = out + (long)b * O_B + (long)h * O_H + (long)row * O_S;
     for (int d = 0; d < DV; ++d) STORE(op, d, acc[d] / l);
 }
