@@ -16,6 +16,7 @@ from halfway.passes import fuse_fc  # noqa: F401
 from halfway.passes import fuse_activations  # noqa: F401
 from halfway.passes import fuse_norm  # noqa: F401
 from halfway.passes import fuse_attention  # noqa: F401
+from halfway.passes import attention_heads  # noqa: F401
 from halfway.passes import dce  # noqa: F401
 from halfway.passes import identity  # noqa: F401
 from halfway.passes import constants  # noqa: F401
