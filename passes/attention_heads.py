@@ -11,7 +11,9 @@ go. One in-place rule, rooted at the merge's reshape2, rewrites all four or noth
 it declines:
 
 1. the merge is not ``transpose2`` (0, 2, 1, 3) then a reshape2 keeping [B, S] and joining the
-   rest, or the attention is sequence-major already;
+   rest, or the attention is sequence-major already (PyTorch's zeroing of NaN outputs,
+   ``where(isnan(out), z, out)``, may stand between the attention and the merge: it stays, on
+   the merged layout, with z one element);
 2. Q, K or V is not the ``transpose2`` (0, 2, 1, 3) of a reshape2 splitting [B, S, H * D] into
    [B, S, H, D] with a known head count H (``reshape2`` with a constant ``shape``);
 3. a split or merge value (an XShape included) has other readers, is fed, fetched or used by
@@ -74,6 +76,8 @@ def _split_heads(ctx: RewriteContext, guard: Guard, sdpa: Operator, slot: str) -
         raise Decline(f"{slot}'s transpose2 does not read a reshape2 of a constant shape")
     source, shape = split.input("X")[0], [int(s) for s in split.attr("shape")]
     dims = block.var(source).shape or ()
+    if len(shape) == 4 and shape[2] == -1 and shape[3] > 0 and len(dims) == 3 and dims[2] % shape[3] == 0:
+        shape[2] = dims[2] // shape[3]  # [0, 0, -1, D] of a known hidden size (dims[2] < 0 stays unknown)
     if len(dims) != 3 or len(shape) != 4 or shape[2] <= 0:
         raise Decline(f"{slot}'s reshape2 of {source} {list(dims)} to {shape} is no head split into a known "
                       f"head count")
@@ -98,27 +102,32 @@ def _check_merge(block: Block, guard: Guard, sdpa: Operator, perm: Operator, mer
     out = merge.output("Out")[0]
     if sole_writer(block, out) is not merge:
         raise Decline(f"{out} has other writers than the head merge")
-    if guard.kept(sdpa.output("Out")[0]):
-        raise Decline(f"the attention's output {sdpa.output('Out')[0]} is fed or fetched")
     _spare(block, guard, perm, merge)
     if any(guard.kept(n) or block.uses(n) for n in merge.output("XShape")):
         raise Decline(f"the XShape of the head merge {out} is read, fed or fetched")
 
 
-def _absorb_heads(ctx: RewriteContext, *, merge: Operator, perm: Operator, sdpa: Operator) -> bool:
-    """The one rule (module docstring)."""
+def _absorb_heads(ctx: RewriteContext, *, merge: Operator, perm: Operator, sdpa: Operator,
+                  nan: Operator | None = None, zero: Operator | None = None, z: str | None = None) -> bool:
+    """The rule (module docstring); ``zero`` is PyTorch's where(isnan(out), z, out) between the
+    attention and the merge, elementwise, so it runs on the merged layout as well."""
     block, guard = ctx.block, ctx.state
     _check_merge(block, guard, sdpa, perm, merge)
+    if z is not None and (len(block.var(z).shape or ()) > 3 or any(d != 1 for d in block.var(z).shape or ())):
+        raise Decline(f"the value {z} that replaces NaN outputs is not one element")
     (q, q_heads, q_ops), (k, k_heads, k_ops), (v, _, v_ops) = (
         _split_heads(ctx, guard, sdpa, slot) for slot in ("Q", "K", "V"))
-    spent = [sdpa.output("Out")[0], *perm.output_names(), *merge.output("XShape")]
-    out = merge.output("Out")[0]
+    last, out = zero or sdpa, merge.output("Out")[0]
+    spent = [last.output("Out")[0], *perm.output_names(), *merge.output("XShape")]
     for op in (merge, perm, *q_ops, *k_ops, *v_ops):
         spent += [n for n in op.output_names() if n not in spent and n != out]
         block.remove_op(op)
     for slot, source in (("Q", q), ("K", k), ("V", v)):
         sdpa.set_input(slot, [source])
-    sdpa.set_output("Out", [out])
+    if nan is not None:
+        for name in (sdpa.output("Out")[0], nan.output("Out")[0]):
+            block.var(name).set_shape(block.var(out).shape or ())
+    last.set_output("Out", [out])
     sdpa.set_attr("q_num_heads", q_heads)
     sdpa.set_attr("kv_num_heads", k_heads)
     remove_unused_vars(block, spent, guard)
@@ -129,6 +138,10 @@ RULES = Rules([
     # reshape2(transpose2(sdpa(transpose2(reshape2(x_q)), ...))) -> sdpa(x_q, x_k, x_v) sequence-major
     Rule(pattern("merge:reshape2(X=perm:transpose2(X=sdpa:scaled_dot_product_attention(Q=_, K=_, V=_, ...)))"),
          _absorb_heads, "attention head split + merge -> sequence-major attention", in_place=True),
+    # the same with where(isnan(out), z, out) before the merge (PyTorch's sdpa exports)
+    Rule(pattern("merge:reshape2(X=perm:transpose2(X=zero:where(Condition=nan:isnan(X=sdpa:scaled_dot_product_attention("
+                 "Q=_, K=_, V=_, ...)), X=z, Y=sdpa)))"),
+         _absorb_heads, "attention head split + zeroed NaN + merge -> sequence-major attention", in_place=True),
 ])
 
 

@@ -6,7 +6,8 @@ import pytest
 
 import halfway
 from halfway import layers
-from halfway.ir.builder import append_op
+from halfway.ir.builder import append_op, create_parameter
+from halfway.ir.initializers import Constant
 from halfway.passes import PassManager, collect_near_misses
 from tests.passcheck import fuse_and_compare, op_types
 
@@ -22,8 +23,9 @@ def _split(x, shape, perm=(0, 2, 1, 3)):
 
 
 def _program(q_shape=(0, 0, H, D), kv_heads=H, merge_shape=(0, 0, -1), merge_perm=(0, 2, 1, 3), q_perm=(0, 2, 1, 3),
-             v_split=True, read_q=False, q_hidden=H * D):
-    """[B, S, H * D] projections split into heads, attention with a mask, the heads merged."""
+             v_split=True, read_q=False, q_hidden=H * D, zero_shape=None):
+    """[B, S, H * D] projections split into heads, attention with a mask, NaN outputs zeroed where
+    ``zero_shape`` is given, the heads merged."""
     prog = halfway.Program()
     with halfway.program_guard(prog):
         xq = layers.data("xq", [B, S, q_hidden])
@@ -33,9 +35,12 @@ def _program(q_shape=(0, 0, H, D), kv_heads=H, merge_shape=(0, 0, -1), merge_per
         v = _split(xv, (0, 0, kv_heads, D)) if v_split else layers.data("v", [B, kv_heads, S, D])
         inputs = {"Q": q, "K": k, "V": v, "Mask": layers.data("mask", [B, 1, S, S])}
         out = _one("scaled_dot_product_attention", inputs, scale=0.3)
+        if zero_shape is not None:
+            zero = create_parameter("zero", list(zero_shape), initializer=Constant(0.0))
+            out = _one("where", {"Condition": _one("isnan", {"X": out}), "X": zero, "Y": out})
         merged = _one("reshape2", {"X": _one("transpose2", {"X": out}, axis=list(merge_perm))}, shape=list(merge_shape))
         fetches = [merged.name] + ([_one("relu", {"X": q}).name] if read_q else [])
-    return prog, halfway.Scope(), fetches
+    return prog, halfway.init_scope(prog, seed=1), fetches
 
 
 def _numpy_attention(feed, kv_heads):
@@ -47,17 +52,20 @@ def _numpy_attention(feed, kv_heads):
     return (probs / probs.sum(-1, keepdims=True) @ v).transpose(0, 2, 1, 3).reshape(B, S, H * D)
 
 
-@pytest.mark.parametrize("q_shape, kv_heads, merge_shape", [
-    ((0, 0, H, D), H, (0, 0, -1)),
-    ((-1, S, H, D), 1, (-1, S, H * D)),  # dynamo's views; grouped-query keys
+@pytest.mark.parametrize("q_shape, kv_heads, merge_shape, zero_shape", [
+    ((0, 0, H, D), H, (0, 0, -1), None),
+    ((-1, S, H, D), 1, (-1, S, H * D), None),  # dynamo's views; grouped-query keys
+    ((0, 0, -1, D), H, (0, 0, H * D), ()),  # the head count from the known hidden size; NaN outputs zeroed
 ])
-def test_head_split_and_merge_go_into_the_attention(q_shape, kv_heads, merge_shape):
-    prog, scope, fetches = _program(q_shape, kv_heads, merge_shape)
+def test_head_split_and_merge_go_into_the_attention(q_shape, kv_heads, merge_shape, zero_shape):
+    prog, scope, fetches = _program(q_shape, kv_heads, merge_shape, zero_shape=zero_shape)
     result = fuse_and_compare(prog, scope, "fuse_attention_heads", fetches)
-    assert op_types(result.program) == {"scaled_dot_product_attention": 1}
-    (sdpa,) = result.program.global_block().ops
+    zeroed = {"isnan": 1, "where": 1} if zero_shape is not None else {}
+    assert op_types(result.program) == {"scaled_dot_product_attention": 1, **zeroed}
+    sdpa = result.program.global_block().ops[0]
     assert (sdpa.attr("q_num_heads"), sdpa.attr("kv_num_heads")) == (H, kv_heads)
-    assert [sdpa.input(s)[0] for s in ("Q", "K", "V")] == ["xq", "xk", "xv"] and sdpa.output("Out") == tuple(fetches)
+    assert [sdpa.input(s)[0] for s in ("Q", "K", "V")] == ["xq", "xk", "xv"]
+    assert result.program.global_block().ops[-1].output("Out") == tuple(fetches)
     rng = np.random.default_rng(3)
     feed = {n: rng.standard_normal(prog.global_block().var(n).shape).astype(np.float32)
             for n in ("xq", "xk", "xv", "mask")}
@@ -68,10 +76,11 @@ def test_head_split_and_merge_go_into_the_attention(q_shape, kv_heads, merge_sha
 @pytest.mark.parametrize("kwargs, reason", [
     ({"merge_perm": (0, 1, 2, 3), "merge_shape": (0, 0, -1)}, "is transposed by [0, 1, 2, 3]"),
     ({"q_shape": (0, 0, D, H), "q_perm": (0, 3, 1, 2)}, "is not written by one transpose2 (0, 2, 1, 3)"),
-    ({"q_shape": (0, 0, -1, D)}, "no head split into a known head count"),
+    ({"q_shape": (0, 0, -1, D), "q_hidden": -1}, "no head split into a known head count"),
     ({"q_shape": (-1, S, H, D), "q_hidden": -1}, "does not keep [batch, sequence]"),
     ({"v_split": False}, "V v is not written by one transpose2"),
     ({"read_q": True}, "is read elsewhere"),
+    ({"zero_shape": (D,)}, "is not one element"),
 ])
 def test_near_misses_say_why(kwargs, reason):
     prog, scope, fetches = _program(**kwargs)

@@ -201,3 +201,25 @@ def test_skip_layer_norm_exports_with_its_sum(opset, contrib):
     types = {t for _, t in _node_types(exported)}
     assert ("SkipLayerNormalization" in types) == contrib
     assert ("LayerNormalization" in types) == (opset >= 17 and not contrib)
+
+
+@pytest.mark.parametrize("opset, contrib", [(17, False), (23, False), (17, True)])
+def test_sequence_major_attention_exports(opset, contrib):
+    """Attention on [B, S, H * D]: the decomposition with its heads split and merged, Attention's
+    3-D form, MultiHeadAttention on the projections as they are."""
+    from tests.test_attention_heads import _program
+
+    program, scope, fetches = _program()
+    fused = halfway.PassManager("fuse_attention_heads").run(program, scope, fetch=fetches)
+    (sdpa,) = [op for op in fused.program.global_block().ops if op.type == "scaled_dot_product_attention"]
+    assert sdpa.attr("q_num_heads") > 0
+    feeds = ["xq", "xk", "xv", "mask"]
+    rng = np.random.default_rng(5)
+    inputs = [{n: rng.standard_normal(fused.program.global_block().var(n).shape).astype(np.float32) for n in feeds}]
+    exported = _round_trip(fused.program, fused.scope, feeds, fetches, inputs,
+                           _halfway_outputs(fused.program, fused.scope, feeds, fetches, inputs), opset=opset,
+                           contrib=contrib)
+    attention = [n for n in exported.graph.node if n.op_type in ("Attention", "MultiHeadAttention", "Softmax")]
+    assert [n.op_type for n in attention] == ["MultiHeadAttention" if contrib else
+                                              "Attention" if opset >= 23 else "Softmax"]
+    assert not contrib or not {n.op_type for n in exported.graph.node} & {"Reshape", "Transpose"}
