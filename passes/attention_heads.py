@@ -35,21 +35,12 @@ from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.passes.base import PassResult, register_pass
 from halfway.passes.pattern import pattern
-from halfway.passes.rewire import Guard, remove_unused_vars, sole_writer, written_between
+from halfway.passes.rewire import Guard, remove_unused_vars, sole_writer, spare, written_between
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
 __all__ = ["RULES", "fuse_attention_heads"]
 
 _HEADS_SWAP = [0, 2, 1, 3]
-
-
-def _spare(block: Block, guard: Guard, op: Operator, reader: Operator) -> None:
-    """Decline unless ``op``'s Out is read once, by ``reader``, and its other outputs by nobody."""
-    out = op.output("Out")[0]
-    others = [n for n in op.output_names() if n != out]
-    if guard.kept(out) or [u[0] for u in block.uses(out)] != [reader] or any(guard.kept(n) or block.uses(n)
-                                                                               for n in others):
-        raise Decline(f"{out} (or the XShape of its {op.type}) is read elsewhere, fed or fetched")
 
 
 def _keeps_lead(shape: Sequence[int], source: Sequence[int], joined: int) -> bool:
@@ -83,8 +74,8 @@ def _split_heads(ctx: RewriteContext, guard: Guard, sdpa: Operator, slot: str) -
                       f"head count")
     if shape[3] == 0 or not _keeps_lead(shape, dims, shape[2] * shape[3] if shape[3] > 0 else -1):
         raise Decline(f"{slot}'s reshape2 of {source} {list(dims)} to {shape} does not keep [batch, sequence]")
-    _spare(block, guard, perm, sdpa)
-    _spare(block, guard, split, perm)
+    spare(block, guard, perm, sdpa)
+    spare(block, guard, split, perm)
     if written_between(block, source, split, sdpa):
         raise Decline(f"{source} is written again between {slot}'s head split and the attention")
     return source, shape[2], [split, perm]
@@ -102,7 +93,7 @@ def _check_merge(block: Block, guard: Guard, sdpa: Operator, perm: Operator, mer
     out = merge.output("Out")[0]
     if sole_writer(block, out) is not merge:
         raise Decline(f"{out} has other writers than the head merge")
-    _spare(block, guard, perm, merge)
+    spare(block, guard, perm, merge)
     if any(guard.kept(n) or block.uses(n) for n in merge.output("XShape")):
         raise Decline(f"the XShape of the head merge {out} is read, fed or fetched")
 

@@ -34,7 +34,7 @@ from halfway.ir.scope import Scope
 from halfway.passes.base import PassResult, register_pass
 from halfway.passes.dims import DimTable, probe_dims
 from halfway.passes.pattern import pattern
-from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
+from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, spare, written_between
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
 __all__ = ["RULES", "simplify_layout"]
@@ -55,15 +55,6 @@ class _State:
 def _in_block_0(ctx: RewriteContext) -> None:
     if ctx.block.idx != 0:
         raise Decline("the layout rules rewrite block 0 only (the dims are block 0's)")
-
-
-def _spare(block: Block, guard: Guard, op: Operator, reader: Operator) -> None:
-    """Decline unless ``op``'s Out is read by ``reader`` alone and its other outputs by nobody."""
-    out = op.output("Out")[0]
-    others = [n for n in op.output_names() if n != out]
-    if guard.kept(out) or [u[0] for u in block.uses(out)] != [reader] or any(guard.kept(n) or block.uses(n)
-                                                                               for n in others):
-        raise Decline(f"{out} or another output of {op.type} is read elsewhere or kept")
 
 
 def _retarget(block: Block, op: Operator, source: str) -> None:
@@ -102,7 +93,7 @@ def _merge_transposes(ctx: RewriteContext, *, outer: Operator, inner: Operator, 
     """Rule 2."""
     _in_block_0(ctx)
     block, guard = ctx.block, ctx.state.guard
-    _spare(block, guard, inner, outer)
+    spare(block, guard, inner, outer)
     if written_between(block, x, inner, outer):
         raise Decline(f"{x} is written between the two transpose2 ops")
     perm = _composed(inner.attr("axis"), outer.attr("axis"))
@@ -123,8 +114,8 @@ def _lift_transpose(ctx: RewriteContext, *, split: Operator, perm: Operator, mer
     """Rule 3."""
     _in_block_0(ctx)
     block, state = ctx.block, ctx.state
-    _spare(block, state.guard, merge, perm)
-    _spare(block, state.guard, perm, split)
+    spare(block, state.guard, merge, perm)
+    spare(block, state.guard, perm, split)
     p = [int(a) for a in perm.attr("axis")]
     dims = [state.dims.dims_of(n) for n in (x, merge.output("Out")[0], split.output("Out")[0])]
     if any(d is None for d in dims) or not p or p[0] != 0:
@@ -150,7 +141,7 @@ def _sink_transposes(ctx: RewriteContext, *, outer: Operator, binary: Operator, 
     """Rule 4."""
     _in_block_0(ctx)
     block, guard = ctx.block, ctx.state.guard
-    _spare(block, guard, binary, outer)
+    spare(block, guard, binary, outer)
     writers = [sole_writer(block, n) for n in (a, b)]
     if any(w is None or w.type != "transpose2" for w in writers):
         raise Decline(f"{a} and {b} are not both written by one transpose2")
@@ -177,7 +168,7 @@ def _skip_expand(ctx: RewriteContext, *, binary: Operator, expand: Operator, x: 
     """Rule 5."""
     _in_block_0(ctx)
     block, state = ctx.block, ctx.state
-    _spare(block, state.guard, expand, binary)
+    spare(block, state.guard, expand, binary)
     x_dims, c_dims, out_dims = (state.dims.dims_of(n) for n in (x, c, binary.output("Out")[0]))
     if x_dims is None or c_dims is None or out_dims != x_dims or binary.attr("axis") != -1:
         raise Decline("the dims are unknown, the output is wider than x, or the op broadcasts by axis")

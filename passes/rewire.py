@@ -18,7 +18,7 @@ from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.passes.rewrite import Decline
 
-__all__ = ["Guard", "bypass", "sole_writer", "written_between", "remove_unused_vars"]
+__all__ = ["Guard", "bypass", "sole_writer", "spare", "written_between", "remove_unused_vars"]
 
 
 @attrs.frozen
@@ -59,6 +59,15 @@ def sole_writer(block: Block, name: str) -> Operator | None:
     """The op writing ``name`` if exactly one op of ``block`` writes it, exactly once."""
     places = block.producers(name)
     return places[0][0] if len(places) == 1 else None
+
+
+def spare(block: Block, guard: Guard, op: Operator, reader: Operator) -> None:
+    """Decline unless ``op``'s Out is read by ``reader`` alone and its other outputs by nobody."""
+    out = op.output("Out")[0]
+    others = [n for n in op.output_names() if n != out]
+    if guard.kept(out) or [u[0] for u in block.uses(out)] != [reader] or any(guard.kept(n) or block.uses(n)
+                                                                               for n in others):
+        raise Decline(f"{out} or another output of {op.type} is read elsewhere or kept")
 
 
 def written_between(block: Block, name: str, start: Operator, stop: Operator | None = None) -> bool:
