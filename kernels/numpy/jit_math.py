@@ -5,7 +5,7 @@ operation of their formulas (ten or more for GELU); these read and write each el
 Each element is computed in float64 and rounded once, so the loops are as precise as the family
 rows' numpy math (``halfway.ir.ops.numpy_math``) in the tails: exact GELU takes erf from Eigen's
 rational fit where ``1 + erf`` does not cancel (x >= -2) and ``numpy_math.erfc``'s fit below;
-sigmoid goes through exp(-|x|). numpy's error model (a division by zero gives inf, as numpy's,
+sigmoid goes through exp(-|x|), a call-free polynomial (``_exp_negative``) so the loops vectorise. numpy's error model (a division by zero gives inf, as numpy's,
 rather than raising): Python's checks each division and keeps LLVM from vectorising the loops
 (5-15x slower).
 Loaded through ``halfway.kernels.numpy.jit``, which is where they are used.
@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, uint64
+from numba import njit, types
+from numba.extending import intrinsic
 
 from halfway.ir.ops.numpy_math import ERF_P, ERF_Q, ERFC_COEFFS
 
@@ -26,10 +27,8 @@ _P, _Q, _C = ERF_P, ERF_Q, ERFC_COEFFS
 _CHUNK = 1024
 _LOG2_E, _LN2_HIGH, _LN2_LOW = 1.4426950408889634, 0.6931471803691238, 1.9082149292705877e-10
 _EXP_LOWEST = 150.0
-_POWER_OFFSET = 217
-_POWERS_OF_2 = 2.0 ** np.arange(-_POWER_OFFSET, 1, dtype=np.float64)
-"""2^k for k from -217 (below exp(-150)'s) to 0."""
-_INVERSE_FACTORIALS = tuple(1.0 / math.factorial(n) for n in range(12))
+_EXP_DEGREE = 8
+_INVERSE_FACTORIALS = tuple(1.0 / math.factorial(n) for n in range(_EXP_DEGREE + 1))
 _SQRT_HALF = math.sqrt(0.5)
 _TWO_SQRT_2_OVER_PI = 2 * math.sqrt(2 / math.pi)
 
@@ -44,12 +43,6 @@ def _erf(z):  # pragma: no cover - compiled
     return z * p / q
 
 
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _sigmoid(v):  # pragma: no cover - compiled
-    e = math.exp(-abs(v))
-    return 1.0 / (1.0 + e) if v >= 0 else e / (1.0 + e)
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def gelu_erf(out, x):  # pragma: no cover - compiled
     """A loop without calls, so that it vectorises, over all but the tail: it keeps x where
@@ -62,19 +55,29 @@ def gelu_erf(out, x):  # pragma: no cover - compiled
     _gelu_tail(out)
 
 
+@intrinsic
+def _float64_bits(typingctx, bits):  # pragma: no cover - compiled
+    """The float64 whose IEEE bits are the int64 ``bits`` (a register move, which vectorises)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+
+    return types.float64(types.int64), codegen
+
+
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _exp_negative(y):  # pragma: no cover - compiled
-    """exp(y) for y <= 0 without a call, so that loops of it vectorise: 2^k e^r with
+    """exp(y) for y <= 0 without a call or a table, so that loops of it vectorise: 2^k e^r with
     r = y - k ln 2 in [-ln 2 / 2, ln 2 / 2] (ln 2 in two parts), e^r by its Taylor series to
-    r^11 (relative error below 1e-14) and 2^k from a table; y below -_EXP_LOWEST gives exp of
-    that (1e-65, beyond float32)."""
+    r^8 (relative error below 3e-10, far below float32's rounding) and 2^k made from its
+    exponent bits; y below -_EXP_LOWEST gives exp of that (1e-65, beyond float32)."""
     y = (y if y < 0.0 else 0.0) if y > -_EXP_LOWEST else -_EXP_LOWEST
     k = math.floor(y * _LOG2_E + 0.5)
     r = (y - k * _LN2_HIGH) - k * _LN2_LOW
-    p = _INVERSE_FACTORIALS[11]
-    for n in range(10, -1, -1):
+    p = _INVERSE_FACTORIALS[_EXP_DEGREE]
+    for n in range(_EXP_DEGREE - 1, -1, -1):
         p = p * r + _INVERSE_FACTORIALS[n]
-    return p * _POWERS_OF_2[uint64(k + _POWER_OFFSET)]
+    return p * _float64_bits((np.int64(k) + 1023) << 52)
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
@@ -105,6 +108,12 @@ def _gelu_tail(out):  # pragma: no cover - compiled
             values[j] = 0.5 * v * _erfc(-v * _SQRT_HALF)
         for j in range(count):
             out[where[j]] = values[j]
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _sigmoid(v):  # pragma: no cover - compiled
+    e = _exp_negative(-abs(v))
+    return 1.0 / (1.0 + e) if v >= 0 else e / (1.0 + e)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
