@@ -11,9 +11,10 @@ Rules (applied until nothing matches, so the steps chain):
 3. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
 4. fused_conv2d without activation + activation -> fused_conv2d with it.
 
-The activations are the family rows marked absorbable (``halfway.ir.ops.families``); each row
-says how its attrs map to fuse_alpha / fuse_beta (``halfway.ir.ops.family.fused_params``). An
-activation whose attrs no pair expresses is left alone.
+The activations are the family rows marked absorbable (``halfway.ir.ops.families``), and silu as
+swish at beta 1; each row says how its attrs map to fuse_alpha / fuse_beta
+(``halfway.ir.ops.family.fused_params``). An activation whose attrs no pair expresses is left
+alone.
 """
 
 from __future__ import annotations
@@ -29,14 +30,20 @@ __all__ = ["RULES", "fused_activation"]
 
 _CONVS = "|".join(CONVS)
 _ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=_, Filter=_, ...)"
-_ACTS = "|".join(absorbable())
+_ALIASES = {"silu": ("swish", {"beta": 1.0})}
+"""Activations the fused conv computes as another absorbable row, with that row's attrs: silu is
+swish at beta 1 (Paddle's fused conv names swish, not silu)."""
+_ACTS = "|".join([*absorbable(), *_ALIASES])
 
 
 def fused_activation(act: Operator) -> tuple[str, float, float] | None:
     """(fuse_activation, fuse_alpha, fuse_beta) computing ``act``, or None if the fused kernel cannot."""
-    row = UNARY.get(act.type)
-    params = fused_params(row, {a.name: act.attr(a.name) for a in row.attrs}) if row is not None else None
-    return (act.type, *params) if params is not None else None
+    name, attrs = _ALIASES.get(act.type, (act.type, None))
+    row = UNARY.get(name)
+    if row is None:
+        return None
+    params = fused_params(row, attrs if attrs is not None else {a.name: act.attr(a.name) for a in row.attrs})
+    return (name, *params) if params is not None else None
 
 
 def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, b: str) -> Operator | Decline:

@@ -70,7 +70,23 @@ def test_arrays_the_loops_do_not_take_run_as_numpy_passes():
     assert not jit.compiled_epilogue(act, True, np.empty((2, 3, 4), np.float32), strided, None, None)
     got, want = _both((4,), ("relu", 0.0, 0.0), np.empty((2, 3, 4), np.float32), _values((4,)), None, strided)
     np.testing.assert_array_equal(got, want)
-    assert jit.compiled_activation("sigmoid", {}) is None
+    assert jit.compiled_activation("mish", {}) is None
+
+
+@pytest.mark.parametrize("act, beta", [("sigmoid", None), ("swish", 1.0), ("swish", 0.35)])
+@pytest.mark.parametrize("shape, bias_shape", [((2, 5, 4, 6), (5, 1, 1)), ((6, 7), (7,))])
+def test_sigmoid_and_swish_epilogues_match_their_float64_formulas(act, beta, shape, bias_shape):
+    """sigmoid(sum) and sum * sigmoid(beta * sum), the sum in float32 as numpy's, against float64."""
+    out, residual, bias = _values(shape), _values(shape), _values((shape[-1] if len(shape) == 2 else shape[1],))
+    epilogue = make_epilogue(bias_shape, act, beta or 0.0)
+    assert epilogue.compiled is not None
+    got = out.copy()
+    assert epilogue(got, bias, residual) is got
+    total = ((out + bias.reshape(bias_shape)) + residual).astype(np.float64)
+    gate = 1 / (1 + np.exp(-total * np.float64(np.float32(beta or 1.0))))
+    want = gate if act == "sigmoid" else total * gate
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-30)
+    assert np.array_equal(np.isnan(got), np.isnan(total))
 
 
 def test_halfway_jit_0_turns_the_loops_off():

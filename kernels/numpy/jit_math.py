@@ -21,7 +21,7 @@ from numba.extending import intrinsic
 
 from halfway.ir.ops.numpy_math import ERF_P, ERF_Q, ERFC_COEFFS
 
-__all__ = ["gelu_erf", "gelu_tanh", "sigmoid", "silu"]
+__all__ = ["gelu_erf", "gelu_tanh", "logistic", "sigmoid", "silu"]
 
 _P, _Q, _C = ERF_P, ERF_Q, ERFC_COEFFS
 _CHUNK = 1024
@@ -70,8 +70,8 @@ def _exp_negative(y):  # pragma: no cover - compiled
     """exp(y) for y <= 0 without a call or a table, so that loops of it vectorise: 2^k e^r with
     r = y - k ln 2 in [-ln 2 / 2, ln 2 / 2] (ln 2 in two parts), e^r by its Taylor series to
     r^8 (relative error below 3e-10, far below float32's rounding) and 2^k made from its
-    exponent bits; y below -_EXP_LOWEST gives exp of that (1e-65, beyond float32)."""
-    y = (y if y < 0.0 else 0.0) if y > -_EXP_LOWEST else -_EXP_LOWEST
+    exponent bits; y below -_EXP_LOWEST gives exp of that (1e-65, beyond float32), NaN gives NaN."""
+    y = -_EXP_LOWEST if y < -_EXP_LOWEST else (0.0 if y > 0.0 else y)  # NaN kept
     k = math.floor(y * _LOG2_E + 0.5)
     r = (y - k * _LN2_HIGH) - k * _LN2_LOW
     p = _INVERSE_FACTORIALS[_EXP_DEGREE]
@@ -111,7 +111,8 @@ def _gelu_tail(out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _sigmoid(v):  # pragma: no cover - compiled
+def logistic(v):  # pragma: no cover - compiled
+    """The sigmoid of one float64, for the loops here and ``jit_epilogue``'s."""
     e = _exp_negative(-abs(v))
     return 1.0 / (1.0 + e) if v >= 0 else e / (1.0 + e)
 
@@ -121,17 +122,17 @@ def gelu_tanh(out, x):  # pragma: no cover - compiled
     """0.5 x (1 + tanh(u)) written x * sigmoid(2u), as ``numpy_math.gelu``."""
     for i in range(x.size):
         v = float(x[i])
-        out[i] = v * _sigmoid(_TWO_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
+        out[i] = v * logistic(_TWO_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def sigmoid(out, x):  # pragma: no cover - compiled
     for i in range(x.size):
-        out[i] = _sigmoid(float(x[i]))
+        out[i] = logistic(float(x[i]))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def silu(out, x):  # pragma: no cover - compiled
     for i in range(x.size):
         v = float(x[i])
-        out[i] = v * _sigmoid(v)
+        out[i] = v * logistic(v)
