@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from halfway.ir.ops import numpy_math
 from halfway.kernels.numpy import jit
 from halfway.kernels.numpy.conv import make_epilogue
 
@@ -247,4 +248,26 @@ def test_gelu_loops_match_the_float64_formulas_densely(approximate):
     tiny = np.abs(want) < 1e-37  # beyond float32's normal range
     np.testing.assert_allclose(out[~tiny].astype(np.float64), want[~tiny], rtol=1e-6)
     assert np.all(np.abs(out[tiny]) < 1e-37)
+    assert run(x, x) and np.array_equal(x, out, equal_nan=True)
+
+
+@pytest.mark.parametrize("op_type", ["sigmoid", "silu"])
+def test_sigmoid_and_silu_loops_match_float64_densely(op_type):
+    """The compiled loops against 1 / (1 + exp(-x)) in float64 over [-110, 90]: exp's polynomial
+    through the whole float32 range, results below float32's normal range tiny; NaN and both
+    infinities as the numpy rows'; in place too."""
+    x = np.concatenate([np.linspace(-110, 90, 400_001), [np.nan, np.inf, -np.inf]]).astype(np.float32)
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gate = 1 / (1 + np.exp(-wide))
+        want = gate if op_type == "sigmoid" else wide * gate
+    run = jit.compiled_unary(op_type, {})
+    out = np.empty_like(x)
+    assert run(out, x)
+    finite = np.isfinite(want)
+    tiny = finite & (np.abs(want) < 1e-37)
+    np.testing.assert_allclose(out[finite & ~tiny].astype(np.float64), want[finite & ~tiny], rtol=1e-6)
+    assert np.all(np.abs(out[tiny]) < 1e-37)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out[-3:], getattr(numpy_math, op_type)(x[-3:]))  # numpy's: silu(-inf) NaN
     assert run(x, x) and np.array_equal(x, out, equal_nan=True)

@@ -70,14 +70,16 @@ def _exp_negative(y):  # pragma: no cover - compiled
     """exp(y) for y <= 0 without a call or a table, so that loops of it vectorise: 2^k e^r with
     r = y - k ln 2 in [-ln 2 / 2, ln 2 / 2] (ln 2 in two parts), e^r by its Taylor series to
     r^8 (relative error below 3e-10, far below float32's rounding) and 2^k made from its
-    exponent bits; y below -_EXP_LOWEST gives exp of that (1e-65, beyond float32), NaN gives NaN."""
-    y = -_EXP_LOWEST if y < -_EXP_LOWEST else (0.0 if y > 0.0 else y)  # NaN kept
+    exponent bits; y below -_EXP_LOWEST gives 0 (as exp(-inf): silu(-inf) is NaN, as numpy's
+    -inf * 0), NaN gives NaN."""
+    low = y < -_EXP_LOWEST
+    y = -_EXP_LOWEST if low else (0.0 if y > 0.0 else y)  # NaN kept
     k = math.floor(y * _LOG2_E + 0.5)
     r = (y - k * _LN2_HIGH) - k * _LN2_LOW
     p = _INVERSE_FACTORIALS[_EXP_DEGREE]
     for n in range(_EXP_DEGREE - 1, -1, -1):
         p = p * r + _INVERSE_FACTORIALS[n]
-    return p * _float64_bits((np.int64(k) + 1023) << 52)
+    return 0.0 if low else p * _float64_bits((np.int64(k) + 1023) << 52)
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
