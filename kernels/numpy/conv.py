@@ -89,9 +89,7 @@ class Epilogue(NamedTuple):
     ``bias_shape`` broadcasts Bias[C] against the output (e.g. ``(C, 1, 1)`` for NCHW). Without
     ``source`` the epilogue works on ``out``'s own values. With ``compiled`` (numba installed, an
     activation its loops know) it is one compiled pass (``halfway.kernels.numpy.jit``), else one
-    numpy pass per term; where numpy needs one pass anyway (a bias or a residual alone, no
-    activation) numpy's, which vectorises wider and costs less to call (2x faster on an fc's
-    [128, 768] output).
+    numpy pass per term.
     """
 
     activation: Activation | None
@@ -100,9 +98,8 @@ class Epilogue(NamedTuple):
 
     def __call__(self, out: np.ndarray, bias: np.ndarray | None = None, residual: np.ndarray | None = None,
                  source: np.ndarray | None = None) -> np.ndarray:
-        one_pass = self.activation is None and (residual is None or (source is None and bias is None))
-        if self.compiled is not None and not one_pass and compiled_epilogue(
-                self.compiled, len(self.bias_shape) == 1, out, out if source is None else source, bias, residual):
+        if self.compiled is not None and compiled_epilogue(self.compiled, len(self.bias_shape) == 1, out, source,
+                                                           bias, residual):
             return out
         if source is not None and bias is not None:
             np.add(source, bias.reshape(self.bias_shape), out=out)

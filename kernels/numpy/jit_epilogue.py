@@ -4,6 +4,9 @@ sigmoid and swish, their float64 formulas rounded once as ``jit_math``'s loops, 
 (``finish``) a row at a time, while it is in cache (here and in ``jit_windows``). numpy's error model, as
 ``jit_math``'s, so that their divisions vectorise.
 
+``source`` None means ``out`` itself: given ``out`` twice, LLVM's run-time overlap check would
+send the loops down their scalar paths.
+
 Every loop is a module-level function, so numba's on-disk cache finds it again in the next
 process (a loop defined in a function and calling another compiled function gets a new cache
 key in every process, as the callee's identity is part of its closure).
@@ -58,8 +61,9 @@ def finish(values, code, alpha):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
-    """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``."""
+    """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``; ``source`` None: ``out``'s."""
     images, channels, rows, cols = out.shape
+    source = out if source is None else source
     for n in range(images):
         for c in range(channels):
             b = bias[c] if bias is not None else zero
@@ -77,8 +81,9 @@ def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no c
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
-    """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``."""
+    """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``; ``source`` None: ``out``'s."""
     rows, channels = out.shape
+    source = out if source is None else source
     for m in range(rows):
         for c in range(channels):
             v = source[m, c]
