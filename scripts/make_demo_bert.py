@@ -53,9 +53,9 @@ class _Graph:
     """Collects nodes and initializers, naming them as PyTorch's exporter names a module's."""
 
     def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self.rng = rng
 
     def node(self, op_type: str, inputs: list[str], name: str, **attrs: object) -> str:
         """Append ``op_type`` named ``name``; returns its output, ``{name}_output_0``."""
