@@ -39,10 +39,10 @@ from halfway.report.tables import error_text, human_bytes, milliseconds, percent
 __all__ = ["DEMO_MODEL", "DEMO_MODELS", "DemoModel", "demo_model_path", "demo_inputs", "run_demo", "DemoRow",
            "ModelSummary"]
 
-DEMO_MODELS = {"demo_resnet18.onnx": SEQUENCE, "demo_bert.onnx": 128}
+DEMO_MODEL = "demo_resnet18.onnx"
+DEMO_MODELS = {DEMO_MODEL: SEQUENCE, "demo_bert.onnx": 128}
 """The models shipped as package data, in the table's order: the tokens per row of their inputs
 (for a text model)."""
-DEMO_MODEL = "demo_resnet18.onnx"
 
 FUSED_OPS = {"scaled_dot_product_attention": "attention", "layer_norm": "layer_norm", "rms_norm": "rms_norm",
              "gelu": "gelu", "fused_conv2d": "conv", "fc": "fc"}

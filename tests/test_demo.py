@@ -14,13 +14,12 @@ import pytest
 
 from halfway.commands.execution import prepare
 from halfway.commands.modelfile import load_model
-from halfway.demo import DEMO_MODELS, demo_inputs, demo_model_path
+from halfway.demo import DEMO_MODEL, DEMO_MODELS, demo_inputs, demo_model_path
 from halfway.executor.place import CPUPlace
 from halfway.ir.errors import HalfwayError
 from tests.clirun import DEMO_BERT, DEMO_ONNX, RESNET_TINY, ROOT, halfway, halfway_json, proto_op_types
 
 SEQUENCE = DEMO_MODELS[DEMO_BERT.name]
-DEMO_MODEL_CNN = DEMO_ONNX.name
 
 
 def test_the_shipped_model_is_package_data_made_by_its_script(tmp_path):
@@ -102,13 +101,13 @@ def test_the_demo_table_on_every_place(tmp_path):
         if precision == "float32":
             assert row["max_rel_error"] < 1e-4 and row["top1_agreement"] == 1.0 and row["casts_inserted"] == 0
         else:
-            assert 1e-5 < row["max_rel_error"] < 1e-2 and row["top1_agreement"] >= 0.75
+            assert 1e-5 < row["max_rel_error"] < 3e-2 and row["top1_agreement"] >= 0.75
             assert row["casts_inserted"] >= len(graphs[model].output)  # a cast at least for each output
         half, full = (rows[model, "cpu", p]["parameter_bytes"] for p in ("float16", "float32"))
         assert full <= sum(t.ByteSize() for t in graphs[model].initializer) and 0.45 * full < half < 0.55 * full
     assert {m["model"]: m["fused_ops"] for m in report["models"]} == {name: _fused_ops(g) for name, g in graphs.items()}
-    assert all(r["ops_fused"] >= _count(graphs[DEMO_MODEL_CNN], "BatchNormalization")
-               for r in report["rows"] if r["model"] == DEMO_MODEL_CNN)  # every batch norm folds into its conv
+    assert all(r["ops_fused"] >= _count(graphs[DEMO_MODEL], "BatchNormalization")
+               for r in report["rows"] if r["model"] == DEMO_MODEL)  # every batch norm folds into its conv
     _check_against_onnxruntime(rows, tmp_path / DEMO_BERT.stem)
 
 

@@ -1,4 +1,4 @@
-"""``halfway demo``: the main job on the shipped demo model (or any model) in one table."""
+"""``halfway demo``: the main job on the shipped demo models (or any one model) in one table."""
 
 from __future__ import annotations
 
