@@ -44,8 +44,8 @@ DEMO_MODELS = {DEMO_MODEL: SEQUENCE, "demo_bert.onnx": 128}
 """The models shipped as package data, in the table's order: the tokens per row of their inputs
 (for a text model)."""
 
-FUSED_OPS = {"scaled_dot_product_attention": "attention", "layer_norm": "layer_norm", "rms_norm": "rms_norm",
-             "gelu": "gelu", "fused_conv2d": "conv", "fc": "fc"}
+FUSED_OPS = {"scaled_dot_product_attention": "attention", "skip_layer_norm": "skip_layer_norm",
+             "layer_norm": "layer_norm", "rms_norm": "rms_norm", "gelu": "gelu", "fused_conv2d": "conv", "fc": "fc"}
 """The fused ops a summary counts, by op type: its label."""
 
 
