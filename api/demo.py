@@ -1,16 +1,19 @@
-"""The demo: import a CNN, fuse it, transpile it to float16, and run the float32 and float16
+"""The demo: import models, fuse them, transpile them to float16, and run the float32 and float16
 programs on every place, in one table.
 
-The default model ships with halfway (``halfway/data/demo_resnet18.onnx``, written by
-``scripts/make_demo_model.py``): a ResNet-18 at quarter width with seeded weights. Each program
-runs once to warm up, then once on each of K seeded random images: the latency is the median of
-those K timed runs, and the outputs are compared with the model as imported, run in float32 on
-numpy on the same images: max absolute error, max error relative to the largest reference
-magnitude, and how often the top-1 class agrees.
+Two models ship with halfway as package data (``halfway/data/``): ``demo_resnet18.onnx``, a
+ResNet-18 at quarter width with seeded weights (``scripts/make_demo_model.py``), and
+``demo_bert.onnx``, a 4-layer BERT-style encoder and classifier with seeded weights
+(``scripts/make_demo_bert.py``). Each program runs once to warm up, then once on each of K seeded
+inputs (random images; for a text model, padded token batches: ``halfway.commands.tokens``): the
+latency is the median of those K timed runs, and the outputs are compared with the model as
+imported, run in float32 on numpy on the same inputs: max absolute error, max error relative to
+the largest reference magnitude, and how often the top-1 class agrees.
 """
 
 from __future__ import annotations
 
+import collections
 import importlib.resources
 import itertools
 from collections.abc import Sequence
@@ -24,6 +27,7 @@ from halfway.commands.execution import prepare
 from halfway.commands.feeds import random_inputs
 from halfway.commands.measure import Comparison, Timing, compare, time_runs
 from halfway.commands.modelfile import Model, param_bytes, save_model
+from halfway.commands.tokens import SEQUENCE, is_text_model, token_inputs
 from halfway.commands.transpile import ops_fused, run_float16, run_passes
 from halfway.commands.places import place_label
 from halfway.executor import PreparedProgram
@@ -32,18 +36,43 @@ from halfway.ir.errors import HalfwayError
 from halfway.report.console import Output
 from halfway.report.tables import error_text, human_bytes, milliseconds, percent, table
 
-__all__ = ["DEMO_MODEL", "demo_model_path", "run_demo", "DemoRow"]
+__all__ = ["DEMO_MODEL", "DEMO_MODELS", "DemoModel", "demo_model_path", "demo_inputs", "run_demo", "DemoRow",
+           "ModelSummary"]
 
 DEMO_MODEL = "demo_resnet18.onnx"
+DEMO_MODELS = {DEMO_MODEL: SEQUENCE, "demo_bert.onnx": 128}
+"""The models shipped as package data, in the table's order: the tokens per row of their inputs
+(for a text model)."""
+
+FUSED_OPS = {"scaled_dot_product_attention": "attention", "skip_layer_norm": "skip_layer_norm",
+             "layer_norm": "layer_norm", "rms_norm": "rms_norm", "gelu": "gelu", "fused_conv2d": "conv", "fc": "fc"}
+"""The fused ops a summary counts, by op type: its label."""
 
 
-def demo_model_path() -> Path:
-    """The model shipped as package data."""
-    return Path(str(importlib.resources.files("halfway").joinpath("data", DEMO_MODEL)))
+def demo_model_path(name: str = DEMO_MODEL) -> Path:
+    """A model shipped as package data."""
+    return Path(str(importlib.resources.files("halfway").joinpath("data", name)))
+
+
+@frozen
+class DemoModel:
+    """A model as imported, and the tokens per row of its inputs if it is a text model."""
+
+    model: Model
+    sequence: int = SEQUENCE
+
+
+def demo_inputs(model: Model, seed: int, sequence: int = SEQUENCE) -> dict[str, np.ndarray]:
+    """The demo's seeded input ``seed`` for ``model``: a padded token batch for a text model,
+    random values otherwise."""
+    if is_text_model(model.program, model.feed_names):
+        return token_inputs(model.program, model.feed_names, seed, sequence=sequence)
+    return random_inputs(model.program, model.feed_names, seed)
 
 
 @frozen
 class DemoRow:
+    model: str
     place: str
     precision: str
     latency: Timing
@@ -54,10 +83,34 @@ class DemoRow:
     casts_inserted: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"place": self.place, "precision": self.precision, "latency_median_s": self.latency.median,
-                "timed_runs": self.latency.runs, "parameter_bytes": self.parameter_bytes,
-                "activation_peak_bytes": self.activation_peak_bytes, **self.errors.as_dict(),
-                "ops_fused": self.ops_fused, "casts_inserted": self.casts_inserted}
+        return {"model": self.model, "place": self.place, "precision": self.precision,
+                "latency_median_s": self.latency.median, "timed_runs": self.latency.runs,
+                "parameter_bytes": self.parameter_bytes, "activation_peak_bytes": self.activation_peak_bytes,
+                **self.errors.as_dict(), "ops_fused": self.ops_fused, "casts_inserted": self.casts_inserted}
+
+
+@frozen
+class ModelSummary:
+    """One model through the passes: its ops (feeds and fetches aside) as imported, after fusion
+    and in the float16 program, and the fused program's ``FUSED_OPS`` by label."""
+
+    model: str
+    path: str
+    format: str
+    ops_imported: int
+    ops_after_fusion: int
+    ops_float16: int
+    fused_ops: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "path": self.path, "format": self.format, "ops_imported": self.ops_imported,
+                "ops_after_fusion": self.ops_after_fusion, "ops_float16": self.ops_float16,
+                "fused_ops": dict(self.fused_ops)}
+
+    def line(self) -> str:
+        fused = ", ".join(f"{n} {label}" for label, n in self.fused_ops.items())
+        return (f"[bold]{self.model}[/] ({self.format}): {self.ops_imported} ops imported, {self.ops_after_fusion} "
+                f"after fusion{f' ({fused})' if fused else ''}, {self.ops_float16} in the float16 program")
 
 
 @frozen
@@ -70,29 +123,53 @@ class _Variant:
 Feeds = list[dict[str, np.ndarray]]
 
 
-def run_demo(output: Output, model: Model, places: Sequence[Place], *, samples: int = 8, warmup: int = 1,
-             seed: int = 0, out_dir: str | None = None) -> int:
-    """Run the demo of ``model`` (as imported) on ``places``; returns the exit code (1 if some
-    place failed)."""
-    with output.task("fusing (default pass pipeline)"):
+def run_demo(output: Output, models: Sequence[DemoModel], places: Sequence[Place], *, samples: int = 8,
+             warmup: int = 1, seed: int = 0, out_dir: str | None = None) -> int:
+    """Run the demo of each of ``models`` (as imported) on ``places``, in one table; returns the
+    exit code (1 if some place failed). ``out_dir`` gets the fused and float16 programs of one
+    model, or of each in a folder named after it."""
+    summaries, rows, failures = [], [], []
+    for demo in models:
+        save_to = out_dir if out_dir is None or len(models) == 1 else str(Path(out_dir) / Path(demo.model.path).stem)
+        summary, model_rows, model_failures = _demo_model(output, demo, places, samples, warmup, seed, save_to)
+        summaries.append(summary)
+        rows += model_rows
+        failures += model_failures
+    _print(output, summaries, places, rows, failures, samples)
+    return 1 if failures else 0
+
+
+def _demo_model(output: Output, demo: DemoModel, places: Sequence[Place], samples: int, warmup: int, seed: int,
+                out_dir: str | None) -> tuple[ModelSummary, list[DemoRow], list[str]]:
+    """The summary, rows and failures of one model."""
+    model, name = demo.model, Path(demo.model.path).name
+    with output.task(f"fusing {name} (default pass pipeline)"):
         fused, pipeline = run_passes(model, None)
-    with output.task("transpiling to float16"):
+    with output.task(f"transpiling {name} to float16"):
         half, report = run_float16(fused)
     if out_dir is not None:
         _save_pair(out_dir, fused, half)
-    feeds = [random_inputs(model.program, model.feed_names, seed + i) for i in range(samples)]
+    feeds = [demo_inputs(model, seed + i, demo.sequence) for i in range(samples)]
     imported = _Variant("float32", model, 0)
-    *_, reference = _timed_runs(output, "float32 reference (as imported)", imported, CPUPlace(), feeds, warmup)
+    *_, reference = _timed_runs(output, f"{name} float32 reference (as imported)", imported, CPUPlace(), feeds,
+                                warmup)
     variants = [_Variant("float32", fused, 0), _Variant("float16", half, len(report.casts))]
     rows, failures = [], []
     for place in places:
         for variant in variants:
             try:
-                rows.append(_row(output, place, variant, feeds, reference, ops_fused(pipeline), warmup))
+                rows.append(_row(output, name, place, variant, feeds, reference, ops_fused(pipeline), warmup))
             except HalfwayError as e:
-                failures.append(f"{place_label(place)} {variant.precision}: {e}")
-    _print(output, model, fused, half, places, rows, failures, samples)
-    return 1 if failures else 0
+                failures.append(f"{name} {place_label(place)} {variant.precision}: {e}")
+    return _summary(model, fused, half), rows, failures
+
+
+def _summary(model: Model, fused: Model, half: Model) -> ModelSummary:
+    counts = [collections.Counter(op.type for op in m.program.all_ops() if op.type not in ("feed", "fetch"))
+              for m in (model, fused, half)]
+    imported, after, float16 = (sum(c.values()) for c in counts)
+    found = {label: counts[1][op_type] for op_type, label in FUSED_OPS.items() if counts[1][op_type]}
+    return ModelSummary(Path(model.path).name, model.path, model.format, imported, after, float16, found)
 
 
 def _save_pair(out_dir: str, fused: Model, half: Model) -> None:
@@ -118,13 +195,13 @@ def _timed_runs(output: Output, what: str, variant: _Variant, place: Place, feed
     return prepared, timing, results[warmup:]
 
 
-def _row(output: Output, place: Place, variant: _Variant, feeds: Feeds, reference: list[list[np.ndarray]],
-         fused: int, warmup: int) -> DemoRow:
-    prepared, timing, results = _timed_runs(output, variant.precision, variant, place, feeds, warmup)
+def _row(output: Output, name: str, place: Place, variant: _Variant, feeds: Feeds,
+         reference: list[list[np.ndarray]], fused: int, warmup: int) -> DemoRow:
+    prepared, timing, results = _timed_runs(output, f"{name} {variant.precision}", variant, place, feeds, warmup)
     model = variant.model
-    errors = _worst([compare([r[i] for r in reference], [o[i] for o in results], name)
-                     for i, name in enumerate(model.fetch_names)])
-    return DemoRow(place_label(place), variant.precision, timing, param_bytes(model.program, model.scope),
+    errors = _worst([compare([r[i] for r in reference], [o[i] for o in results], fetch)
+                     for i, fetch in enumerate(model.fetch_names)])
+    return DemoRow(name, place_label(place), variant.precision, timing, param_bytes(model.program, model.scope),
                    prepared.report.peak_activation_bytes, errors, fused, variant.casts)
 
 
@@ -135,31 +212,30 @@ def _worst(comparisons: list[Comparison]) -> Comparison:
                       max(c.scale for c in comparisons))
 
 
-def _print(output: Output, model: Model, fused: Model, half: Model, places: Sequence[Place], rows: list[DemoRow],
+def _print(output: Output, summaries: list[ModelSummary], places: Sequence[Place], rows: list[DemoRow],
            failures: list[str], samples: int) -> None:
     if output.json_mode:
-        output.json({"model": model.path, "samples": samples, "rows": [r.as_dict() for r in rows],
-                     "failures": failures})
+        output.json({"models": [s.as_dict() for s in summaries], "samples": samples,
+                     "rows": [r.as_dict() for r in rows], "failures": failures})
         return
-    counts = [sum(1 for op in m.program.all_ops() if op.type not in ("feed", "fetch")) for m in (model, fused, half)]
-    output.print(f"[bold]{Path(model.path).name}[/] ({model.format}): {counts[0]} ops imported, {counts[1]} after "
-                 f"fusion, {counts[2]} in the float16 program")
+    for summary in summaries:
+        output.print(summary.line())
     for place in places:
         if isinstance(place, OpenCLPlace):
             runtime = place.runtime
             output.print(f"{place_label(place)}: {runtime.caps.name} ({runtime.caps.vendor}), float16 mode "
                          f"{runtime.mode.value}")
     output.print(table(
-        None, ["place", "precision", "latency", "params", "act. peak", "max abs err", "max rel err", "top-1",
-               "fused", "casts"],
-        [(r.place, r.precision, milliseconds(r.latency.median), human_bytes(r.parameter_bytes),
+        None, ["model", "place", "precision", "latency", "params", "act. peak", "max abs err", "max rel err",
+               "top-1", "fused", "casts"],
+        [(Path(r.model).stem, r.place, r.precision, milliseconds(r.latency.median), human_bytes(r.parameter_bytes),
           human_bytes(r.activation_peak_bytes), error_text(r.errors.max_abs), error_text(r.errors.max_rel),
           percent(r.errors.top1), r.ops_fused, r.casts_inserted) for r in rows],
-        caption=f"over {samples} seeded random inputs — latency: median of {samples} timed runs; params: parameter "
-                f"bytes; act. peak: planned activation peak; errors and top-1 agreement: against the imported "
-                f"float32 model on numpy (rel err = max abs err / max |reference|); fused: ops the pass "
-                f"pipeline removed (fused into others, folded or dead); casts: casts inserted by the float16 "
-                f"transpile",
+        caption=f"over {samples} seeded inputs per model (random images, padded token batches) — latency: median "
+                f"of {samples} timed runs; params: parameter bytes; act. peak: planned activation peak; errors and "
+                f"top-1 agreement: against the imported float32 model on numpy (rel err = max abs err / max "
+                f"|reference|, over all outputs); fused: ops the pass pipeline removed (fused into others, folded "
+                f"or dead); casts: casts inserted by the float16 transpile",
         numeric=["latency", "params", "act. peak", "max abs err", "max rel err", "top-1", "fused", "casts"]))
     for failure in failures:
         output.error(failure)

@@ -11,15 +11,16 @@ Rules (applied until nothing matches, so the steps chain):
 3. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
 4. fused_conv2d without activation + activation -> fused_conv2d with it.
 
-The activations are the family rows marked absorbable (``halfway.ir.ops.families``); each row
-says how its attrs map to fuse_alpha / fuse_beta (``halfway.ir.ops.family.fused_params``). An
-activation whose attrs no pair expresses is left alone.
+The activations are the family rows marked absorbable (``halfway.ir.ops.families``), and those
+it computes as one of them (``EPILOGUE_ALIASES``: silu as swish at beta 1); each row says how its
+attrs map to fuse_alpha / fuse_beta (``halfway.ir.ops.family.fused_params``). An activation
+whose attrs no pair expresses is left alone.
 """
 
 from __future__ import annotations
 
 from halfway.ir.operator import Operator
-from halfway.ir.ops.families import UNARY, absorbable
+from halfway.ir.ops.families import EPILOGUE_ALIASES, UNARY, absorbable
 from halfway.ir.ops.family import fused_params
 from halfway.passes.fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
 from halfway.passes.pattern import pattern
@@ -29,14 +30,17 @@ __all__ = ["RULES", "fused_activation"]
 
 _CONVS = "|".join(CONVS)
 _ANY_CONV = f"conv:{_CONVS}|fused_conv2d(Input=_, Filter=_, ...)"
-_ACTS = "|".join(absorbable())
+_ACTS = "|".join([*absorbable(), *EPILOGUE_ALIASES])
 
 
 def fused_activation(act: Operator) -> tuple[str, float, float] | None:
     """(fuse_activation, fuse_alpha, fuse_beta) computing ``act``, or None if the fused kernel cannot."""
-    row = UNARY.get(act.type)
-    params = fused_params(row, {a.name: act.attr(a.name) for a in row.attrs}) if row is not None else None
-    return (act.type, *params) if params is not None else None
+    name, attrs = EPILOGUE_ALIASES.get(act.type, (act.type, None))
+    row = UNARY.get(name)
+    if row is None:
+        return None
+    params = fused_params(row, attrs if attrs is not None else {a.name: act.attr(a.name) for a in row.attrs})
+    return (name, *params) if params is not None else None
 
 
 def _fuse_bias(ctx: RewriteContext, *, add: Operator, conv: Operator, b: str) -> Operator | Decline:

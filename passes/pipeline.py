@@ -1,18 +1,20 @@
 """The default inference pipeline, by pass name (``PassManager()`` runs it).
 
 Clean up first (identities, constants, shape arithmetic whose run-time dims are provably equal,
-chains of layout ops), then fold batch_norm into weights before fusing the
-epilogues (bias, activation) into conv and fc ops; drop the casts that change nothing (exporters
-write float32 -> float32 casts inside attention) before fusing attention; RMSNorm's and
-LayerNorm's elementwise ops into one op, and a residual add into the layer_norm after it;
-GELU's and SiLU's into one op, and SwiGLU's silu(gate) * up; attention; then drop what became
-dead, and last take the head split and merge around each attention into its sequence-major form
-(dead readers of the split values, the shape ops fusions leave, would hold it back).
+chains of layout ops, the casts that change nothing: exporters write float32 -> float32 casts
+inside attention); fuse GELU's and SiLU's elementwise ops into one op, and SwiGLU's
+silu(gate) * up, so that a conv's SiLU reaches its epilogue; fold batch_norm into weights before
+fusing the epilogues (bias, activation) into conv and fc ops; then RMSNorm's and LayerNorm's
+elementwise ops into one op, a residual add into the layer_norm after it, and attention; then
+drop what became dead, and last take the head split and merge around each attention into its
+sequence-major form (dead readers of the split values, the shape ops fusions leave, would hold
+it back).
 """
 
 from __future__ import annotations
 
 __all__ = ["DEFAULT_PIPELINE"]
 
-DEFAULT_PIPELINE = ("remove_identity,fold_constants,simplify_shapes,simplify_layout,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,"
-                    "cancel_exact_casts,fuse_norm,fuse_activations,fuse_attention,dce,fuse_attention_heads")
+DEFAULT_PIPELINE = ("remove_identity,fold_constants,simplify_shapes,simplify_layout,cancel_exact_casts,fuse_activations,"
+                    "fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,fuse_norm,fuse_attention,dce,"
+                    "fuse_attention_heads")

@@ -18,13 +18,14 @@ from typing import Any
 from halfway.proto import framework_pb2
 
 __all__ = ["halfway", "halfway_without", "halfway_json", "one_line_error", "proto_of", "proto_op_types", "ROOT", "RESNET_TINY", "FIXTURES",
-           "PLUGIN", "DEMO_ONNX", "BIN"]
+           "PLUGIN", "DEMO_ONNX", "DEMO_BERT", "BIN"]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "paddle"
 RESNET_TINY = FIXTURES / "resnet_tiny.pdmodel"
 PLUGIN = ROOT / "tests" / "plugins" / "halfway_test_plugin.py"
 DEMO_ONNX = ROOT / "api" / "data" / "demo_resnet18.onnx"
+DEMO_BERT = ROOT / "api" / "data" / "demo_bert.onnx"
 BIN = Path(sys.executable).with_name("halfway")
 
 

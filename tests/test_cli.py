@@ -195,7 +195,8 @@ def test_a_failed_command_writes_only_its_error_line(tmp_path):
 
 
 def test_demo_says_which_model_it_saved_when_the_second_save_fails(tmp_path):
-    (tmp_path / "model_fp16.pdmodel").mkdir()
+    (tmp_path / "demo_bert" / "model_fp16.pdmodel").mkdir(parents=True)  # the shipped models: a folder each
     done = halfway("demo", "--out", tmp_path, "--samples", "1", "--place", "cpu")
     line = one_line_error(done, "model_fp16.pdmodel: cannot write", "the float32 model was saved")
-    assert "model_fp32.pdmodel" in line
+    assert str(tmp_path / "demo_bert" / "model_fp32.pdmodel") in line
+    assert (tmp_path / "demo_resnet18" / "model_fp16.pdmodel").is_file()

@@ -32,6 +32,14 @@ def test_every_activation_fuses_into_one_op(act, groups, layout):
     assert fused.input("Bias") and fused.attr("groups") == groups
 
 
+@pytest.mark.parametrize("groups, layout", [(1, "NCHW"), (4, "NCHW"), (1, "NHWC")])
+def test_silu_fuses_as_swish_at_beta_1(groups, layout):
+    prog, scope, outs = _conv_act("silu", groups=groups, layout=layout)
+    result = fuse_and_compare(prog, scope, "fuse_conv_act", outs)
+    (fused,) = result.program.global_block().ops
+    assert (fused.attr("fuse_activation"), fused.attr("fuse_alpha")) == ("swish", 1.0)
+
+
 @pytest.mark.parametrize("act, attrs", [("relu", {}), ("leaky_relu", {"alpha": -0.3}), ("hard_swish", {})])
 def test_conv_without_bias_and_with_residual(act, attrs):
     prog, scope, outs = _conv_act(act, attrs, bias=False, residual=True)

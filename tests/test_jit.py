@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from halfway.ir.ops import numpy_math
 from halfway.kernels.numpy import jit
 from halfway.kernels.numpy.conv import make_epilogue
 
@@ -70,7 +71,23 @@ def test_arrays_the_loops_do_not_take_run_as_numpy_passes():
     assert not jit.compiled_epilogue(act, True, np.empty((2, 3, 4), np.float32), strided, None, None)
     got, want = _both((4,), ("relu", 0.0, 0.0), np.empty((2, 3, 4), np.float32), _values((4,)), None, strided)
     np.testing.assert_array_equal(got, want)
-    assert jit.compiled_activation("sigmoid", {}) is None
+    assert jit.compiled_activation("mish", {}) is None
+
+
+@pytest.mark.parametrize("act, beta", [("sigmoid", None), ("swish", 1.0), ("swish", 0.35)])
+@pytest.mark.parametrize("shape, bias_shape", [((2, 5, 4, 6), (5, 1, 1)), ((6, 7), (7,))])
+def test_sigmoid_and_swish_epilogues_match_their_float64_formulas(act, beta, shape, bias_shape):
+    """sigmoid(sum) and sum * sigmoid(beta * sum), the sum in float32 as numpy's, against float64."""
+    out, residual, bias = _values(shape), _values(shape), _values((shape[-1] if len(shape) == 2 else shape[1],))
+    epilogue = make_epilogue(bias_shape, act, beta or 0.0)
+    assert epilogue.compiled is not None
+    got = out.copy()
+    assert epilogue(got, bias, residual) is got
+    total = ((out + bias.reshape(bias_shape)) + residual).astype(np.float64)
+    gate = 1 / (1 + np.exp(-total * np.float64(np.float32(beta or 1.0))))
+    want = gate if act == "sigmoid" else total * gate
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-30)
+    assert np.array_equal(np.isnan(got), np.isnan(total))
 
 
 def test_halfway_jit_0_turns_the_loops_off():
@@ -231,4 +248,26 @@ def test_gelu_loops_match_the_float64_formulas_densely(approximate):
     tiny = np.abs(want) < 1e-37  # beyond float32's normal range
     np.testing.assert_allclose(out[~tiny].astype(np.float64), want[~tiny], rtol=1e-6)
     assert np.all(np.abs(out[tiny]) < 1e-37)
+    assert run(x, x) and np.array_equal(x, out, equal_nan=True)
+
+
+@pytest.mark.parametrize("op_type", ["sigmoid", "silu"])
+def test_sigmoid_and_silu_loops_match_float64_densely(op_type):
+    """The compiled loops against 1 / (1 + exp(-x)) in float64 over [-110, 90]: exp's polynomial
+    through the whole float32 range, results below float32's normal range tiny; NaN and both
+    infinities as the numpy rows'; in place too."""
+    x = np.concatenate([np.linspace(-110, 90, 400_001), [np.nan, np.inf, -np.inf]]).astype(np.float32)
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        gate = 1 / (1 + np.exp(-wide))
+        want = gate if op_type == "sigmoid" else wide * gate
+    run = jit.compiled_unary(op_type, {})
+    out = np.empty_like(x)
+    assert run(out, x)
+    finite = np.isfinite(want)
+    tiny = finite & (np.abs(want) < 1e-37)
+    np.testing.assert_allclose(out[finite & ~tiny].astype(np.float64), want[finite & ~tiny], rtol=1e-6)
+    assert np.all(np.abs(out[tiny]) < 1e-37)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out[-3:], getattr(numpy_math, op_type)(x[-3:]))  # numpy's: silu(-inf) NaN
     assert run(x, x) and np.array_equal(x, out, equal_nan=True)

@@ -23,7 +23,8 @@ from halfway.ir.ops.family import (ALL_DTYPES, FLOATS, NUMBERS, Absorb, Attrs, E
                                    fused_params, same_attrs, unfused)
 from halfway.ir.schema import AttrSpec
 
-__all__ = ["UNARY", "BINARY", "COMPARE", "REDUCE", "absorbable", "epilogue_op", "fc_absorbable", "float16_classes"]
+__all__ = ["UNARY", "BINARY", "COMPARE", "REDUCE", "EPILOGUE_ALIASES", "absorbable", "epilogue_op", "fc_absorbable",
+           "float16_classes"]
 
 
 def _floats(**defaults: float) -> tuple[AttrSpec, ...]:
@@ -221,6 +222,11 @@ REDUCE: dict[str, Reduction] = _table([
               float16_reason="products of many elements overflow or underflow float16", onnx=Onnx("ReduceProd")),
 ])
 """Op type -> row of the reduce ops (what Out holds of X over the dims in attr ``dim``)."""
+
+
+EPILOGUE_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {"silu": ("swish", {"beta": 1.0})}
+"""Rows a fused conv computes as another, absorbable, row with these attrs: silu is swish at beta 1
+(Paddle's fused conv names swish, not silu)."""
 
 
 def absorbable() -> list[str]:

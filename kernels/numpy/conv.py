@@ -98,8 +98,8 @@ class Epilogue(NamedTuple):
 
     def __call__(self, out: np.ndarray, bias: np.ndarray | None = None, residual: np.ndarray | None = None,
                  source: np.ndarray | None = None) -> np.ndarray:
-        if self.compiled is not None and compiled_epilogue(self.compiled, len(self.bias_shape) == 1, out,
-                                                           out if source is None else source, bias, residual):
+        if self.compiled is not None and compiled_epilogue(self.compiled, len(self.bias_shape) == 1, out, source,
+                                                           bias, residual):
             return out
         if source is not None and bias is not None:
             np.add(source, bias.reshape(self.bias_shape), out=out)

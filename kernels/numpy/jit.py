@@ -32,9 +32,10 @@ __all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "com
 
 log = logging.getLogger("halfway.kernels")
 
-_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4}
+_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4, "sigmoid": 5, "swish": 6}
 """The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold
-(hard_swish: its offset as alpha, where its scale is its threshold, as in every model's)."""
+(hard_swish: its offset as alpha, where its scale is its threshold, as in every model's; swish:
+its beta as alpha)."""
 
 
 class _Loops(NamedTuple):
@@ -113,15 +114,18 @@ def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActiv
         if attrs["scale"] != attrs["threshold"]:
             return None
         return CompiledActivation(_CODES[op_type], np.float32(attrs["offset"]), np.float32(attrs["threshold"]))
+    if op_type == "swish":
+        return CompiledActivation(_CODES[op_type], np.float32(attrs["beta"]), np.float32(0.0))
     return CompiledActivation(_CODES[op_type], np.float32(attrs.get("alpha", 0.0)),
                               np.float32(attrs.get("threshold", 0.0)))
 
 
-def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndarray, source: np.ndarray,
+def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndarray, source: np.ndarray | None,
                       bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
-    """``out = act(source + bias[C] + residual)`` in one compiled pass, where the arrays suit the
-    loops: float32; channels on axis 1 of 4-D arrays, or (``channels_last``) the last axis of
-    contiguous ones. Returns False, having done nothing, where they do not."""
+    """``out = act(source + bias[C] + residual)`` in one compiled pass (``source`` None: ``out``'s
+    own values), where the arrays suit the loops: float32; channels on axis 1 of 4-D arrays, or
+    (``channels_last``) the last axis of contiguous ones. Returns False, having done nothing,
+    where they do not."""
     arrays = [a for a in (out, source, bias, residual) if a is not None]
     if any(a.dtype != np.float32 for a in arrays) or (residual is not None and residual.shape != out.shape):
         return False
@@ -138,7 +142,7 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     if not all(a.flags.c_contiguous for a in arrays):
         return False
     width = out.shape[-1]
-    last(out.reshape(-1, width), source.reshape(-1, width), flat_bias,
+    last(out.reshape(-1, width), None if source is None else source.reshape(-1, width), flat_bias,
          None if residual is None else residual.reshape(-1, width), *act)
     return True
 
@@ -191,7 +195,7 @@ def compiled_unary(op_type: str, attrs: Mapping[str, Any]) -> Callable[[np.ndarr
         loops = _loops()
         if loops is None:
             return False
-        loops.unary[name](out.reshape(-1), x.reshape(-1))
+        loops.unary[name](out.reshape(-1), None if x is out else x.reshape(-1))
         return True
 
     return run

@@ -1,5 +1,11 @@
 """The compiled conv/fc epilogues that ``halfway.kernels.numpy.jit`` imports (with numba) at
-first use: ``out = act(source + bias[c] + residual)`` in one pass, numpy's results bit for bit.
+first use: ``out = act(source + bias[c] + residual)`` in one pass, numpy's results bit for bit;
+sigmoid and swish, their float64 formulas rounded once as ``jit_math``'s loops, follow the sum
+(``finish``) a row at a time, while it is in cache (here and in ``jit_windows``). numpy's error model, as
+``jit_math``'s, so that their divisions vectorise.
+
+``source`` None means ``out`` itself: given ``out`` twice, LLVM's run-time overlap check would
+send the loops down their scalar paths.
 
 Every loop is a module-level function, so numba's on-disk cache finds it again in the next
 process (a loop defined in a function and calling another compiled function gets a new cache
@@ -11,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["activate", "channels_mid", "channels_last"]
+from halfway.kernels.numpy.jit_math import logistic
+
+__all__ = ["activate", "finish", "channels_mid", "channels_last"]
 
 zero = np.float32(0)
 
@@ -38,10 +46,24 @@ def activate(v, code, alpha, top):  # pragma: no cover - compiled
     return v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
+def finish(values, code, alpha):  # pragma: no cover - compiled
+    """sigmoid (code 5) or swish (6, its beta as alpha) of ``values`` in place: loops apart from
+    ``activate``'s, so that both vectorise (``activate`` leaves these codes' values as they are)."""
+    if code == 5:
+        for i in range(values.size):
+            values[i] = logistic(float(values[i]))
+    elif code == 6:
+        for i in range(values.size):
+            v = float(values[i])
+            values[i] = v * logistic(float(alpha) * v)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
-    """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``."""
+    """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``; ``source`` None: ``out``'s."""
     images, channels, rows, cols = out.shape
+    source = out if source is None else source
     for n in range(images):
         for c in range(channels):
             b = bias[c] if bias is not None else zero
@@ -53,12 +75,15 @@ def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no c
                     if residual is not None:
                         v = v + residual[n, c, y, x]
                     out[n, c, y, x] = activate(v, code, alpha, top)
+                if code >= 5:
+                    finish(out[n, c, y], code, alpha)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
-    """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``."""
+    """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``; ``source`` None: ``out``'s."""
     rows, channels = out.shape
+    source = out if source is None else source
     for m in range(rows):
         for c in range(channels):
             v = source[m, c]
@@ -67,3 +92,5 @@ def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no 
             if residual is not None:
                 v = v + residual[m, c]
             out[m, c] = activate(v, code, alpha, top)
+        if code >= 5:
+            finish(out[m], code, alpha)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from halfway.kernels.numpy.jit_epilogue import activate
+from halfway.kernels.numpy.jit_epilogue import activate, finish
 
 __all__ = ["depthwise", "pool3x3"]
 
@@ -95,7 +95,7 @@ def taps(planes, row, ox):  # pragma: no cover - compiled
             planes[uint64(row[6] + ox)], planes[uint64(row[7] + ox)], planes[uint64(row[8] + ox)])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
     """``out = act(depthwise(x, w) + bias + residual)``; ``w`` is ``[C * mult, 1, KH, KW]``,
     output channel ``c * mult + m`` reads input channel ``c``."""
@@ -129,6 +129,8 @@ def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, to
                             if residual is not None:
                                 v = v + residual[n, o, oy, ox]
                             out[n, o, oy, ox] = activate(v, code, alpha, top)
+                        if code >= 5:
+                            finish(out[n, o, oy], code, alpha)
 
 
 @njit(cache=True, nogil=True, inline="always")
