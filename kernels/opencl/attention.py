@@ -74,9 +74,10 @@ def _attention(spec: KernelSpec) -> Binder:
     defines: dict[str, object] = {
         "D": depth, "DV": v_depth, "HQ": q_heads, "HKV": kv_heads, "SQ": q_len, "SKV": kv_len,
         "SCALE": f"{float(np.float32(attrs['scale'] or 1 / math.sqrt(depth)))!r}f"}
-    for prefix, dims, split in (("Q", (q_heads, q_len, depth), q_split), ("K", k[1:], kv_split),
-                                ("V", v[1:], kv_split), ("O", (q_heads, q_len, v_depth), q_split)):
-        defines.update(zip((f"{prefix}_B", f"{prefix}_H", f"{prefix}_S"), _strides(*dims, bool(split))))
+    for prefix, (heads, length, size), split in (
+            ("Q", (q_heads, q_len, depth), q_split), ("K", (k[1], k[2], k[3]), kv_split),
+            ("V", (v[1], v[2], v[3]), kv_split), ("O", (q_heads, q_len, v_depth), q_split)):
+        defines.update(zip((f"{prefix}_B", f"{prefix}_H", f"{prefix}_S"), _strides(heads, length, size, bool(split))))
     if attrs["softcap"] > 0:
         defines["SOFTCAP"] = f"{float(np.float32(attrs['softcap']))!r}f"
     if attrs["is_causal"]:
