@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from halfway import openblas as _openblas
 
 _openblas.choose_core()  # before anything loads numpy, and with it OpenBLAS
+_openblas.choose_thread_timeout()
 
 if TYPE_CHECKING:
     from halfway.ir import *  # noqa: F401,F403

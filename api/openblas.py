@@ -9,6 +9,12 @@ OpenBLAS itself already picks SkylakeX.
 So, when halfway is imported before numpy, an AMD CPU with the AVX-512 subsets those kernels use
 gets ``OPENBLAS_CORETYPE=SkylakeX``. A value the user set is kept, and once numpy is imported
 OpenBLAS has made its choice, so nothing is changed then.
+
+Likewise ``OPENBLAS_THREAD_TIMEOUT``: OpenBLAS's idle threads spin for 2^28 cycles (tens of
+milliseconds) after each GEMM before they sleep, holding the cores that the numpy backend's own
+threads (``halfway.kernels.numpy.threads``) need for the activations and epilogues between GEMMs
+(two threads ran no faster than one). halfway sets 2^``THREAD_TIMEOUT`` cycles, a few
+microseconds; waking the threads for the next GEMM costs it nothing measurable.
 """
 
 from __future__ import annotations
@@ -17,10 +23,13 @@ import os
 import sys
 from collections.abc import MutableMapping
 
-__all__ = ["SKYLAKEX_FLAGS", "core_for", "choose_core"]
+__all__ = ["SKYLAKEX_FLAGS", "THREAD_TIMEOUT", "core_for", "choose_core", "choose_thread_timeout"]
 
 SKYLAKEX_FLAGS = frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})
 """The AVX-512 subsets OpenBLAS's SkylakeX kernels use (its own test before choosing them)."""
+
+THREAD_TIMEOUT = "14"
+"""OpenBLAS's idle spin, as log2 of cycles (it takes 4 to 30)."""
 
 
 def core_for(cpuinfo: str) -> str | None:
@@ -48,3 +57,12 @@ def choose_core(environ: MutableMapping[str, str] = os.environ, cpuinfo_path: st
     if core is not None:
         environ["OPENBLAS_CORETYPE"] = core
     return core
+
+
+def choose_thread_timeout(environ: MutableMapping[str, str] = os.environ) -> str | None:
+    """Set ``OPENBLAS_THREAD_TIMEOUT`` in ``environ`` to ``THREAD_TIMEOUT`` unless it is set
+    already or numpy is loaded; returns the value set, or None."""
+    if "OPENBLAS_THREAD_TIMEOUT" in environ or "numpy" in sys.modules:
+        return None
+    environ["OPENBLAS_THREAD_TIMEOUT"] = THREAD_TIMEOUT
+    return THREAD_TIMEOUT

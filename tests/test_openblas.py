@@ -68,3 +68,23 @@ def test_importing_halfway_first_configures_openblas():
     seen, expected = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                     check=True).stdout.split()
     assert seen == expected
+
+
+def test_thread_timeout_is_set_only_when_unset_and_before_numpy(monkeypatch):
+    monkeypatch.delitem(sys.modules, "numpy")
+    env: dict[str, str] = {}
+    assert openblas.choose_thread_timeout(env) == openblas.THREAD_TIMEOUT
+    assert env == {"OPENBLAS_THREAD_TIMEOUT": openblas.THREAD_TIMEOUT}
+    user = {"OPENBLAS_THREAD_TIMEOUT": "28"}
+    assert openblas.choose_thread_timeout(user) is None and user == {"OPENBLAS_THREAD_TIMEOUT": "28"}
+    monkeypatch.undo()
+    import numpy  # noqa: F401
+
+    assert openblas.choose_thread_timeout({}) is None
+
+
+def test_importing_halfway_first_shortens_openblas_spin():
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    code = "import os, halfway, numpy; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    seen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert seen.strip() == openblas.THREAD_TIMEOUT

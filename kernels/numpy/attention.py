@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from halfway.ir.dtypes import DType
+from halfway.kernels.numpy.jit import compiled_softmax
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["SCORE_BLOCK_BYTES"]
@@ -27,6 +28,8 @@ _FLOATS = (DType.float32, DType.float16, DType.float64)
 
 def _softmax_in_place(scores: np.ndarray) -> None:
     """Softmax along the last axis, max-subtracted; a row of -inf only becomes NaN (0 / 0)."""
+    if compiled_softmax(scores, scores):
+        return
     with np.errstate(invalid="ignore"):
         scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)

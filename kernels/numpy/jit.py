@@ -5,9 +5,10 @@ passes.
 
 numpy spends one pass over memory per operation: a conv epilogue ``act(conv + bias + residual)``
 costs three (four with a crop), each a read and a write of the whole output. The loops here do it
-in one pass that reads each input once (4-5x faster on ResNet-50's outputs, two cores). They run
-on the calling thread only: numba's worker threads would compete with OpenBLAS's, which spin for
-a while after every GEMM (a parallel loop right after a GEMM ran 10-60x slower).
+in one pass that reads each input once (4-5x faster on ResNet-50's outputs, two cores). Large
+ones are cut into parts that run on the numpy backend's threads (``threads``: by images, else by
+channels or rows), not on numba's, whose workers would be a second pool competing with
+OpenBLAS's.
 
 The epilogues' results are numpy's bit for bit: the same float32 operations in the same order
 (``(source + bias) + residual``, then the activation; no fast-math reassociation), NaN kept.
@@ -27,8 +28,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from halfway.kernels.numpy.threads import run_parts, spans
+
 __all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
-           "compiled_pool", "compiled_unary"]
+           "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_softmax"]
 
 log = logging.getLogger("halfway.kernels")
 
@@ -44,6 +47,8 @@ class _Loops(NamedTuple):
     depthwise: Any
     pool3x3: Any
     unary: Mapping[str, Any]
+    layer_norm: Any
+    softmax: Any
 
 
 class CompiledActivation(NamedTuple):
@@ -69,12 +74,12 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from halfway.kernels.numpy import jit_epilogue, jit_math, jit_windows
+        from halfway.kernels.numpy import jit_epilogue, jit_math, jit_rows, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
     return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise,
-                  jit_windows.pool3x3, _unary_loops(jit_math))
+                  jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.softmax)
 
 
 def _unary_loops(jit_math: Any) -> dict[str, Any]:
@@ -132,19 +137,35 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     loops = _loops()
     if loops is None:
         return False
-    mid, last = loops.channels_mid, loops.channels_last
     flat_bias = None if bias is None else bias.reshape(-1)
     if not channels_last:
         if out.ndim != 4:
             return False
-        mid(out, source, flat_bias, residual, *act)
+        run_parts([functools.partial(loops.channels_mid, out[i], _part(source, i), _part(flat_bias, i[1:]),
+                                     _part(residual, i), *act) for i in _nchw_parts(out.shape)])
         return True
     if not all(a.flags.c_contiguous for a in arrays):
         return False
     width = out.shape[-1]
-    last(out.reshape(-1, width), None if source is None else source.reshape(-1, width), flat_bias,
-         None if residual is None else residual.reshape(-1, width), *act)
+    out, source, residual = (None if a is None else a.reshape(-1, width) for a in (out, source, residual))
+    assert out is not None
+    run_parts([functools.partial(loops.channels_last, out[a:b], _part(source, (slice(a, b),)), flat_bias,
+                                 _part(residual, (slice(a, b),)), *act) for a, b in spans(len(out), width)])
     return True
+
+
+def _part(array: np.ndarray | None, index: tuple[slice, ...]) -> np.ndarray | None:
+    return None if array is None else array[index]
+
+
+def _nchw_parts(shape: tuple[int, ...], unit: int = 1) -> list[tuple[slice, slice]]:
+    """How to cut an ``[N, C, H, W]`` loop for the threads (``threads.spans``): by images where
+    there are several, else by blocks of ``unit`` channels; each part a C-contiguous block of a
+    C-contiguous array, which the loops are compiled for."""
+    n, c, h, w = shape
+    if n > 1:
+        return [(slice(a, b), slice(None)) for a, b in spans(n, c * h * w)]
+    return [(slice(None), slice(a, b)) for a, b in spans(c, h * w, unit)]
 
 
 def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: tuple[int, int],
@@ -161,8 +182,16 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
     loops = _loops()
     if loops is None:
         return False
-    flat_bias = None if bias is None else bias.reshape(-1)
-    loops.depthwise(out, x, np.ascontiguousarray(w), flat_bias, residual, *pads, *strides, *dilations, *act)
+    flat_bias, w = None if bias is None else bias.reshape(-1), np.ascontiguousarray(w)
+    mult = w.shape[0] // x.shape[1]
+
+    def part(images: slice, outs: slice) -> Callable[[], object]:
+        ins = outs if outs.stop is None else slice(outs.start // mult, outs.stop // mult)
+        return functools.partial(loops.depthwise, out[images, outs], x[images, ins], w[outs],
+                                 _part(flat_bias, (outs,)), _part(residual, (images, outs)), *pads, *strides,
+                                 *dilations, *act)
+
+    run_parts([part(*i) for i in _nchw_parts(out.shape, mult)])
     return True
 
 
@@ -177,7 +206,8 @@ def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple
     loops = _loops()
     if loops is None:
         return False
-    loops.pool3x3(out, x, *pads, *strides, scale)
+    run_parts([functools.partial(loops.pool3x3, out[i], x[i], *pads, *strides, scale)
+               for i in _nchw_parts(out.shape)])
     return True
 
 
@@ -195,7 +225,54 @@ def compiled_unary(op_type: str, attrs: Mapping[str, Any]) -> Callable[[np.ndarr
         loops = _loops()
         if loops is None:
             return False
-        loops.unary[name](out.reshape(-1), None if x is out else x.reshape(-1))
+        loop, flat, source = loops.unary[name], out.reshape(-1), None if x is out else x.reshape(-1)
+        run_parts([functools.partial(loop, flat[a:b], _part(source, (slice(a, b),)))
+                   for a, b in spans(flat.size, align=64)])
         return True
 
     return run
+
+
+def _rows_of(arrays: list[np.ndarray | None], width: int) -> list[np.ndarray | None] | None:
+    """Every array (None kept) as C-contiguous float32 rows of ``width``, or None where one is not."""
+    present = [a for a in arrays if a is not None]
+    if not JIT or width == 0 or any(a.dtype != np.float32 or not a.flags.c_contiguous or a.size % width
+                                    for a in present):
+        return None
+    return [None if a is None else a.reshape(-1, width) for a in arrays]
+
+
+def compiled_layer_norm(out: np.ndarray, x: np.ndarray, residual: np.ndarray | None, total: np.ndarray | None,
+                        scale: np.ndarray | None, bias: np.ndarray | None, epsilon: float, width: int) -> bool:
+    """``out = layer_norm(x + residual) * scale + bias`` over rows of ``width`` (the sum into
+    ``total``) in one compiled pass per row (``jit_rows``), the rows shared among the threads.
+    Returns False, having done nothing, where numba is missing or the arrays are not C-contiguous
+    float32, ``residual`` and ``total`` of ``x``'s shape, ``scale`` and ``bias`` of ``width``."""
+    rows = _rows_of([out, x, residual, total, scale, bias], width)
+    loops = None if rows is None else _loops()
+    if (loops is None or rows is None or any(a is not None and a.shape != x.shape for a in (residual, total))
+            or any(a is not None and a.size != width for a in (scale, bias))):
+        return False
+    out2, x2, residual2, total2, scale2, bias2 = rows
+    assert out2 is not None and x2 is not None
+    flat_scale, flat_bias = (None if a is None else a.reshape(-1) for a in (scale2, bias2))
+    run_parts([functools.partial(loops.layer_norm, out2[a:b], x2[a:b], _part(residual2, (slice(a, b),)),
+                                 _part(total2, (slice(a, b),)), flat_scale, flat_bias, epsilon)
+               for a, b in spans(len(x2), width)])
+    return True
+
+
+def compiled_softmax(out: np.ndarray, x: np.ndarray) -> bool:
+    """Softmax over the last axis of ``x`` into ``out`` (``x`` itself works in place) in one
+    compiled pass per row (``jit_rows``), the rows shared among the threads. Returns False,
+    having done nothing, where numba is missing or the arrays are not C-contiguous float32."""
+    rows = _rows_of([out, x], x.shape[-1] if x.ndim else 0)
+    loops = None if rows is None else _loops()
+    if loops is None or rows is None or out.shape != x.shape:
+        return False
+    out2, x2 = rows
+    assert out2 is not None
+    source = None if x is out else x2
+    run_parts([functools.partial(loops.softmax, out2[a:b], _part(source, (slice(a, b),)))
+               for a, b in spans(len(out2), x.shape[-1])])
+    return True

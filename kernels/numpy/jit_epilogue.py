@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_math import logistic
+from halfway.kernels.numpy.jit_math import logistic, logistic_wide
 
 __all__ = ["activate", "finish", "channels_mid", "channels_last"]
 
-zero = np.float32(0)
+zero, one = np.float32(0), np.float32(1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -52,11 +52,14 @@ def finish(values, code, alpha):  # pragma: no cover - compiled
     ``activate``'s, so that both vectorise (``activate`` leaves these codes' values as they are)."""
     if code == 5:
         for i in range(values.size):
-            values[i] = logistic(float(values[i]))
+            values[i] = logistic(values[i])
+    elif code == 6 and alpha == one:
+        for i in range(values.size):
+            values[i] = values[i] * logistic(values[i])
     elif code == 6:
         for i in range(values.size):
-            v = float(values[i])
-            values[i] = v * logistic(float(alpha) * v)
+            v = values[i]
+            values[i] = v * logistic_wide(float(alpha) * float(v))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -42,7 +42,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import make_epilogue, slot_positions  # and registers the convolutions
 from halfway.kernels.numpy import jit
-from halfway.kernels.numpy.jit import compiled_pool
+from halfway.kernels.numpy.jit import compiled_pool, compiled_softmax
 from halfway.kernels.numpy.pool import general_pool
 from halfway.kernels.registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_float16
 
@@ -343,6 +343,10 @@ def _over_axis(spec: KernelSpec, zero_d: Callable[[np.ndarray], np.ndarray],
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if axis == x.ndim - 1:
+        out = np.empty_like(x)
+        if compiled_softmax(out, x):
+            return out
     e = x - x.max(axis=axis, keepdims=True)
     np.exp(e, out=e)
     e /= e.sum(axis=axis, keepdims=True)

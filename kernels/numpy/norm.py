@@ -1,15 +1,19 @@
 """numpy kernels of the normalisations (``halfway.ir.ops.norm``): layer_norm, skip_layer_norm,
 instance_norm, group_norm and prelu (log_softmax sits beside softmax in ``nn``). float16 runs widened to float32 (the registry's default);
 statistics are float32 (float64 for float64 inputs). skip_layer_norm adds X and Y in their own
-dtype, as the elementwise_add it replaces rounds the sum, and normalises that in float32."""
+dtype, as the elementwise_add it replaces rounds the sum, and normalises that in float32. With
+numba, float32 layer_norm and skip_layer_norm run as one compiled pass per row (``jit_rows``,
+float64 statistics)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from halfway.ir.dtypes import DType
+from halfway.kernels.numpy.jit import compiled_layer_norm
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["normalize"]
@@ -59,7 +63,18 @@ def _layer_norm(spec: KernelSpec) -> Kernel:
         lead = x.shape[:begin]
         return _affine(y, scale, bias, x.shape[begin:]), mean.reshape(lead), variance.reshape(lead)
 
-    return _present(spec, run)
+    if len(spec.outputs) > 1:
+        return _present(spec, run)
+
+    def compiled(*args: np.ndarray) -> np.ndarray:
+        x = args[0]
+        if x.dtype == np.float32:
+            out = np.empty_like(x)
+            if compiled_layer_norm(out, x, None, None, *_scale_bias(spec, args), epsilon, math.prod(x.shape[begin:])):
+                return out
+        return run(*args)[0]
+
+    return compiled
 
 
 @register_kernel("skip_layer_norm", dtypes=(DType.float16,))
@@ -70,6 +85,11 @@ def _skip_layer_norm(spec: KernelSpec) -> Kernel:
     keeps_sum = bool(spec.outputs.get("Sum"))
 
     def run(x: np.ndarray, y: np.ndarray, *params: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        if x.dtype == np.float32:
+            out, total = np.empty_like(x), (np.empty_like(x) if keeps_sum else None)
+            if compiled_layer_norm(out, x, y, total, *_scale_bias(spec, (x, *params)), epsilon,
+                                   math.prod(x.shape[begin:])):
+                return (out, total) if keeps_sum else out  # type: ignore[return-value]
         total = x + y
         wide = total.astype(np.float32) if total.dtype == np.float16 else total
         normed, _, _ = normalize(wide, axes, epsilon)

@@ -1,0 +1,173 @@
+"""The compiled row loops (layer_norm with its residual, softmax) against float64 numpy math, and
+the numpy backend's threads: every loop cut into parts gives what the whole loop gives."""
+
+import numpy as np
+import pytest
+
+from halfway.kernels.numpy import jit, threads
+from halfway.kernels.numpy.conv import make_epilogue
+
+pytestmark = pytest.mark.skipif(not jit.JIT, reason="numba is not installed (pip install 'halfway[jit]')")
+
+RNG = np.random.default_rng(5)
+
+
+def _layer_norm64(x, scale, bias, epsilon):
+    wide = x.astype(np.float64)
+    mean = wide.mean(-1, keepdims=True)
+    y = (wide - mean) / np.sqrt(((wide - mean) ** 2).mean(-1, keepdims=True) + epsilon)
+    return y * (1 if scale is None else scale) + (0 if bias is None else bias)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 768), (7, 33), (1, 1)])
+@pytest.mark.parametrize("with_residual", [True, False])
+@pytest.mark.parametrize("params", ["both", "scale", "none"])
+def test_layer_norm_rows_match_float64(shape, with_residual, params):
+    x = (RNG.standard_normal(shape) * 4 + 3).astype(np.float32)
+    residual = RNG.standard_normal(shape).astype(np.float32) if with_residual else None
+    scale = RNG.standard_normal(shape[-1]).astype(np.float32) if params != "none" else None
+    bias = RNG.standard_normal(shape[-1]).astype(np.float32) if params == "both" else None
+    out, total = np.empty_like(x), np.empty_like(x) if with_residual else None
+    assert jit.compiled_layer_norm(out, x, residual, total, scale, bias, 1e-5, shape[-1])
+    summed = x + residual if with_residual else x  # float32, as the elementwise_add it replaces
+    np.testing.assert_allclose(out, _layer_norm64(summed, scale, bias, 1e-5), rtol=1e-5, atol=2e-6)
+    if with_residual:
+        np.testing.assert_array_equal(total, summed)
+
+
+def test_layer_norm_declines_what_it_does_not_take():
+    x = np.ones((4, 8), np.float32)
+    assert not jit.compiled_layer_norm(np.empty_like(x), x.astype(np.float64), None, None, None, None, 1e-5, 8)
+    assert not jit.compiled_layer_norm(np.empty_like(x), x.T, None, None, None, None, 1e-5, 4)  # not C-contiguous
+    assert not jit.compiled_layer_norm(np.empty_like(x), x, None, None, np.ones(4, np.float32), None, 1e-5, 8)
+
+
+def test_softmax_rows_match_float64_with_infinities_and_nan():
+    x = (RNG.standard_normal((6, 130)) * 30).astype(np.float32)
+    x[1, ::3] = -np.inf      # masked keys
+    x[2] = -np.inf           # a row whose keys all drop: NaN, as numpy's 0 / 0
+    x[3, 7] = np.nan
+    x[4, 0] = 3e38           # far above the rest
+    out = np.empty_like(x)
+    assert jit.compiled_softmax(out, x)
+    wide = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(wide - wide.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-12)
+    assert np.isnan(out[2]).all() and np.isnan(out[3]).all()
+    same = x.copy()
+    assert jit.compiled_softmax(same, same)
+    np.testing.assert_array_equal(same, out)
+
+
+def _whole_then_parts(monkeypatch, fn):
+    """``fn()`` run on one thread, then on three in parts of a few elements, so that every test
+    array is cut."""
+    with monkeypatch.context() as m:
+        m.setattr(threads, "thread_count", lambda: 1)
+        whole = fn()
+    m = monkeypatch
+    m.setattr(threads, "MIN_PART", 4)
+    m.setattr(threads, "thread_count", lambda: 3)
+    calls = []
+    submit = threads._pool().submit
+    m.setattr(threads._pool(), "submit", lambda *a: calls.append(1) or submit(*a))
+    parts = fn()
+    assert calls, "nothing ran on the pool"
+    return whole, parts
+
+
+@pytest.mark.parametrize("op_type, attrs", [("gelu", {}), ("gelu", {"approximate": True}), ("silu", {}),
+                                            ("sigmoid", {})])
+def test_unary_loops_in_parts(monkeypatch, op_type, attrs):
+    x = RNG.standard_normal(1001).astype(np.float32) * 4
+    run = jit.compiled_unary(op_type, attrs)
+
+    def once():
+        out = np.empty_like(x)
+        assert run(out, x)
+        return out
+
+    whole, parts = _whole_then_parts(monkeypatch, once)
+    np.testing.assert_array_equal(parts, whole)
+
+
+@pytest.mark.parametrize("shape", [(1, 7, 5, 6), (3, 4, 5, 6)])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_epilogues_in_parts(monkeypatch, shape, channels_last):
+    width = shape[-1] if channels_last else shape[1]
+    bias = RNG.standard_normal(width).astype(np.float32)
+    residual = RNG.standard_normal(shape).astype(np.float32)
+    source = RNG.standard_normal(shape).astype(np.float32)
+    epilogue = make_epilogue((width,) if channels_last else (width, 1, 1), "swish", 1.0)
+    whole, parts = _whole_then_parts(monkeypatch, lambda: epilogue(np.empty_like(source), bias, residual, source))
+    np.testing.assert_array_equal(parts, whole)
+    want = source + bias.reshape((width,) if channels_last else (width, 1, 1)) + residual
+    np.testing.assert_allclose(whole, want / (1 + np.exp(-want)), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("images, mult", [(1, 1), (1, 2), (2, 1)])
+def test_depthwise_and_pool_in_parts(monkeypatch, images, mult):
+    x = RNG.standard_normal((images, 6, 9, 8)).astype(np.float32)
+    w = RNG.standard_normal((6 * mult, 1, 3, 3)).astype(np.float32)
+    bias = RNG.standard_normal(6 * mult).astype(np.float32)
+    act = jit.compiled_activation("relu", {})
+
+    def convolve():
+        out = np.empty((images, 6 * mult, 9, 8), np.float32)
+        assert jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, w, bias, None)
+        return out
+
+    def pool():
+        out = np.empty((images, 6, 5, 4), np.float32)
+        assert jit.compiled_pool((3, 3), (1, 1), (2, 2), None, out, x)
+        return out
+
+    for fn in (convolve, pool):
+        whole, parts = _whole_then_parts(monkeypatch, fn)
+        np.testing.assert_array_equal(parts, whole)
+
+
+def test_rows_in_parts(monkeypatch):
+    x = RNG.standard_normal((9, 16)).astype(np.float32)
+    scale = RNG.standard_normal(16).astype(np.float32)
+
+    def both():
+        normed, probs = np.empty_like(x), np.empty_like(x)
+        assert jit.compiled_layer_norm(normed, x, x, None, scale, None, 1e-6, 16)
+        assert jit.compiled_softmax(probs, x)
+        return np.stack([normed, probs])
+
+    whole, parts = _whole_then_parts(monkeypatch, both)
+    np.testing.assert_array_equal(parts, whole)
+
+
+def test_spans_cut_only_work_worth_sharing(monkeypatch):
+    monkeypatch.setattr(threads, "thread_count", lambda: 4)
+    assert threads.spans(10, 10) == [(0, 10)]                      # 100 elements: one part
+    cut = threads.spans(1000, threads.MIN_PART)
+    assert len(cut) == 4 and cut[0] == (0, 250) and cut[-1][1] == 1000
+    assert all(start % 64 == 0 for start, _ in threads.spans(1 << 20, align=64))
+    assert threads.spans(0) == [(0, 0)]
+
+
+def test_an_error_in_a_part_reaches_the_caller():
+    def fail():
+        raise ValueError("part failed")
+
+    with pytest.raises(ValueError, match="part failed"):
+        threads.run_parts([lambda: None, fail])
+
+
+def test_thread_count_follows_the_environment(monkeypatch):
+    threads.thread_count.cache_clear()
+    try:
+        monkeypatch.setenv("HALFWAY_NUM_THREADS", "3")
+        assert threads.thread_count() == 3
+        threads.thread_count.cache_clear()
+        monkeypatch.delenv("HALFWAY_NUM_THREADS")
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "5")
+        assert threads.thread_count() == 5
+    finally:
+        threads.thread_count.cache_clear()
