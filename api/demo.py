@@ -33,6 +33,7 @@ from halfway.commands.places import place_label
 from halfway.executor import PreparedProgram
 from halfway.executor.place import CPUPlace, OpenCLPlace, Place
 from halfway.ir.errors import HalfwayError
+from halfway.ir.operator import Operator
 from halfway.report.console import Output
 from halfway.report.tables import error_text, human_bytes, milliseconds, percent, table
 
@@ -168,8 +169,17 @@ def _summary(model: Model, fused: Model, half: Model) -> ModelSummary:
     counts = [collections.Counter(op.type for op in m.program.all_ops() if op.type not in ("feed", "fetch"))
               for m in (model, fused, half)]
     imported, after, float16 = (sum(c.values()) for c in counts)
-    found = {label: counts[1][op_type] for op_type, label in FUSED_OPS.items() if counts[1][op_type]}
+    labels = collections.Counter(label for op in fused.program.all_ops() for label in _fused_labels(op))
+    found = {label: labels[label] for label in FUSED_OPS.values() if labels[label]}
     return ModelSummary(Path(model.path).name, model.path, model.format, imported, after, float16, found)
+
+
+def _fused_labels(op: Operator) -> list[str]:
+    """The ``FUSED_OPS`` labels ``op`` counts under: its own, and that of a fused op it took as its
+    epilogue's activation (an fc's gelu)."""
+    activation = op.attr("activation_type") if op.type == "fc" else (
+        op.attr("fuse_activation") if op.type == "fused_conv2d" else "")
+    return [label for label in (FUSED_OPS.get(op.type), FUSED_OPS.get(activation or "")) if label]
 
 
 def _save_pair(out_dir: str, fused: Model, half: Model) -> None:

@@ -32,6 +32,10 @@ def _both(bias_shape, act, out, bias, residual, source):
     return got, want
 
 
+def _erfc(x: np.ndarray) -> np.ndarray:
+    return np.array([math.erfc(v) for v in x.reshape(-1)]).reshape(x.shape)
+
+
 def _values(shape):
     """Normal values with NaNs and both zeros among them."""
     x = RNG.standard_normal(shape).astype(np.float32) * 3
@@ -74,18 +78,23 @@ def test_arrays_the_loops_do_not_take_run_as_numpy_passes():
     assert jit.compiled_activation("mish", {}) is None
 
 
-@pytest.mark.parametrize("act, beta", [("sigmoid", None), ("swish", 1.0), ("swish", 0.35)])
+@pytest.mark.parametrize("act, beta", [("sigmoid", None), ("swish", 1.0), ("swish", 0.35), ("gelu", 0.0),
+                                       ("gelu", 1.0)])
 @pytest.mark.parametrize("shape, bias_shape", [((2, 5, 4, 6), (5, 1, 1)), ((6, 7), (7,))])
-def test_sigmoid_and_swish_epilogues_match_their_float64_formulas(act, beta, shape, bias_shape):
-    """sigmoid(sum) and sum * sigmoid(beta * sum), the sum in float32 as numpy's, against float64."""
+def test_sigmoid_swish_and_gelu_epilogues_match_their_float64_formulas(act, beta, shape, bias_shape):
+    """sigmoid(sum), sum * sigmoid(beta * sum) and GELU (exact, or its tanh form for fuse_alpha 1),
+    the sum in float32 as numpy's, against float64."""
     out, residual, bias = _values(shape), _values(shape), _values((shape[-1] if len(shape) == 2 else shape[1],))
     epilogue = make_epilogue(bias_shape, act, beta or 0.0)
     assert epilogue.compiled is not None
     got = out.copy()
     assert epilogue(got, bias, residual) is got
     total = ((out + bias.reshape(bias_shape)) + residual).astype(np.float64)
-    gate = 1 / (1 + np.exp(-total * np.float64(np.float32(beta or 1.0))))
-    want = gate if act == "sigmoid" else total * gate
+    if act == "gelu":
+        want = numpy_math.gelu(total, approximate=bool(beta)) if beta else total * 0.5 * _erfc(-total / math.sqrt(2))
+    else:
+        gate = 1 / (1 + np.exp(-total * np.float64(np.float32(beta or 1.0))))
+        want = gate if act == "sigmoid" else total * gate
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-30)
     assert np.array_equal(np.isnan(got), np.isnan(total))
 

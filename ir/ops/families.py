@@ -92,8 +92,11 @@ UNARY: dict[str, Elementwise] = _table([
     _unary("swish", "X * sigmoid(beta * X)", nm.swish, "((x) / (R(1) + exp(-a0 * (x))))", attrs=_floats(beta=1.0),
            params=("beta",), absorb=Absorb(alpha="beta")),
     _unary("silu", "X * sigmoid(X)", nm.silu, f"((x) * {_SIGMOID})"),
+    # fused: fuse_alpha 1 for the tanh approximation (fc's activation_type, which has no alpha, is exact GELU)
     _unary("gelu", "X * Phi(X) (the tanh approximation when approximate)", nm.gelu, _gelu_opencl,
-           attrs=(AttrSpec("approximate", AttrType.BOOLEAN, False),)),
+           attrs=(AttrSpec("approximate", AttrType.BOOLEAN, False),),
+           absorb=Absorb(encode=lambda attrs: (float(bool(attrs["approximate"])), 0.0),
+                         decode=lambda alpha, beta: ("gelu", {"approximate": alpha != 0}))),
     _unary("softplus", "log(1 + exp(beta * X)) / beta, or X where beta * X > threshold", nm.softplus,
            "select(log1p(exp(a0 * (x))) / a0, (x), a0 * (x) > a1)", attrs=_floats(beta=1.0, threshold=20.0),
            params=("beta", "threshold"), onnx=Onnx("Softplus")),

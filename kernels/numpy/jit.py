@@ -35,10 +35,10 @@ __all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "com
 
 log = logging.getLogger("halfway.kernels")
 
-_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4, "sigmoid": 5, "swish": 6}
-"""The activations the loops compute (``activate``; "" none), with their attrs alpha and threshold
-(hard_swish: its offset as alpha, where its scale is its threshold, as in every model's; swish:
-its beta as alpha)."""
+_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4, "sigmoid": 5, "swish": 6, "gelu": 7}
+"""The activations the loops compute (``activate``, ``finish``; "" none), with their attrs alpha and
+threshold (hard_swish: its offset as alpha, where its scale is its threshold, as in every model's;
+swish: its beta as alpha; gelu: alpha 1 for the tanh approximation)."""
 
 
 class _Loops(NamedTuple):
@@ -121,6 +121,8 @@ def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActiv
         return CompiledActivation(_CODES[op_type], np.float32(attrs["offset"]), np.float32(attrs["threshold"]))
     if op_type == "swish":
         return CompiledActivation(_CODES[op_type], np.float32(attrs["beta"]), np.float32(0.0))
+    if op_type == "gelu":
+        return CompiledActivation(_CODES[op_type], np.float32(bool(attrs["approximate"])), np.float32(0.0))
     return CompiledActivation(_CODES[op_type], np.float32(attrs.get("alpha", 0.0)),
                               np.float32(attrs.get("threshold", 0.0)))
 

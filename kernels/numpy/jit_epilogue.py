@@ -1,6 +1,6 @@
 """The compiled conv/fc epilogues that ``halfway.kernels.numpy.jit`` imports (with numba) at
 first use: ``out = act(source + bias[c] + residual)`` in one pass, numpy's results bit for bit;
-sigmoid and swish, their float64 formulas rounded once as ``jit_math``'s loops, follow the sum
+sigmoid, swish and GELU, computed as ``jit_math``'s loops, follow the sum
 (``finish``) a row at a time, while it is in cache (here and in ``jit_windows``). numpy's error model, as
 ``jit_math``'s, so that their divisions vectorise.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_math import logistic, logistic_wide
+from halfway.kernels.numpy.jit_math import gelu_erf_of, gelu_tanh_of, logistic, logistic_wide
 
 __all__ = ["activate", "finish", "channels_mid", "channels_last"]
 
@@ -48,8 +48,9 @@ def activate(v, code, alpha, top):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, inline="always")
 def finish(values, code, alpha):  # pragma: no cover - compiled
-    """sigmoid (code 5) or swish (6, its beta as alpha) of ``values`` in place: loops apart from
-    ``activate``'s, so that both vectorise (``activate`` leaves these codes' values as they are)."""
+    """sigmoid (code 5), swish (6, its beta as alpha) or GELU (7; its tanh form with alpha 1) of
+    ``values`` in place: loops apart from ``activate``'s, so that both vectorise (``activate``
+    leaves these codes' values as they are)."""
     if code == 5:
         for i in range(values.size):
             values[i] = logistic(values[i])
@@ -60,6 +61,12 @@ def finish(values, code, alpha):  # pragma: no cover - compiled
         for i in range(values.size):
             v = values[i]
             values[i] = v * logistic_wide(float(alpha) * float(v))
+    elif code == 7 and alpha == zero:
+        for i in range(values.size):
+            values[i] = gelu_erf_of(values[i])
+    elif code == 7:
+        for i in range(values.size):
+            values[i] = gelu_tanh_of(values[i])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

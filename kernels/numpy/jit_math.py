@@ -25,7 +25,7 @@ from numba.extending import intrinsic
 
 from halfway.ir.ops.numpy_math import ERFC_COEFFS
 
-__all__ = ["exp32", "float32_bits", "gelu_erf", "gelu_tanh", "logistic", "logistic_wide", "sigmoid", "silu"]
+__all__ = ["exp32", "float32_bits", "gelu_erf", "gelu_erf_of", "gelu_tanh", "gelu_tanh_of", "logistic", "logistic_wide", "sigmoid", "silu"]
 
 _LOG2_E, _LN2 = 1.4426950408889634, math.log(2)
 _LN2_BITS9 = 0.693359375
@@ -61,12 +61,17 @@ def gelu_erf(out, x):  # pragma: no cover - compiled
     (``_two_sum``)."""
     source = out if x is None else x
     for i in range(out.size):
-        v = source[i]
-        t = _ONE / (_ONE + _HALF * _SQRT_HALF * abs(v))
-        square, below = _square(v)
-        hi, lo = _two_sum(_erfc_over_t(t), -_HALF * square)
-        tail = t * exp32(hi, lo - _HALF * below)
-        out[i] = _HALF * v * (_TWO - tail if v >= _ZERO else tail)
+        out[i] = gelu_erf_of(source[i])
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def gelu_erf_of(v):  # pragma: no cover - compiled
+    """``gelu_erf`` of one float32, for its loop and ``jit_epilogue``'s."""
+    t = _ONE / (_ONE + _HALF * _SQRT_HALF * abs(v))
+    square, below = _square(v)
+    hi, lo = _two_sum(_erfc_over_t(t), -_HALF * square)
+    tail = t * exp32(hi, lo - _HALF * below)
+    return _HALF * v * (_TWO - tail if v >= _ZERO else tail)
 
 
 @intrinsic
@@ -154,8 +159,14 @@ def gelu_tanh(out, x):  # pragma: no cover - compiled
     """0.5 x (1 + tanh(u)) written x * sigmoid(2u), as ``numpy_math.gelu``."""
     source = out if x is None else x
     for i in range(out.size):
-        v = float(source[i])
-        out[i] = source[i] * logistic_wide(_TWO_SQRT_2_OVER_PI * (v + 0.044715 * v * v * v))
+        out[i] = gelu_tanh_of(source[i])
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def gelu_tanh_of(v):  # pragma: no cover - compiled
+    """``gelu_tanh`` of one float32, for its loop and ``jit_epilogue``'s."""
+    wide = float(v)
+    return v * logistic_wide(_TWO_SQRT_2_OVER_PI * (wide + 0.044715 * wide * wide * wide))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
