@@ -6,6 +6,11 @@ matrix this kernel never forms) is left to numpy. Q, K, V and Out are indexed th
 strides (build defines), so the sequence-major [B, S, H * D] layout (q_num_heads set) reads
 and writes the projections as they are.
 
+For float16 buffers on NVIDIA devices of compute capability 8.0 and up, head sizes that are
+multiples of 16 up to 128 run on tensor cores instead (``attention_mma.cl``: 64 query rows a
+work-group, both products on mma.sync, the softmax in registers); ``tensor_core_refusal`` says
+why any other attention keeps the portable kernel.
+
 Head sizes are compile-time constants (each row keeps its query and accumulator in private
 memory), so a program is built per (head size, sequence lengths, heads) signature: prepare
 time, not run time.
@@ -15,20 +20,59 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, broadcast_strides, index_defines,
                                          launch, param_defines, source)
+from halfway.kernels.opencl.gemm import uses_tensor_cores
 from halfway.kernels.opencl.runtime import Runtime
 from halfway.kernels.registry import KernelSpec, register_kernel
 
-__all__ = ["MAX_HEAD_SIZE"]
+__all__ = ["MAX_HEAD_SIZE", "MMA_MAX_HEAD_SIZE", "MMA_ROWS", "tensor_core_refusal"]
 
 FLOATS = (DType.float32, DType.float16)
 MAX_HEAD_SIZE = 256
 """The largest head size the kernel keeps in private memory."""
+MMA_MAX_HEAD_SIZE = 128
+"""The largest head size of the tensor-core kernel (its Q and O fragments stay in registers)."""
+MMA_ROWS = 64
+"""Query rows of a tensor-core work-group: four warps of 16."""
+
+
+def tensor_core_refusal(rt: Runtime, dtype: DType, depth: int, v_depth: int) -> str | None:
+    """Why this attention keeps the portable kernel, or None where it runs on tensor cores."""
+    if not uses_tensor_cores(rt, dtype):
+        return "tensor cores take float16 buffers on NVIDIA devices of compute capability 8.0 and up"
+    if depth % 16 or v_depth % 16 or max(depth, v_depth) > MMA_MAX_HEAD_SIZE:
+        return f"head sizes {depth} and {v_depth}: tensor cores take multiples of 16 up to {MMA_MAX_HEAD_SIZE}"
+    return None
+
+
+def _mma_key_tile(depth: int, v_depth: int) -> int:
+    """Keys per tile: two stages of K and V tiles stay within 32 KiB of local memory."""
+    return 64 if depth + v_depth <= 128 else 32
+
+
+class _Kernel(NamedTuple):
+    """A kernel's program files and entry point, and its work-group: query rows, work-items, keys
+    per tile."""
+
+    files: tuple[str, ...]
+    entry: str
+    rows: int
+    threads: int
+    keys: int
+
+
+def _choose_kernel(rt: Runtime, dtype: DType, depth: int, v_depth: int) -> _Kernel:
+    if tensor_core_refusal(rt, dtype, depth, v_depth) is None:
+        return _Kernel(("mma.h", "attention_mma.cl"), "attention_mma", MMA_ROWS, 2 * MMA_ROWS,
+                       _mma_key_tile(depth, v_depth))
+    rows = 32 if rt.caps.is_gpu else 16
+    return _Kernel(("attention.cl",), "attention", rows, rows, rows)
 
 
 def _mask_defines(rt: Runtime, spec: KernelSpec, scores: tuple[int, ...]) -> tuple[dict[str, object], list[int]]:
@@ -87,14 +131,13 @@ def _attention(spec: KernelSpec) -> Binder:
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         mask_defines, strides = _mask_defines(rt, spec, (batch, q_heads, q_len, kv_len))
-        rows = 32 if rt.caps.is_gpu else 16
-        tile = 32 if rt.caps.is_gpu else 16
-        text = source("attention.cl", defines={**defines, **mask_defines, "BQ": rows, "BK": tile})
-        kernel = rt.kernel(text, "attention", rt.float_options(spec.dtype))
+        chosen = _choose_kernel(rt, spec.dtype, depth, v_depth)
+        text = source(*chosen.files, defines={**defines, **mask_defines, "BQ": chosen.rows, "BK": chosen.keys})
+        kernel = rt.kernel(text, chosen.entry, rt.float_options(spec.dtype))
         mask = ins[3].buffer if spec.has_input("Mask") else None
         lengths = ins[-1].buffer if spec.has_input("KeyLengths") else None
-        return [launch(rt, kernel, (-(-q_len // rows) * rows, batch * q_heads), (rows, 1), *(a.buffer for a in ins[:3]),
-                       outs[0].buffer, mask, lengths, *(np.int32(s) for s in strides))]
+        return [launch(rt, kernel, (-(-q_len // chosen.rows) * chosen.threads, batch * q_heads), (chosen.threads, 1),
+                       *(a.buffer for a in ins[:3]), outs[0].buffer, mask, lengths, *(np.int32(s) for s in strides))]
 
     return bind
 

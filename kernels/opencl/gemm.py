@@ -208,7 +208,8 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
         defines["HAS_RES"] = ""
     if conv is not None:
         defines.update({"CONV": "", **conv._asdict()})
-    text = source("gemm_index.h", "gemm_mma.cl" if tile.mma else "gemm.cl", defines=defines)
+    names = ("mma.h", "gemm_index.h", "gemm_mma.cl") if tile.mma else ("gemm_index.h", "gemm.cl")
+    text = source(*names, defines=defines)
     options = rt.float_options(dtype)
     workspace = rt.alloc(4 * splits * g.batch * g.m * g.n) if splits > 1 else None
     args = [a.buffer, b.buffer, None if bias is None else bias.buffer, None if residual is None else residual.buffer,

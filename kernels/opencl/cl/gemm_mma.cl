@@ -15,7 +15,8 @@
  * after. NHWC: B is a convolution's channels-last input, held as [n][k] like A and copied by
  * cp.async too (see B_ISSUE). PENDING (= STAGES - 2, a literal for the PTX) is how many copies may
  * stay in flight.
- * The epilogue reuses the local memory of the slices (LDS: the row pitch of its float bands). */
+ * The epilogue reuses the local memory of the slices (LDS: the row pitch of its float bands).
+ * The PTX helpers (mma_16816, ldmatrix, cp.async, SWZ) are those of mma.h. */
 #define BM (WARPS_M * MI * 16)
 #define BN (WARPS_N * NI * 8)
 #define THREADS (WARPS_M * WARPS_N * 32)
@@ -25,44 +26,9 @@
 #if (THREADS / 32) * 16 * LDS * 4 > STAGES * (A_STAGE + B_STAGE) * 2
 #error the epilogue's bands do not fit in the local memory of the slices
 #endif
-#define UNROLL _Pragma("unroll")
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
-/* Chunk c of row r in rows of R 16-byte chunks: with R >= 8 row r's chunks are XORed by r % 8;
- * shorter rows share the eight bank groups of 128 bytes, so their swizzle steps every 8 / R rows. */
-#define SWZ(r, c, R) ((c) ^ (((r) / ((R) >= 8 ? 1 : 8 / (R))) & ((R) >= 8 ? 7 : (R) - 1)))
 #define A_OFF(m, k) ((m) * BK + SWZ((m), (k) / 8, BK / 8) * 8 + (k) % 8)
 #define B_OFF(k, n) ((k) * BN + SWZ((k), (n) / 8, BN / 8) * 8 + (n) % 8)
 #define NK_OFF(n, k) ((n) * BK + SWZ((n), (k) / 8, BK / 8) * 8 + (k) % 8)
-
-/* A local pointer's address in the shared window, as ldmatrix and cp.async take it. */
-#define SMEM(p) ((uint)(ulong)(p))
-
-inline void mma_16816(float* d, const uint* a, const uint* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-inline void ldmatrix_x4(uint* r, uint at) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
-}
-
-inline void ldmatrix_x4_trans(uint* r, uint at) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(at) : "memory");
-}
-
-/* 16 bytes from global to local memory, the first `bytes` of them read and the rest zeroed. */
-inline void cp_async16(uint to, __global const ushort* from, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(to), "l"(from), "r"(bytes) : "memory");
-}
-#define CP_COMMIT asm volatile("cp.async.commit_group;" ::: "memory")
-#define CP_WAIT asm volatile("cp.async.wait_group " STR(PENDING) ";" ::: "memory")
-
 #define A_ITEMS (BM * BK / THREADS)
 #define B_ITEMS (BK * BN / THREADS)
 #define A_ROWS (THREADS / (BK / 8))
