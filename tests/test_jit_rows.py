@@ -171,3 +171,18 @@ def test_thread_count_follows_the_environment(monkeypatch):
         assert threads.thread_count() == 5
     finally:
         threads.thread_count.cache_clear()
+
+
+def test_parts_made_inside_a_part_run_on_its_thread():
+    """A part that cuts its own work (attention's softmax inside a head's part) runs those parts
+    itself, in turn: on the pool they could wait behind the part that waits for them."""
+    import threading
+
+    seen: list[tuple[str, str]] = []
+
+    def outer(name: str) -> None:
+        mine = threading.current_thread().name
+        threads.run_parts([lambda: seen.append((mine, threading.current_thread().name))] * 3)
+
+    threads.run_parts([lambda: outer("a"), lambda: outer("b"), lambda: outer("c")])
+    assert len(seen) == 9 and all(outer_thread == inner for outer_thread, inner in seen)

@@ -220,7 +220,7 @@ def test_blocks_of_query_rows_match_one_block_and_onnx_reference(monkeypatch, ma
         feed["mask"] = _x(*mask_shape)
     whole = Executor().run(prog, feed, [out])[0]
     monkeypatch.setattr(kernels, "SCORE_BLOCK_BYTES", 2 * 4 * 40 * 4 * 7)
-    assert kernels._block_rows(2, 4, 40, 40, 4) == 7
+    assert kernels._block_rows(2, 4, 40, 40, 4, kernels.SCORE_BLOCK_BYTES) == 7
     blocked = Executor().run(prog, feed, [out])[0]
     np.testing.assert_allclose(blocked, whole, rtol=1e-6, atol=1e-6)
     if causal:
@@ -249,3 +249,41 @@ def test_long_sequences_hold_one_block_of_scores(monkeypatch):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < full_scores // 4, f"peak {peak} bytes"
+
+
+@pytest.mark.parametrize("batch, mask_shape, lengths, attrs", [
+    (1, (1, 1, 1, 33), False, {}),              # a padding mask broadcast over heads and rows
+    (1, (1, 8, 20, 33), False, {"is_causal": True, "causal_offset": 13}),
+    (1, (8, 20, 33), True, {}),                 # per head, no batch axis
+    (3, (3, 1, 20, 33), True, {}),              # cut by images
+    (3, (20, 33), False, {"softcap": 2.0}),
+    (1, None, False, {"q_num_heads": 8, "kv_num_heads": 2}),  # sequence-major
+])
+def test_heads_and_images_cut_for_the_threads_match_the_whole(monkeypatch, batch, mask_shape, lengths, attrs):
+    """With OpenBLAS on one thread, attention cut among three threads (grouped heads: 8 query heads
+    over 2 key/value heads; masks and key lengths cut where they do not broadcast) gives the
+    result of one thread."""
+    from halfway.kernels.numpy import threads
+
+    if not threads._openblas():
+        pytest.skip("threadpoolctl is not installed or numpy's BLAS is not OpenBLAS")
+    rng = np.random.default_rng(3)
+    sequence_major = "q_num_heads" in attrs
+    shapes = ((batch, 20, 8 * 16), (batch, 33, 2 * 16)) if sequence_major else ((batch, 8, 20, 16), (batch, 2, 33, 16))
+    inputs = {"Q": rng.standard_normal(shapes[0]).astype(np.float32),
+              "K": rng.standard_normal(shapes[1]).astype(np.float32),
+              "V": rng.standard_normal(shapes[1]).astype(np.float32)}
+    if mask_shape:
+        inputs["Mask"] = rng.standard_normal(mask_shape).astype(np.float32)
+    if lengths:
+        inputs["KeyLengths"] = rng.integers(5, 34, batch).astype(np.int64)
+    monkeypatch.setattr(threads, "thread_count", lambda: 1)
+    whole = run_op("scaled_dot_product_attention", inputs, attrs).out
+    monkeypatch.setattr(threads, "thread_count", lambda: 3)
+    monkeypatch.setattr(threads, "MIN_PART", 1)
+    calls = []
+    submit = threads._pool().submit
+    monkeypatch.setattr(threads._pool(), "submit", lambda *a: calls.append(1) or submit(*a))
+    parts = run_op("scaled_dot_product_attention", inputs, attrs).out
+    assert calls, "nothing ran on the pool"
+    np.testing.assert_allclose(parts, whole, rtol=1e-6, atol=1e-6)

@@ -9,16 +9,22 @@ second ``np.matmul`` reads V. Long sequences run in blocks of query rows whose s
 ``SCORE_BLOCK_BYTES`` (4 MiB), so the scratch stays one block rather than [B, H, Sq, Skv]; the
 Scores output, a full matrix anyway, computes in one block. Sequence-major Q, K, V and Out
 ([B, S, H * D], q_num_heads set) are read and written through head-major views, not copied.
+
+The products of one head are small, and OpenBLAS's threads cost them more than they save:
+attention runs with OpenBLAS on one thread (``threads.single_threaded_blas``), its images, or
+its heads, cut among the numpy backend's threads.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.kernels.numpy.jit import compiled_softmax
+from halfway.kernels.numpy.threads import run_parts, single_threaded_blas, spans
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["SCORE_BLOCK_BYTES"]
@@ -62,9 +68,50 @@ def _heads_first(x: np.ndarray, heads: int) -> np.ndarray:
     return x.reshape(*x.shape[:2], heads, -1).transpose(0, 2, 1, 3)
 
 
-def _block_rows(batch: int, heads: int, q_len: int, kv_len: int, itemsize: int) -> int:
-    """How many query rows fit ``SCORE_BLOCK_BYTES`` of scores (at least one)."""
-    return max(1, min(q_len, SCORE_BLOCK_BYTES // max(batch * heads * kv_len * itemsize, 1)))
+def _block_rows(batch: int, heads: int, q_len: int, kv_len: int, itemsize: int, budget: int) -> int:
+    """How many query rows fit ``budget`` bytes of scores (at least one)."""
+    return max(1, min(q_len, budget // max(batch * heads * kv_len * itemsize, 1)))
+
+
+MULTIPLY_ADDS_PER_ELEMENT = 32
+"""How many of a BLAS product's multiply-adds cost about as much as one element of a compiled loop:
+the scale on which attention's work is cut for the threads (``threads.spans``)."""
+
+
+Part = tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...], np.ndarray]
+"""Q, K, V, the masks and the output's heads of one thread's share of an attention."""
+
+
+def _parts(q: np.ndarray, k: np.ndarray, v: np.ndarray, masks: tuple[np.ndarray, ...], has_mask: bool,
+           heads: np.ndarray) -> list[Part]:
+    """Attention cut for the threads (``threads.spans``): ``(q, k, v, masks, heads)`` of runs of
+    images, or for one image of key/value heads with their query heads; masks and key lengths cut
+    along the axes they do not broadcast on."""
+    batch, q_heads, q_len, depth = q.shape
+    kv_heads, kv_len = k.shape[1], k.shape[2]
+    group = q_heads // kv_heads
+    work = q_len * kv_len * (depth + v.shape[-1]) * group // MULTIPLY_ADDS_PER_ELEMENT  # per key/value head
+    if batch > 1:
+        cuts = [(slice(a, b), slice(None)) for a, b in spans(batch, kv_heads * work)]
+    else:
+        cuts = [(slice(None), slice(a, b)) for a, b in spans(kv_heads, work)]
+    parts: list[Part] = []
+    for images, kv in cuts:
+        qs = slice(None) if kv.stop is None else slice(kv.start * group, kv.stop * group)
+        cut = [_broadcast_part(m, {-4: images, -3: qs}) for m in masks[:has_mask]]
+        cut += [_broadcast_part(m.reshape(-1), {-1: images}) for m in masks[has_mask:]]
+        parts.append((q[images, qs], k[images, kv], v[images, kv], tuple(cut), heads[images, qs]))
+    return parts
+
+
+def _broadcast_part(array: np.ndarray, axes: dict[int, slice]) -> np.ndarray:
+    """``array`` cut by ``axes`` (counted from its last, as broadcasting aligns) where it has the
+    axis at more than size 1."""
+    index = [slice(None)] * array.ndim
+    for axis, part in axes.items():
+        if -axis <= array.ndim and array.shape[axis] != 1:
+            index[axis] = part
+    return array[tuple(index)]
 
 
 @register_kernel("scaled_dot_product_attention", dtypes=_FLOATS)
@@ -105,19 +152,33 @@ def _attention(spec: KernelSpec) -> Kernel:
         kept += [heads] if keep_scores and len(kept) == 0 else []
         return scores
 
-    def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, *masks: np.ndarray) -> Any:
-        if q_split:
-            q, k, v = _heads_first(q, q_split), _heads_first(k, kv_split), _heads_first(v, kv_split)
+    def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, masks: tuple[np.ndarray, ...], heads: np.ndarray,
+               kept: list[np.ndarray], budget: int) -> None:
+        """Every head of ``q`` into ``heads`` (its place in the output), a block of query rows
+        whose scores fit ``budget`` bytes at a time."""
         batch, q_heads, q_len, _ = q.shape
         kv_len, dv = k.shape[2], v.shape[-1]
-        step = q_len if keep_scores else _block_rows(batch, q_heads, q_len, kv_len, q.dtype.itemsize)
-        out = np.empty((batch, q_len, q_heads * dv) if q_split else (batch, q_heads, q_len, dv), q.dtype)
-        heads = _heads_first(out, q_heads) if q_split else out
-        kept: list[np.ndarray] = []
+        step = q_len if keep_scores else _block_rows(batch, q_heads, q_len, kv_len, q.dtype.itemsize, budget)
         for start in range(0, q_len, step):
             rows = slice(start, min(start + step, q_len))
             probs = scores_of(q, k, masks, rows, kept)
             heads[:, :, rows] = np.matmul(probs, v).reshape(batch, q_heads, rows.stop - start, dv)
+
+    def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, *masks: np.ndarray) -> Any:
+        if q_split:
+            q, k, v = _heads_first(q, q_split), _heads_first(k, kv_split), _heads_first(v, kv_split)
+        batch, q_heads, q_len, _ = q.shape
+        dv = v.shape[-1]
+        out = np.empty((batch, q_len, q_heads * dv) if q_split else (batch, q_heads, q_len, dv), q.dtype)
+        heads = _heads_first(out, q_heads) if q_split else out
+        kept: list[np.ndarray] = []
+        with single_threaded_blas() as single:
+            parts = _parts(q, k, v, masks, has_mask, heads) if single and not keep_scores else []
+            if len(parts) > 1:  # the parts' blocks of scores together fit the one budget
+                budget = SCORE_BLOCK_BYTES // len(parts)
+                run_parts([functools.partial(attend, *part, kept=kept, budget=budget) for part in parts])
+            else:
+                attend(q, k, v, masks, heads, kept, SCORE_BLOCK_BYTES)
         return (out, kept[0]) if keep_scores else out
 
     return run

@@ -36,7 +36,7 @@ __all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "com
 log = logging.getLogger("halfway.kernels")
 
 _CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4, "sigmoid": 5, "swish": 6, "gelu": 7}
-"""The activations the loops compute (``activate``, ``finish``; "" none), with their attrs alpha and
+"""The activations the loops compute (``jit_epilogue.finish``; "" none), with their attrs alpha and
 threshold (hard_swish: its offset as alpha, where its scale is its threshold, as in every model's;
 swish: its beta as alpha; gelu: alpha 1 for the tanh approximation)."""
 
@@ -103,7 +103,7 @@ def cache_dir() -> Path:
 def _sources_digest() -> str:
     """A digest of every ``jit_*.py`` module: numba checks a cached loop against its own file
     only, not the files of the functions it inlines, so a loop of ``jit_windows`` cached before
-    ``jit_epilogue.activate`` gained an activation would compute without it."""
+    ``jit_epilogue.finish`` gained an activation would compute without it."""
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("jit_*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())

@@ -1,8 +1,8 @@
 """The compiled conv/fc epilogues that ``halfway.kernels.numpy.jit`` imports (with numba) at
-first use: ``out = act(source + bias[c] + residual)`` in one pass, numpy's results bit for bit;
-sigmoid, swish and GELU, computed as ``jit_math``'s loops, follow the sum
-(``finish``) a row at a time, while it is in cache (here and in ``jit_windows``). numpy's error model, as
-``jit_math``'s, so that their divisions vectorise.
+first use: ``out = act(source + bias[c] + residual)`` in one pass over memory, numpy's results
+bit for bit (sigmoid, swish and GELU computed as ``jit_math``'s loops): the activation follows
+the sum a row at a time, while the row is in cache (``finish``, here and in ``jit_windows``).
+numpy's error model, as ``jit_math``'s, so that their divisions vectorise.
 
 ``source`` None means ``out`` itself: given ``out`` twice, LLVM's run-time overlap check would
 send the loops down their scalar paths.
@@ -19,39 +19,37 @@ from numba import njit
 
 from halfway.kernels.numpy.jit_math import gelu_erf_of, gelu_tanh_of, logistic, logistic_wide
 
-__all__ = ["activate", "finish", "channels_mid", "channels_last"]
+__all__ = ["finish", "channels_mid", "channels_last"]
 
 zero, one = np.float32(0), np.float32(1)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def activate(v, code, alpha, top):  # pragma: no cover - compiled
+def finish(values, code, alpha, top):  # pragma: no cover - compiled
+    """The activation ``code`` (``jit._CODES``; 0 none) of ``values`` in place, one loop per
+    activation, so that each vectorises (one loop branching on the code computed every branch for
+    every value): relu (1) and relu6 (2, ``top``) as numpy's maximum and clip (+0 for -0, NaN
+    kept), leaky_relu (3, slope ``alpha``), hard_swish (4, offset ``alpha``, threshold ``top``),
+    sigmoid (5), swish (6, beta ``alpha``), GELU (7; its tanh form with ``alpha`` 1)."""
     if code == 1:
-        if v <= zero:  # as numpy's maximum: +0 for -0, NaN kept
-            v = zero
+        for i in range(values.size):
+            v = values[i]
+            values[i] = zero if v <= zero else v
     elif code == 2:
-        if v < zero:  # as numpy's clip: -0 and NaN kept
-            v = zero
-        elif v > top:
-            v = top
-    elif code == 3 and v < zero:
-        v = v * alpha
-    elif code == 4:  # hard_swish as numpy_math's: v * clip(v + offset, 0, threshold) / threshold
-        gate = v + alpha
-        if gate < zero:
-            gate = zero
-        elif gate > top:
-            gate = top
-        v = gate * v / top
-    return v
-
-
-@njit(cache=True, nogil=True, inline="always")
-def finish(values, code, alpha):  # pragma: no cover - compiled
-    """sigmoid (code 5), swish (6, its beta as alpha) or GELU (7; its tanh form with alpha 1) of
-    ``values`` in place: loops apart from ``activate``'s, so that both vectorise (``activate``
-    leaves these codes' values as they are)."""
-    if code == 5:
+        for i in range(values.size):
+            v = values[i]
+            values[i] = zero if v < zero else (top if v > top else v)
+    elif code == 3:
+        for i in range(values.size):
+            v = values[i]
+            values[i] = v * alpha if v < zero else v
+    elif code == 4:  # as numpy_math's: v * clip(v + offset, 0, threshold) / threshold
+        for i in range(values.size):
+            v = values[i]
+            gate = v + alpha
+            gate = zero if gate < zero else (top if gate > top else gate)
+            values[i] = gate * v / top
+    elif code == 5:
         for i in range(values.size):
             values[i] = logistic(values[i])
     elif code == 6 and alpha == one:
@@ -84,9 +82,8 @@ def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no c
                         v = v + b
                     if residual is not None:
                         v = v + residual[n, c, y, x]
-                    out[n, c, y, x] = activate(v, code, alpha, top)
-                if code >= 5:
-                    finish(out[n, c, y], code, alpha)
+                    out[n, c, y, x] = v
+                finish(out[n, c, y], code, alpha, top)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -101,6 +98,5 @@ def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no 
                 v = v + bias[c]
             if residual is not None:
                 v = v + residual[m, c]
-            out[m, c] = activate(v, code, alpha, top)
-        if code >= 5:
-            finish(out[m], code, alpha)
+            out[m, c] = v
+        finish(out[m], code, alpha, top)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from halfway.kernels.numpy.jit_epilogue import activate, finish
+from halfway.kernels.numpy.jit_epilogue import finish
 
 __all__ = ["depthwise", "pool3x3"]
 
@@ -128,9 +128,8 @@ def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, to
                                 v = v + b_o
                             if residual is not None:
                                 v = v + residual[n, o, oy, ox]
-                            out[n, o, oy, ox] = activate(v, code, alpha, top)
-                        if code >= 5:
-                            finish(out[n, o, oy], code, alpha)
+                            out[n, o, oy, ox] = v
+                        finish(out[n, o, oy], code, alpha, top)
 
 
 @njit(cache=True, nogil=True, inline="always")
