@@ -186,3 +186,27 @@ def test_parts_made_inside_a_part_run_on_its_thread():
 
     threads.run_parts([lambda: outer("a"), lambda: outer("b"), lambda: outer("c")])
     assert len(seen) == 9 and all(outer_thread == inner for outer_thread, inner in seen)
+
+
+@pytest.mark.parametrize("attrs, shape", [
+    ({"strides": [2, 2], "paddings": [1, 1]}, (2, 5, 17, 13)),                        # im2col
+    ({"strides": [1, 1], "paddings": [1, 1]}, (1, 5, 17, 13)),                        # shifted
+    ({"strides": [2, 1], "paddings": [0, 1], "data_format": "NHWC"}, (2, 17, 13, 5)),  # im2col, channels last
+    ({"strides": [1, 1], "paddings": [1, 1], "groups": 5}, (1, 10, 9, 9)),            # grouped
+])
+def test_convolution_chunks_cut_for_the_threads_match_the_whole(monkeypatch, attrs, shape):
+    """A convolution's chunks of output rows, gathered and multiplied on three threads with
+    OpenBLAS on one, give the one-thread result."""
+    from tests.oprun import run_op
+
+    if not threads._openblas():
+        pytest.skip("threadpoolctl is not installed or numpy's BLAS is not OpenBLAS")
+    channels = shape[-1] if attrs.get("data_format") == "NHWC" else shape[1]
+    inputs = {"Input": RNG.standard_normal(shape).astype(np.float32),
+              "Filter": RNG.standard_normal((10, channels // attrs.get("groups", 1), 3, 3)).astype(np.float32)}
+
+    def once():
+        return run_op("conv2d", inputs, attrs)["Output"][0]
+
+    whole, parts = _whole_then_parts(monkeypatch, once)
+    np.testing.assert_allclose(parts, whole, rtol=1e-5, atol=1e-5)

@@ -24,7 +24,7 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.kernels.numpy.jit import compiled_softmax
-from halfway.kernels.numpy.threads import run_parts, single_threaded_blas, spans
+from halfway.kernels.numpy.threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["SCORE_BLOCK_BYTES"]
@@ -71,11 +71,6 @@ def _heads_first(x: np.ndarray, heads: int) -> np.ndarray:
 def _block_rows(batch: int, heads: int, q_len: int, kv_len: int, itemsize: int, budget: int) -> int:
     """How many query rows fit ``budget`` bytes of scores (at least one)."""
     return max(1, min(q_len, budget // max(batch * heads * kv_len * itemsize, 1)))
-
-
-MULTIPLY_ADDS_PER_ELEMENT = 32
-"""How many of a BLAS product's multiply-adds cost about as much as one element of a compiled loop:
-the scale on which attention's work is cut for the threads (``threads.spans``)."""
 
 
 Part = tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...], np.ndarray]

@@ -49,6 +49,7 @@ widening: float16 storage, float32 GEMMs.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -61,6 +62,8 @@ from numpy.lib.stride_tricks import as_strided
 from halfway.ir.ops.families import UNARY, epilogue_op
 from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.jit import CompiledActivation, compiled_activation, compiled_depthwise, compiled_epilogue
+from halfway.kernels.numpy.threads import (MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans,
+                                           thread_count)
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv_geometry", "slot_positions"]
@@ -242,7 +245,7 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     oh, ow = g.out
     groups, og = g.groups, g.o // g.groups
     k = g.c // groups * kh * kw
-    rows = max(1, min(oh, CHUNK_BYTES // (groups * k * ow * 4)))
+    rows = _chunk_rows(oh, CHUNK_BYTES // (groups * k * ow * 4))
     chunks = [(r, min(oh, r + rows)) for r in range(0, oh, rows)]
     pad = Padding.plan(g)
 
@@ -268,15 +271,45 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         view = windows(pad(x))
         wg = w.reshape(groups, og, k)
         out = np.empty(flat_out, x.dtype)
-        buf = np.empty((g.c, kh, kw, rows, ow), x.dtype)
-        for n in range(g.n):
-            for r0, r1 in chunks:
-                cols = buf[:, :, :, :r1 - r0]
-                np.copyto(cols, view[n, :, :, :, r0:r1])
-                product(wg, cols, out[n], r0, r1)
+
+        def chunk(buf: np.ndarray, n: int, r0: int, r1: int) -> None:
+            cols = buf[:, :, :, :r1 - r0]
+            np.copyto(cols, view[n, :, :, :, r0:r1])
+            product(wg, cols, out[n], r0, r1)
+
+        _in_chunks(chunk, (g.c, kh, kw, rows, ow), x.dtype, g.n, chunks, og * k * rows * ow)
         return out.reshape(g.out_shape())
 
     return run
+
+
+def _chunk_rows(rows: int, fit: int) -> int:
+    """Output rows per chunk: as many as ``fit`` in ``CHUNK_BYTES`` of columns, and few enough
+    that every thread gets a chunk (at least one row)."""
+    return max(1, min(rows, fit, -(-rows // thread_count())))
+
+
+def _in_chunks(chunk: Callable[[np.ndarray, int, int, int], None], buffer: tuple[int, ...], dtype: np.dtype,
+               images: int, chunks: Sequence[tuple[int, int]], multiply_adds: int) -> None:
+    """``chunk(buf, n, a, b)`` for every image ``n`` and chunk ``(a, b)``, each with a scratch
+    ``buf`` of shape ``buffer``: the chunks cut among the numpy backend's threads, each gathering
+    its columns into its own buffer and multiplying them with OpenBLAS on one thread
+    (``threads.single_threaded_blas``), so that a chunk's columns stay in its core's cache and
+    the skinny products of few output channels (YOLO's 32) do not wait on OpenBLAS's threads.
+    ``multiply_adds``: a chunk's, which decide whether the work is worth cutting."""
+    tasks = [(n, a, b) for n in range(images) for a, b in chunks]
+
+    def part(share: Sequence[tuple[int, int, int]]) -> None:
+        buf = np.empty(buffer, dtype)
+        for n, a, b in share:
+            chunk(buf, n, a, b)
+
+    cuts = spans(len(tasks), multiply_adds // MULTIPLY_ADDS_PER_ELEMENT)
+    with single_threaded_blas() if len(cuts) > 1 else contextlib.nullcontext(False) as single:
+        if single:
+            run_parts([functools.partial(part, tasks[a:b]) for a, b in cuts])
+        else:  # too little to cut, or no way to keep OpenBLAS to one thread: its own threads
+            part(tasks)
 
 
 class _Flat(NamedTuple):
@@ -321,20 +354,21 @@ def _shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     flat_of = _Flat.plan(g)
     wp = flat_of.wp
     k = g.c * len(flat_of.offsets)
-    rows = max(1, min(g.out[0], CHUNK_BYTES // (k * wp * 4)))
+    rows = _chunk_rows(g.out[0], CHUNK_BYTES // (k * wp * 4))
     chunks = [(r * wp, min(g.out[0], r + rows) * wp) for r in range(0, g.out[0], rows)]
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         flat = flat_of(x)
         wide = np.empty((g.n, g.o, flat_of.length), x.dtype)
         wk = w.reshape(g.o, k)
-        buf = np.empty((g.c, len(flat_of.offsets), rows * wp), x.dtype)
-        for n in range(g.n):
-            for a, b in chunks:
-                cols = buf[:, :, :b - a]
-                for t, off in enumerate(flat_of.offsets):
-                    cols[:, t] = flat[n, :, a + off:b + off]
-                np.matmul(wk, cols.reshape(k, b - a), out=wide[n, :, a:b])
+
+        def chunk(buf: np.ndarray, n: int, a: int, b: int) -> None:
+            cols = buf[:, :, :b - a]
+            for t, off in enumerate(flat_of.offsets):
+                cols[:, t] = flat[n, :, a + off:b + off]
+            np.matmul(wk, cols.reshape(k, b - a), out=wide[n, :, a:b])
+
+        _in_chunks(chunk, (g.c, len(flat_of.offsets), rows * wp), x.dtype, g.n, chunks, g.o * k * rows * wp)
         return flat_of.crop(wide)
 
     return run

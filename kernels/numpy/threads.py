@@ -30,10 +30,14 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["MIN_PART", "thread_count", "spans", "run_parts", "single_threaded_blas"]
+__all__ = ["MIN_PART", "MULTIPLY_ADDS_PER_ELEMENT", "thread_count", "spans", "run_parts", "single_threaded_blas"]
 
 MIN_PART = 1 << 17
 """The fewest elements worth handing to another thread."""
+
+MULTIPLY_ADDS_PER_ELEMENT = 32
+"""How many of a BLAS product's multiply-adds cost about as much as one element of a compiled
+loop: the scale on which products (attention's, a convolution's chunks) are cut (``spans``)."""
 
 _VARIABLES = ("HALFWAY_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 
