@@ -245,7 +245,7 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     oh, ow = g.out
     groups, og = g.groups, g.o // g.groups
     k = g.c // groups * kh * kw
-    rows = _chunk_rows(oh, CHUNK_BYTES // (groups * k * ow * 4))
+    rows = _chunk_rows(oh, CHUNK_BYTES // (groups * k * ow * 4), g.o * k * oh * ow)
     chunks = [(r, min(oh, r + rows)) for r in range(0, oh, rows)]
     pad = Padding.plan(g)
 
@@ -283,10 +283,12 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return run
 
 
-def _chunk_rows(rows: int, fit: int) -> int:
-    """Output rows per chunk: as many as ``fit`` in ``CHUNK_BYTES`` of columns, and few enough
+def _chunk_rows(rows: int, fit: int, multiply_adds: int) -> int:
+    """Output rows per chunk: as many as ``fit`` in ``CHUNK_BYTES`` of columns and, where the
+    convolution's ``multiply_adds`` (an image's) are worth cutting among the threads, few enough
     that every thread gets a chunk (at least one row)."""
-    return max(1, min(rows, fit, -(-rows // thread_count())))
+    share = rows if len(spans(rows, multiply_adds // rows // MULTIPLY_ADDS_PER_ELEMENT)) < 2 else -(-rows // thread_count())
+    return max(1, min(rows, fit, share))
 
 
 def _in_chunks(chunk: Callable[[np.ndarray, int, int, int], None], buffer: tuple[int, ...], dtype: np.dtype,
@@ -354,7 +356,7 @@ def _shifted(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     flat_of = _Flat.plan(g)
     wp = flat_of.wp
     k = g.c * len(flat_of.offsets)
-    rows = _chunk_rows(g.out[0], CHUNK_BYTES // (k * wp * 4))
+    rows = _chunk_rows(g.out[0], CHUNK_BYTES // (k * wp * 4), g.o * k * g.out[0] * wp)
     chunks = [(r * wp, min(g.out[0], r + rows) * wp) for r in range(0, g.out[0], rows)]
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
