@@ -115,7 +115,7 @@ def test_fc_absorbs_the_rows_its_parameterless_epilogue_computes(name):
 def test_fused_params_read_back_as_the_attrs_or_are_refused(name):
     """Non-default attrs reach the epilogue or the pass leaves the op alone; never other math."""
     row = UNARY[name]
-    attrs = {a.name: a.default * 0.75 for a in row.attrs}
+    attrs = {a.name: (not a.default) if isinstance(a.default, bool) else a.default * 0.75 for a in row.attrs}
     prog, scope, out = _conv_then(name, attrs)
     types = op_types(fuse_and_compare(prog, scope, "fuse_conv_act", [out]).program)
     assert (types == {"fused_conv2d": 1}) == (fused_params(row, attrs) is not None), types

@@ -28,9 +28,12 @@ def test_layer_norm_rows_match_float64(shape, with_residual, params):
     scale = RNG.standard_normal(shape[-1]).astype(np.float32) if params != "none" else None
     bias = RNG.standard_normal(shape[-1]).astype(np.float32) if params == "both" else None
     out, total = np.empty_like(x), np.empty_like(x) if with_residual else None
-    assert jit.compiled_layer_norm(out, x, residual, total, scale, bias, 1e-5, shape[-1])
+    means, variances = np.empty(shape[:-1], np.float32), np.empty(shape[:-1], np.float32)
+    assert jit.compiled_layer_norm(out, x, residual, total, scale, bias, 1e-5, shape[-1], means, variances)
     summed = x + residual if with_residual else x  # float32, as the elementwise_add it replaces
     np.testing.assert_allclose(out, _layer_norm64(summed, scale, bias, 1e-5), rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(means, summed.astype(np.float64).mean(-1), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(variances, summed.astype(np.float64).var(-1), rtol=1e-6)
     if with_residual:
         np.testing.assert_array_equal(total, summed)
 
@@ -197,10 +200,15 @@ def test_parts_made_inside_a_part_run_on_its_thread():
 def test_convolution_chunks_cut_for_the_threads_match_the_whole(monkeypatch, attrs, shape):
     """A convolution's chunks of output rows, gathered and multiplied on three threads with
     OpenBLAS on one, give the one-thread result."""
+    from halfway.kernels.numpy import conv
     from tests.oprun import run_op
 
     if not threads._openblas():
         pytest.skip("threadpoolctl is not installed or numpy's BLAS is not OpenBLAS")
+    monkeypatch.setattr(conv, "CUT_MULTIPLY_ADDS", 1)
+    blas = []
+    single = threads.single_threaded_blas
+    monkeypatch.setattr(conv, "single_threaded_blas", lambda: blas.append(1) or single())
     channels = shape[-1] if attrs.get("data_format") == "NHWC" else shape[1]
     inputs = {"Input": RNG.standard_normal(shape).astype(np.float32),
               "Filter": RNG.standard_normal((10, channels // attrs.get("groups", 1), 3, 3)).astype(np.float32)}
@@ -209,4 +217,5 @@ def test_convolution_chunks_cut_for_the_threads_match_the_whole(monkeypatch, att
         return run_op("conv2d", inputs, attrs)["Output"][0]
 
     whole, parts = _whole_then_parts(monkeypatch, once)
+    assert blas, "the chunks were not cut"
     np.testing.assert_allclose(parts, whole, rtol=1e-5, atol=1e-5)

@@ -283,11 +283,17 @@ def _im2col(g: ConvGeometry) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return run
 
 
+CUT_MULTIPLY_ADDS = 1 << 26
+"""The fewest multiply-adds of a convolution whose chunks are cut among the threads: below,
+OpenBLAS's own threads do as well (the 3x3 layers of a 224x224 SqueezeNet: 30 million at most;
+YOLO's at 160x160: 240 million)."""
+
+
 def _chunk_rows(rows: int, fit: int, multiply_adds: int) -> int:
     """Output rows per chunk: as many as ``fit`` in ``CHUNK_BYTES`` of columns and, where the
     convolution's ``multiply_adds`` (an image's) are worth cutting among the threads, few enough
     that every thread gets a chunk (at least one row)."""
-    share = rows if len(spans(rows, multiply_adds // rows // MULTIPLY_ADDS_PER_ELEMENT)) < 2 else -(-rows // thread_count())
+    share = -(-rows // thread_count()) if multiply_adds >= CUT_MULTIPLY_ADDS else rows
     return max(1, min(rows, fit, share))
 
 
@@ -298,7 +304,7 @@ def _in_chunks(chunk: Callable[[np.ndarray, int, int, int], None], buffer: tuple
     its columns into its own buffer and multiplying them with OpenBLAS on one thread
     (``threads.single_threaded_blas``), so that a chunk's columns stay in its core's cache and
     the skinny products of few output channels (YOLO's 32) do not wait on OpenBLAS's threads.
-    ``multiply_adds``: a chunk's, which decide whether the work is worth cutting."""
+    ``multiply_adds``: a chunk's; the work is cut from ``CUT_MULTIPLY_ADDS`` in all."""
     tasks = [(n, a, b) for n in range(images) for a, b in chunks]
 
     def part(share: Sequence[tuple[int, int, int]]) -> None:
@@ -306,7 +312,8 @@ def _in_chunks(chunk: Callable[[np.ndarray, int, int, int], None], buffer: tuple
         for n, a, b in share:
             chunk(buf, n, a, b)
 
-    cuts = spans(len(tasks), multiply_adds // MULTIPLY_ADDS_PER_ELEMENT)
+    worth = len(tasks) * multiply_adds >= CUT_MULTIPLY_ADDS
+    cuts = spans(len(tasks), multiply_adds // MULTIPLY_ADDS_PER_ELEMENT) if worth else [(0, len(tasks))]
     with single_threaded_blas() if len(cuts) > 1 else contextlib.nullcontext(False) as single:
         if single:
             run_parts([functools.partial(part, tasks[a:b]) for a, b in cuts])
@@ -612,7 +619,7 @@ def _compiled_depthwise(spec: KernelSpec, g: ConvGeometry, act: CompiledActivati
     (pt, _), (pl, _) = g.pads
 
     def run(*args: np.ndarray) -> np.ndarray:
-        x, w = args[0], args[1]
+        x, w = np.ascontiguousarray(args[0]), args[1]  # a transposed view (ConvNeXt's blocks) copied first
         out = np.empty(g.out_shape(), x.dtype)
         bias, residual = None if bias_at is None else args[bias_at], None if residual_at is None else args[residual_at]
         if compiled_depthwise(act, (pt, pl), g.strides, g.dilations, out, x, w, bias, residual):

@@ -245,21 +245,28 @@ def _rows_of(arrays: list[np.ndarray | None], width: int) -> list[np.ndarray | N
 
 
 def compiled_layer_norm(out: np.ndarray, x: np.ndarray, residual: np.ndarray | None, total: np.ndarray | None,
-                        scale: np.ndarray | None, bias: np.ndarray | None, epsilon: float, width: int) -> bool:
+                        scale: np.ndarray | None, bias: np.ndarray | None, epsilon: float, width: int,
+                        means: np.ndarray | None = None, variances: np.ndarray | None = None) -> bool:
     """``out = layer_norm(x + residual) * scale + bias`` over rows of ``width`` (the sum into
-    ``total``) in one compiled pass per row (``jit_rows``), the rows shared among the threads.
-    Returns False, having done nothing, where numba is missing or the arrays are not C-contiguous
-    float32, ``residual`` and ``total`` of ``x``'s shape, ``scale`` and ``bias`` of ``width``."""
+    ``total``, each row's statistics into ``means`` and ``variances``) in one compiled pass per
+    row (``jit_rows``), the rows shared among the threads. Returns False, having done nothing,
+    where numba is missing or the arrays are not C-contiguous float32, ``residual`` and ``total``
+    of ``x``'s shape, ``scale`` and ``bias`` of ``width``, ``means`` and ``variances`` of a value
+    per row."""
     rows = _rows_of([out, x, residual, total, scale, bias], width)
     loops = None if rows is None else _loops()
+    stats = [a for a in (means, variances) if a is not None]
     if (loops is None or rows is None or any(a is not None and a.shape != x.shape for a in (residual, total))
-            or any(a is not None and a.size != width for a in (scale, bias))):
+            or any(a is not None and a.size != width for a in (scale, bias))
+            or any(a.dtype != np.float32 or not a.flags.c_contiguous or a.size * width != x.size for a in stats)):
         return False
     out2, x2, residual2, total2, scale2, bias2 = rows
     assert out2 is not None and x2 is not None
-    flat_scale, flat_bias = (None if a is None else a.reshape(-1) for a in (scale2, bias2))
+    flat_scale, flat_bias, flat_means, flat_variances = (
+        None if a is None else a.reshape(-1) for a in (scale2, bias2, means, variances))
     run_parts([functools.partial(loops.layer_norm, out2[a:b], x2[a:b], _part(residual2, (slice(a, b),)),
-                                 _part(total2, (slice(a, b),)), flat_scale, flat_bias, epsilon)
+                                 _part(total2, (slice(a, b),)), flat_scale, flat_bias, epsilon,
+                                 _part(flat_means, (slice(a, b),)), _part(flat_variances, (slice(a, b),)))
                for a, b in spans(len(x2), width)])
     return True
 

@@ -58,10 +58,11 @@ def _largest(values):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def layer_norm(out, x, residual, total, scale, bias, epsilon):  # pragma: no cover - compiled
+def layer_norm(out, x, residual, total, scale, bias, epsilon, means, variances):  # pragma: no cover - compiled
     """``out[r] = (s - mean) / sqrt(var + epsilon) * scale + bias`` for each row ``s`` of ``x``
     (plus ``residual``, added in float32 as the elementwise_add it replaces, the sum written to
-    ``total`` when given); ``scale`` and ``bias`` may be None."""
+    ``total`` when given; each row's mean and variance to ``means`` and ``variances`` when
+    given); ``scale`` and ``bias`` may be None."""
     rows, width = x.shape
     row = np.empty(width, np.float32)
     for r in range(rows):
@@ -70,7 +71,12 @@ def layer_norm(out, x, residual, total, scale, bias, epsilon):  # pragma: no cov
         if total is not None:
             total[r] = row
         mean = _sum(row) / width
-        inverse = np.float32(1.0 / math.sqrt(_squares_about(row, mean) / width + epsilon))
+        variance = _squares_about(row, mean) / width
+        if means is not None:
+            means[r] = mean
+        if variances is not None:
+            variances[r] = variance
+        inverse = np.float32(1.0 / math.sqrt(variance + epsilon))
         centre = np.float32(mean)
         for i in range(width):
             v = (row[i] - centre) * inverse

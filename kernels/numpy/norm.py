@@ -63,18 +63,17 @@ def _layer_norm(spec: KernelSpec) -> Kernel:
         lead = x.shape[:begin]
         return _affine(y, scale, bias, x.shape[begin:]), mean.reshape(lead), variance.reshape(lead)
 
-    if len(spec.outputs) > 1:
-        return _present(spec, run)
-
-    def compiled(*args: np.ndarray) -> np.ndarray:
+    def compiled(*args: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         x = args[0]
-        if x.dtype == np.float32:
-            out = np.empty_like(x)
-            if compiled_layer_norm(out, x, None, None, *_scale_bias(spec, args), epsilon, math.prod(x.shape[begin:])):
-                return out
-        return run(*args)[0]
+        if x.dtype == np.float32:  # a transposed view (ConvNeXt's channels-last blocks) copied first
+            lead = x.shape[:begin]
+            out, mean, variance = np.empty(x.shape, x.dtype), np.empty(lead, x.dtype), np.empty(lead, x.dtype)
+            if compiled_layer_norm(out, np.ascontiguousarray(x), None, None, *_scale_bias(spec, args), epsilon,
+                                   math.prod(x.shape[begin:]), mean, variance):
+                return out, mean, variance
+        return run(*args)
 
-    return compiled
+    return _present(spec, compiled)
 
 
 @register_kernel("skip_layer_norm", dtypes=(DType.float16,))
@@ -85,10 +84,10 @@ def _skip_layer_norm(spec: KernelSpec) -> Kernel:
     keeps_sum = bool(spec.outputs.get("Sum"))
 
     def run(x: np.ndarray, y: np.ndarray, *params: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-        if x.dtype == np.float32:
-            out, total = np.empty_like(x), (np.empty_like(x) if keeps_sum else None)
-            if compiled_layer_norm(out, x, y, total, *_scale_bias(spec, (x, *params)), epsilon,
-                                   math.prod(x.shape[begin:])):
+        if x.dtype == np.float32 and x.shape == y.shape:
+            out, total = np.empty(x.shape, x.dtype), (np.empty(x.shape, x.dtype) if keeps_sum else None)
+            x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+            if compiled_layer_norm(out, x, y, total, *_scale_bias(spec, (x, *params)), epsilon, math.prod(x.shape[begin:])):
                 return (out, total) if keeps_sum else out  # type: ignore[return-value]
         total = x + y
         wide = total.astype(np.float32) if total.dtype == np.float16 else total
