@@ -143,6 +143,9 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     if not channels_last:
         if out.ndim != 4:
             return False
+        if all(a.flags.c_contiguous for a in arrays):  # each channel's plane as one row: the loops' rows are long
+            n, c, h, w = out.shape
+            out, source, residual = (None if a is None else a.reshape(n, c, 1, h * w) for a in (out, source, residual))
         run_parts([functools.partial(loops.channels_mid, out[i], _part(source, i), _part(flat_bias, i[1:]),
                                      _part(residual, i), *act) for i in _nchw_parts(out.shape)])
         return True
@@ -176,9 +179,10 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
     """``out = act(depthwise(x, w) + bias[O] + residual)`` in one compiled loop
     (``jit_windows``), NCHW, any window; ``pads`` are the top and left ones (the output's size
     implies the others). Returns False, having done nothing, where the arrays do not suit it:
-    float32 only, ``x`` C-contiguous, ``w`` ``[O, 1, KH, KW]``."""
+    float32 only, ``x`` and ``out`` C-contiguous, ``w`` ``[O, 1, KH, KW]``."""
     arrays = [a for a in (out, x, w, bias, residual) if a is not None]
-    if (any(a.dtype != np.float32 for a in arrays) or not x.flags.c_contiguous or w.ndim != 4 or w.shape[1] != 1
+    if (any(a.dtype != np.float32 for a in arrays) or not (x.flags.c_contiguous and out.flags.c_contiguous)
+            or w.ndim != 4 or w.shape[1] != 1
             or (residual is not None and residual.shape != out.shape)):
         return False
     loops = _loops()
