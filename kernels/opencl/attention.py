@@ -69,10 +69,10 @@ class _Kernel(NamedTuple):
 
 def _choose_kernel(rt: Runtime, dtype: DType, depth: int, v_depth: int) -> _Kernel:
     if tensor_core_refusal(rt, dtype, depth, v_depth) is None:
-        return _Kernel(("mma.h", "attention_mma.cl"), "attention_mma", MMA_ROWS, 2 * MMA_ROWS,
+        return _Kernel(("mma.h", "attention_score.h", "attention_mma.cl"), "attention_mma", MMA_ROWS, 2 * MMA_ROWS,
                        _mma_key_tile(depth, v_depth))
     rows = 32 if rt.caps.is_gpu else 16
-    return _Kernel(("attention.cl",), "attention", rows, rows, rows)
+    return _Kernel(("attention_score.h", "attention.cl"), "attention", rows, rows, rows)
 
 
 def _mask_defines(rt: Runtime, spec: KernelSpec, scores: tuple[int, ...]) -> tuple[dict[str, object], list[int]]:

@@ -9,17 +9,11 @@
  * Defines: D, DV, HQ, HKV, SQ, SKV, the strides, BQ, BK, SCALE;
  * SOFTCAP (c * tanh(s / c)); CAUSAL with OFFSET (key j > row + OFFSET dropped); MASK_BOOL
  * (uchar, 0 drops) or MASK_T / LOADM (added), read at mstride . (b, h, row, j) for keys j < MW
- * (keys past MW drop); LENGTHS with IDX (keys j >= lengths[b] drop). A row whose keys all drop
+ * (keys past MW drop); LENGTHS with IDX (keys j >= lengths[b] drop): each score through
+ * attention_score.h's score(), in base 2, so the softmax runs on exp2. A row whose keys all drop
  * gives 0 / 0 = NaN, as the numpy kernel does. */
 
-__kernel void attention(__global const T* q, __global const T* k, __global const T* v, __global T* out,
-#if defined(MASK_BOOL)
-                        __global const uchar* mask,
-#elif defined(MASK_T)
-                        __global const MASK_T* mask,
-#else
-                        __global const void* mask,
-#endif
+__kernel void attention(__global const T* q, __global const T* k, __global const T* v, __global T* out, MASK_ARG,
 #ifdef LENGTHS
                         __global const IDX* lengths,
 #else
@@ -34,7 +28,8 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
     bool live = row < SQ;
     float qr[D], acc[DV], sc[BK];
     __global const T* qp = q + (long)b * Q_B + (long)h * Q_H + (long)(live ? row : 0) * Q_S;
-    for (int d = 0; d < D; ++d) qr[d] = (float)LOAD(qp, d) * SCALE;
+    for (int d = 0; d < D; ++d) qr[d] = (float)LOAD(qp, d);
+    long mrow = (long)b * ms0 + (long)h * ms1 + (long)(live ? row : 0) * ms2;
     for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     int keys = SKV;
@@ -59,35 +54,17 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
             int j = start + jj;
             float s = 0.0f;
             for (int d = 0; d < D; ++d) s += qr[d] * kt[jj * D + d];
-#ifdef SOFTCAP
-            s = SOFTCAP * tanh(s / SOFTCAP);
-#endif
-#if defined(MASK_BOOL) || defined(MASK_T)
-            if (j < MW) {
-                long at = (long)b * ms0 + (long)h * ms1 + (long)row * ms2 + (long)j * ms3;
-#ifdef MASK_BOOL
-                if (live && !mask[at]) s = -INFINITY;
-#else
-                if (live) s += (float)LOADM(mask, at);
-#endif
-            } else {
-                s = -INFINITY;
-            }
-#endif
-#ifdef CAUSAL
-            if (j > row + OFFSET) s = -INFINITY;
-#endif
-            if (j >= keys) s = -INFINITY;
+            s = score(s, row, j, keys, mask, mrow, ms3);
             sc[jj] = s;
             tile_max = fmax(tile_max, s);
         }
         float m_new = fmax(m, tile_max);
         if (m_new > -INFINITY) {
-            float correction = exp(m - m_new);
+            float correction = exp2(m - m_new);
             l *= correction;
             for (int d = 0; d < DV; ++d) acc[d] *= correction;
             for (int jj = 0; jj < BK; ++jj) {
-                float p = exp(sc[jj] - m_new);
+                float p = exp2(sc[jj] - m_new);
                 l += p;
                 for (int d = 0; d < DV; ++d) acc[d] += p * vt[jj * DV + d];
             }

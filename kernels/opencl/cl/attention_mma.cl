@@ -1,6 +1,6 @@
 /* Fused float16 attention on NVIDIA tensor cores (compute capability >= 8.0), the flash-attention
  * scheme of attention.cl with the two products on mma.sync m16n8k16 (float16 operands, float32
- * accumulators; helpers of mma.h). A work-group of WARPS = BQ / 16 warps holds BQ query rows
+ * accumulators; helpers of mma.h, the score's masks of attention_score.h). A work-group of WARPS = BQ / 16 warps holds BQ query rows
  * of one (batch, head), 16 rows a warp, whose Q fragments stay in registers. Tiles of BK keys of
  * K and V pass through two stages of local memory (cp.async, zero-filled past the keys, rows in
  * 16-byte chunks XOR-swizzled as in the GEMM), the next tile's copy in flight while the tensor
@@ -18,19 +18,10 @@
 #define WARPS (BQ / 16)
 #define THREADS (WARPS * 32)
 #define PENDING 0
-#define LOG2E 1.4426950408889634f
 #define K_TILE (BK * D)
 #define V_TILE (BK * DV)
 #define K_OFF(j, d) ((j) * D + SWZ((j), (d) / 8, D / 8) * 8 + (d) % 8)
 #define V_OFF(j, d) ((j) * DV + SWZ((j), (d) / 8, DV / 8) * 8 + (d) % 8)
-
-#if defined(MASK_BOOL)
-#define MASK_ARG __global const uchar* mask
-#elif defined(MASK_T)
-#define MASK_ARG __global const MASK_T* mask
-#else
-#define MASK_ARG __global const void* mask
-#endif
 
 /* Rows [start, start + BK) of one operand (W halves a row, S the row stride) into local memory at
  * byte address `to`, 16 bytes a copy; rows at or past SKV are zeros. */
@@ -42,29 +33,6 @@
             cp_async16((to) + 2 * (j * (W) + SWZ(j, c / 8, (W) / 8) * 8), (src) + (in ? ((start) + j) * (S) + c : 0), \
                        in ? 16 : 0); \
     }
-
-/* The score of row `row` (mrow: its mask offset) for key `key`, in base 2: -inf where it drops. */
-inline float score(float x, int row, int key, int keys, MASK_ARG, long mrow, int ms3) {
-    x *= SCALE;
-#ifdef SOFTCAP
-    x = SOFTCAP * tanh(x / SOFTCAP);
-#endif
-#if defined(MASK_BOOL) || defined(MASK_T)
-    if (key < MW) {
-#ifdef MASK_BOOL
-        if (!mask[mrow + (long)key * ms3]) x = -INFINITY;
-#else
-        x += (float)LOADM(mask, mrow + (long)key * ms3);
-#endif
-    } else {
-        x = -INFINITY;
-    }
-#endif
-#ifdef CAUSAL
-    if (key > row + OFFSET) x = -INFINITY;
-#endif
-    return key < keys ? x * LOG2E : -INFINITY;
-}
 
 /* The running max of the row whose scores are s[*][c], s[*][c + 1] (across its 4 lanes). */
 inline float row_max(float (*s)[4], int c, float m) {

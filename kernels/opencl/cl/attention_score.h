@@ -1,0 +1,35 @@
+/* A score of fused attention (attention.cl, attention_mma.cl) after scale, softcap, the mask,
+ * causal masking and key lengths, in base 2 (times log2 e: the kernels' softmax runs on exp2).
+ * MASK_ARG declares the mask argument of the kernel's type (MASK_BOOL, MASK_T or none). */
+#define LOG2E 1.4426950408889634f
+
+#if defined(MASK_BOOL)
+#define MASK_ARG __global const uchar* mask
+#elif defined(MASK_T)
+#define MASK_ARG __global const MASK_T* mask
+#else
+#define MASK_ARG __global const void* mask
+#endif
+
+/* The score of row `row` (mrow: its mask offset) for key `key`, in base 2: -inf where it drops. */
+inline float score(float x, int row, int key, int keys, MASK_ARG, long mrow, int ms3) {
+    x *= SCALE;
+#ifdef SOFTCAP
+    x = SOFTCAP * tanh(x / SOFTCAP);
+#endif
+#if defined(MASK_BOOL) || defined(MASK_T)
+    if (key < MW) {
+#ifdef MASK_BOOL
+        if (!mask[mrow + (long)key * ms3]) x = -INFINITY;
+#else
+        x += (float)LOADM(mask, mrow + (long)key * ms3);
+#endif
+    } else {
+        x = -INFINITY;
+    }
+#endif
+#ifdef CAUSAL
+    if (key > row + OFFSET) x = -INFINITY;
+#endif
+    return key < keys ? x * LOG2E : -INFINITY;
+}
