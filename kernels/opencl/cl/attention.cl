@@ -14,12 +14,7 @@
  * gives 0 / 0 = NaN, as the numpy kernel does. */
 
 __kernel void attention(__global const T* q, __global const T* k, __global const T* v, __global T* out, MASK_ARG,
-#ifdef LENGTHS
-                        __global const IDX* lengths,
-#else
-                        __global const void* lengths,
-#endif
-                        int ms0, int ms1, int ms2, int ms3) {
+                        LENGTHS_ARG, int ms0, int ms1, int ms2, int ms3) {
     __local float kt[BK * D];
     __local float vt[BK * DV];
     int lid = get_local_id(0), row = get_group_id(0) * BQ + lid;

@@ -43,12 +43,7 @@ inline float row_max(float (*s)[4], int c, float m) {
 
 __kernel __attribute__((reqd_work_group_size(THREADS, 1, 1)))
 void attention_mma(__global const T* q, __global const T* k, __global const T* v, __global T* out, MASK_ARG,
-#ifdef LENGTHS
-                   __global const IDX* lengths,
-#else
-                   __global const void* lengths,
-#endif
-                   int ms0, int ms1, int ms2, int ms3) {
+                   LENGTHS_ARG, int ms0, int ms1, int ms2, int ms3) {
     __local ushort tiles[2 * (K_TILE + V_TILE)] __attribute__((aligned(128)));
     const int lid = get_local_id(0), warp = lid >> 5, lane = lid & 31, g = lane >> 2, t = lane & 3;
     const int q0 = get_group_id(0) * BQ, bh = get_group_id(1), b = bh / HQ, h = bh % HQ, kvh = h / (HQ / HKV);

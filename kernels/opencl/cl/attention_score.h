@@ -1,6 +1,7 @@
 /* A score of fused attention (attention.cl, attention_mma.cl) after scale, softcap, the mask,
  * causal masking and key lengths, in base 2 (times log2 e: the kernels' softmax runs on exp2).
- * MASK_ARG declares the mask argument of the kernel's type (MASK_BOOL, MASK_T or none). */
+ * MASK_ARG and LENGTHS_ARG declare the kernels' mask and key-length arguments of their types
+ * (MASK_BOOL, MASK_T or none; LENGTHS with IDX, or none). */
 #define LOG2E 1.4426950408889634f
 
 #if defined(MASK_BOOL)
@@ -9,6 +10,11 @@
 #define MASK_ARG __global const MASK_T* mask
 #else
 #define MASK_ARG __global const void* mask
+#endif
+#ifdef LENGTHS
+#define LENGTHS_ARG __global const IDX* lengths
+#else
+#define LENGTHS_ARG __global const void* lengths
 #endif
 
 /* The score of row `row` (mrow: its mask offset) for key `key`, in base 2: -inf where it drops. */
