@@ -150,12 +150,15 @@ WINDOW_CASES = ([(case, (3, 3)) for case in DEPTHWISE_CASES]
 @pytest.mark.parametrize("act", ACTIVATIONS)
 @pytest.mark.parametrize("case, window", WINDOW_CASES, ids=str)
 @pytest.mark.parametrize("with_residual", [True, False])
-def test_depthwise_loops_match_the_reference(monkeypatch, act, case, with_residual, window):
+@pytest.mark.parametrize("small_map", [0, 10**6], ids=["planes", "channels"])
+def test_depthwise_loops_match_the_reference(monkeypatch, act, case, with_residual, window, small_map):
     """The compiled depthwise convs, 3x3 and other windows (with bias, residual and activation in
-    their loop) against the float64 reference convolution, and a loop is what ran."""
+    their loop), plane by plane and (``small_map``, channel multiplier 1) channels as lanes,
+    against the float64 reference convolution, and a loop is what ran."""
     from tests.test_kernels_nn import check, ref_activation, ref_conv, run
 
     shape, mult, conv_attrs = case
+    monkeypatch.setattr(jit, "SMALL_MAP", small_map)
     calls = []
     monkeypatch.setattr("halfway.kernels.numpy.conv.compiled_depthwise",
                         lambda *a: calls.append(1) or jit.compiled_depthwise(*a))

@@ -140,6 +140,9 @@ CONV_CASES = [
     ((1, 4, 6, 48), (5, 4, 3, 2), {"dilations": [2, 3], "paddings": [2, 0, 1, 3]}),
     ((2, 8, 5, 40), (2, 8, 3, 3), {"paddings": [1, 1]}),  # few output channels: the tap sum in NCHW
     ((1, 8, 5, 6), (2, 8, 1, 1), {"paddings": [1, 1]}),  # the tap sum of a single (padded 1x1) tap
+    ((2, 3, 9, 64), (4, 3, 3, 3), {"strides": [2, 2], "paddings": [1, 1]}),  # strided on wide rows
+    ((1, 4, 10, 61), (5, 4, 4, 3), {"strides": [3, 2], "dilations": [1, 2], "paddings": [2, 0, 1, 3]}),
+    ((1, 3, 8, 45), (2, 3, 5, 5), {"strides": [2, 3], "dilations": [2, 1], "padding_algorithm": "SAME"}),
 ]
 DEPTHWISE_CASES = [
     ((1, 6, 8, 8), (6, 1, 3, 3), {"paddings": [1, 1], "groups": 6}),

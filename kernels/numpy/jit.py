@@ -45,6 +45,7 @@ class _Loops(NamedTuple):
     channels_mid: Any
     channels_last: Any
     depthwise: Any
+    depthwise_small: Any
     pool3x3: Any
     unary: Mapping[str, Any]
     layer_norm: Any
@@ -78,7 +79,7 @@ def _loops() -> _Loops | None:
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
-    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise,
+    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise, jit_windows.depthwise_small,
                   jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.softmax)
 
 
@@ -159,6 +160,11 @@ def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndar
     return True
 
 
+SMALL_MAP = 64
+"""The largest output map (pixels) the depthwise conv computes with channels as vector lanes
+(``jit_windows.depthwise_small``): 2x faster than plane by plane on 7x7 maps, 1.3x slower on 14x14."""
+
+
 def _part(array: np.ndarray | None, index: tuple[slice, ...]) -> np.ndarray | None:
     return None if array is None else array[index]
 
@@ -179,8 +185,8 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
                        dilations: tuple[int, int], out: np.ndarray, x: np.ndarray, w: np.ndarray,
                        bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
     """``out = act(depthwise(x, w) + bias[O] + residual)`` in one compiled loop
-    (``jit_windows``), NCHW, any window; ``pads`` are the top and left ones (the output's size
-    implies the others). Returns False, having done nothing, where the arrays do not suit it:
+    (``jit_windows``; ``depthwise_small`` for outputs of at most ``SMALL_MAP`` pixels), NCHW, any
+    window; ``pads`` are the top and left ones (the output's size implies the others). Returns False, having done nothing, where the arrays do not suit it:
     float32 only, ``x`` and ``out`` C-contiguous, ``w`` ``[O, 1, KH, KW]``."""
     arrays = [a for a in (out, x, w, bias, residual) if a is not None]
     if (any(a.dtype != np.float32 for a in arrays) or not (x.flags.c_contiguous and out.flags.c_contiguous)
@@ -192,10 +198,12 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
         return False
     flat_bias, w = None if bias is None else bias.reshape(-1), np.ascontiguousarray(w)
     mult = w.shape[0] // x.shape[1]
+    small = mult == 1 and out.shape[2] * out.shape[3] <= SMALL_MAP
+    loop = loops.depthwise_small if small else loops.depthwise
 
     def part(images: slice, outs: slice) -> Callable[[], object]:
         ins = outs if outs.stop is None else slice(outs.start // mult, outs.stop // mult)
-        return functools.partial(loops.depthwise, out[images, outs], x[images, ins], w[outs],
+        return functools.partial(loop, out[images, outs], x[images, ins], w[outs],
                                  _part(flat_bias, (outs,)), _part(residual, (images, outs)), *pads, *strides,
                                  *dilations, *act)
 

@@ -2,7 +2,8 @@
 first use: ``out = act(source + bias[c] + residual)`` in one pass over memory, numpy's results
 bit for bit (sigmoid, swish and GELU computed as ``jit_math``'s loops): the activation follows
 the sum a row at a time, while the row is in cache (``finish``, here and in ``jit_windows``).
-numpy's error model, as ``jit_math``'s, so that their divisions vectorise.
+numpy's error model, as ``jit_math``'s, so that their divisions vectorise, and its FMA
+contraction (``jit_math.CONTRACT``), which only sigmoid, swish and GELU have multiply-adds for.
 
 ``source`` None means ``out`` itself: given ``out`` twice, LLVM's run-time overlap check would
 send the loops down their scalar paths.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_math import gelu_erf_of, gelu_tanh_of, logistic, logistic_wide
+from halfway.kernels.numpy.jit_math import CONTRACT, gelu_erf_of, gelu_tanh_of, logistic, logistic_wide
 
 __all__ = ["finish", "channels_mid", "channels_last"]
 
@@ -67,7 +68,7 @@ def finish(values, code, alpha, top):  # pragma: no cover - compiled
             values[i] = gelu_tanh_of(values[i])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
 def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
     """4-D ``[N, C, H, W]``: ``out = act(source + bias[c] + residual)``; ``source`` None: ``out``'s."""
     images, channels, rows, cols = out.shape
@@ -86,7 +87,7 @@ def channels_mid(out, source, bias, residual, code, alpha, top):  # pragma: no c
                 finish(out[n, c, y], code, alpha, top)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
 def channels_last(out, source, bias, residual, code, alpha, top):  # pragma: no cover - compiled
     """2-D ``[M, C]``: ``out = act(source + bias[c] + residual)``; ``source`` None: ``out``'s."""
     rows, channels = out.shape

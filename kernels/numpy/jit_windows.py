@@ -23,6 +23,8 @@ sizes that costs 2-4x more than the arithmetic. These loops work channel by chan
    scales an average by its reciprocal count and writes it straight into the output. (A
    branch per max kept LLVM from vectorising: 2-4x slower than numpy.)
 
+The depthwise loops' multiply-adds are FMA instructions (``jit_math.CONTRACT``).
+
 Indices are unsigned where they address the scratch: numba wraps negative indices, and that
 check (on signed ones LLVM cannot bound) turns the row's contiguous loads into gathers, 5-10x
 slower.
@@ -34,12 +36,15 @@ import numpy as np
 from numba import njit, uint64
 
 from halfway.kernels.numpy.jit_epilogue import finish
+from halfway.kernels.numpy.jit_math import CONTRACT
 
-__all__ = ["depthwise", "pool3x3"]
+__all__ = ["depthwise", "depthwise_small", "pool3x3"]
 
 zero = np.float32(0)
 ACC_PIXELS = 1024
 """Output pixels ``depthwise`` accumulates at a time (whole rows of them): a block in L1."""
+TRANSPOSE_BLOCK = 16
+"""``transpose_into``'s blocks: 16x16 floats, 1 KiB."""
 VECTOR_RUN = 64
 """``depthwise`` computes its blocks in whole runs of this many pixels (LLVM's vector loop of
 AVX-512, unrolled four times)."""
@@ -113,7 +118,7 @@ def taps(planes, row, ox):  # pragma: no cover - compiled
             planes[uint64(row[6] + ox)], planes[uint64(row[7] + ox)], planes[uint64(row[8] + ox)])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=CONTRACT)
 def add_row3(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - compiled
     """``acc[:length] +=`` the filter row ``w[wt:wt + 3]`` times its taps' runs (``base[t:t + 3]``,
     ``shift`` into the planes)."""
@@ -122,7 +127,7 @@ def add_row3(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - 
         acc[p] += w0 * planes[uint64(s0 + p)] + w1 * planes[uint64(s1 + p)] + w2 * planes[uint64(s2 + p)]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=CONTRACT)
 def add_row5(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - compiled
     """``add_row3`` for a row of 5."""
     w0, w1, w2, w3, w4 = w[wt], w[wt + 1], w[wt + 2], w[wt + 3], w[wt + 4]
@@ -133,7 +138,7 @@ def add_row5(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - 
                    + w3 * planes[uint64(s3 + p)] + w4 * planes[uint64(s4 + p)])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=CONTRACT)
 def add_row7(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - compiled
     """``add_row3`` for a row of 7."""
     w0, w1, w2, w3, w4, w5, w6 = w[wt], w[wt + 1], w[wt + 2], w[wt + 3], w[wt + 4], w[wt + 5], w[wt + 6]
@@ -145,7 +150,7 @@ def add_row7(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - 
                    + w6 * planes[uint64(s6 + p)])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=CONTRACT)
 def add_taps(acc, length, planes, w, wt, base, t, count, shift):  # pragma: no cover - compiled
     """``acc[:length] +=`` the ``count`` taps ``w[wt:wt + count]``, a pass each."""
     for j in range(count):
@@ -154,7 +159,7 @@ def add_taps(acc, length, planes, w, wt, base, t, count, shift):  # pragma: no c
             acc[p] += wj * planes[uint64(sj + p)]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
 def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
     """``out = act(depthwise(x, w) + bias + residual)``; ``w`` is ``[C * mult, 1, KH, KW]``,
     output channel ``c * mult + m`` reads input channel ``c``. A block's length is rounded up to
@@ -198,6 +203,59 @@ def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, to
                             for ox in range(ow):
                                 dst[uint64(d0 + ox)] = acc[uint64(a0 + ox)]
                 finish(dst, code, alpha, top)  # the plane at once: rows of 7 cost more per call
+
+
+@njit(cache=True, nogil=True)
+def transpose_into(dst, src):  # pragma: no cover - compiled
+    """``dst[j, i] = src[i, j]`` in square blocks that stay in L1."""
+    rows, cols = src.shape
+    for i0 in range(0, rows, TRANSPOSE_BLOCK):
+        for j0 in range(0, cols, TRANSPOSE_BLOCK):
+            for i in range(i0, min(i0 + TRANSPOSE_BLOCK, rows)):
+                for j in range(j0, min(j0 + TRANSPOSE_BLOCK, cols)):
+                    dst[j, i] = src[i, j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
+def depthwise_small(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
+    """``depthwise`` (channel multiplier 1) for small maps, channels as the vector lanes: the
+    image's input transposed to ``[H * W, C]`` and the filter to ``[KH * KW, C]``, each output
+    pixel accumulates its taps inside the image as multiply-adds over all channels at once, then
+    its epilogue, and is written back into the NCHW output. On MobileNetV3's [960, 7, 7] maps
+    the loop over channels costs 4x less than ``depthwise``'s, which pays per channel for short
+    rows."""
+    channels, rows, cols = x.shape[1], x.shape[2], x.shape[3]
+    kh, kw, oh, ow = w.shape[2], w.shape[3], out.shape[2], out.shape[3]
+    taps = np.empty((kh * kw, channels), np.float32)
+    transpose_into(taps, w.reshape(channels, kh * kw))
+    pixels = np.empty((rows * cols, channels), np.float32)
+    acc = np.empty(channels, np.float32)
+    flat_taps, flat_pixels = taps.reshape(-1), pixels.reshape(-1)  # indexed, not sliced: a view per tap costs more than its math
+    for n in range(x.shape[0]):
+        transpose_into(pixels, x[n].reshape(channels, rows * cols))
+        for oy in range(oh):
+            for ox in range(ow):
+                if bias is not None:
+                    acc[:] = bias
+                else:
+                    acc[:] = zero
+                for i in range(kh):
+                    iy = oy * sh - pt + i * dh
+                    if iy < 0 or iy >= rows:
+                        continue
+                    for j in range(kw):
+                        ix = ox * sw - pl + j * dw
+                        if ix < 0 or ix >= cols:
+                            continue
+                        tap, pixel = (i * kw + j) * channels, (iy * cols + ix) * channels
+                        for c in range(channels):
+                            acc[c] += flat_taps[uint64(tap + c)] * flat_pixels[uint64(pixel + c)]
+                if residual is not None:
+                    for c in range(channels):
+                        acc[c] += residual[n, c, oy, ox]
+                finish(acc, code, alpha, top)
+                for c in range(channels):
+                    out[n, c, oy, ox] = acc[c]
 
 
 @njit(cache=True, nogil=True, inline="always")
