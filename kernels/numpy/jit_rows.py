@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_math import exp32, float32_bits
+from halfway.kernels.numpy.jit_math import CONTRACT, exp32, float32_bits
 
 __all__ = ["layer_norm", "softmax"]
 
@@ -57,7 +57,7 @@ def _largest(values):  # pragma: no cover - compiled
     return float32_bits(_order(top))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
 def layer_norm(out, x, residual, total, scale, bias, epsilon, means, variances):  # pragma: no cover - compiled
     """``out[r] = (s - mean) / sqrt(var + epsilon) * scale + bias`` for each row ``s`` of ``x``
     (plus ``residual``, added in float32 as the elementwise_add it replaces, the sum written to
@@ -87,7 +87,7 @@ def layer_norm(out, x, residual, total, scale, bias, epsilon, means, variances):
             out[r, i] = v
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
 def softmax(out, x):  # pragma: no cover - compiled
     """Softmax of each row of ``x`` into ``out`` (``x`` itself where None), max-subtracted; a row
     of -inf gives NaN (0 / 0), as numpy's passes do."""
