@@ -12,7 +12,11 @@ Rules (applied until nothing matches, so they chain):
    x_num_col_dims;
 3. fc without activation + an absorbable activation (``halfway.ir.ops.families``) its epilogue
    computes without parameters (``fc_absorbable``: relu, sigmoid, relu6 at 6, ...) -> fc with
-   activation_type.
+   activation_type;
+4. fc without activation + elementwise_mul by a parameter of one value per output column
+   (either operand: ConvNeXt's and CaiT's layer scale, ``gamma * fc(x)``) -> fc with ``W * c``
+   and ``Bias * c`` (computed in float64, stored as new parameters): one pass over the output
+   fewer.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 
 from halfway.ir.operator import Operator
 from halfway.ir.ops.families import UNARY, fc_absorbable
+from halfway.passes.fuse_channels import is_channel_bias
 from halfway.passes.pattern import pattern
 from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
@@ -62,6 +67,22 @@ def _fc_act(ctx: RewriteContext, *, act: Operator, fc: Operator) -> Operator | D
     return copy_op(fc, outputs={"Out": act.output("Out")}, attrs={"activation_type": act.type})
 
 
+def _fc_scale(ctx: RewriteContext, *, mul: Operator, fc: Operator, w: str, c: str) -> Operator | Decline:
+    out_shape = ctx.var(fc.output("Out")[0]).shape or ()
+    if not is_channel_bias(out_shape, ctx.var(c).shape or (), mul.attr("axis"), len(out_shape) - 1):
+        return ctx.decline(f"{c} (shape {list(ctx.var(c).shape or ())}) is not one value per output column")
+    biases = fc.input("Bias")
+    weight, scale = ctx.values(w, c)
+    bias = ctx.values(biases[0])[0] if biases else None
+    if weight is None or scale is None or (biases and bias is None):
+        return ctx.decline(f"the scope holds no value for {w}, {c} or the bias")
+    factor = scale.reshape(-1).astype(np.float64)
+    inputs = {"W": ctx.new_param(f"{w}.scaled", (weight.astype(np.float64) * factor).astype(weight.dtype))}
+    if bias is not None:
+        inputs["Bias"] = ctx.new_param(f"{biases[0]}.scaled", (bias.astype(np.float64) * factor).astype(bias.dtype))
+    return copy_op(fc, inputs=inputs, outputs={"Out": mul.output("Out")})
+
+
 RULES = Rules([
     # matmul_v2 + elementwise_add(bias) -> fc
     Rule(pattern("add:elementwise_add(X=mm:matmul_v2(X=x, Y=w:param), Y=b:param)"), _fc, "matmul_v2 + bias -> fc"),
@@ -72,6 +93,12 @@ RULES = Rules([
     # fc (no activation) + activation -> fc(activation_type)
     Rule(pattern(f"act:{'|'.join(_ACTS)}(X=fc:fc(Input=_, W=_, ...))",
                  attrs={"fc": {"activation_type": ""}}), _fc_act, "fc + activation -> fc"),
+    # fc (no activation) * per-column parameter -> fc(W * c, Bias * c), either operand order
+    Rule(pattern("mul:elementwise_mul(X=fc:fc(Input=_, W=w:param, ...), Y=c:param)",
+                 attrs={"fc": {"activation_type": ""}}), _fc_scale, "fc * scale -> fc"),
+    Rule(pattern("mul:elementwise_mul(X=c:param, Y=fc:fc(Input=_, W=w:param, ...))",
+                 attrs={"fc": {"activation_type": ""}}), _fc_scale, "scale * fc -> fc"),
 ])
 
-register_rules("fuse_fc", RULES, "Fuse matmul_v2/mul, its bias add and its activation into one fc op.")
+register_rules("fuse_fc", RULES, "Fuse matmul_v2/mul, its bias add, its activation and a per-column scale after it "
+               "into one fc op.")

@@ -135,3 +135,43 @@ def test_bias_before_the_product_becomes_fc(axis, width, fused):
     result = fuse_and_compare(prog, scope, "fuse_fc", [y.name])
     (fc,) = result.program.global_block().ops
     assert fc.type == "fc" and fc.attr("in_num_col_dims") == 2
+
+
+def _scaled_linear(scale_shape, scale_first=False, act=None, axis=-1):
+    """matmul + bias [+ act] followed by a multiply by a parameter of ``scale_shape``."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 3, 6])
+        h = layers.elementwise_add(layers.matmul(x, create_parameter("w", [6, 7])), create_parameter("b", [7]))
+        h = apply_act(h, act) if act else h
+        c = create_parameter("c", scale_shape)
+        y = layers.elementwise_mul(c, h, axis=axis) if scale_first else layers.elementwise_mul(h, c, axis=axis)
+    scope = halfway.init_scope(prog, seed=3)
+    lively_params(scope, np.random.default_rng(4))
+    return prog, scope, [y.name]
+
+
+@pytest.mark.parametrize("scale_shape", [[7], [1, 7], [1, 1, 7]])
+@pytest.mark.parametrize("scale_first", [False, True])
+def test_a_per_column_scale_folds_into_the_fc(scale_shape, scale_first):
+    """ConvNeXt's layer scale: fc(x) * gamma -> one fc with W * gamma and Bias * gamma, new
+    parameters; the caller's are unchanged."""
+    prog, scope, outs = _scaled_linear(scale_shape, scale_first)
+    before = {name: scope[name].copy() for name in scope}
+    result = fuse_and_compare(prog, scope, "fuse_fc", outs)
+    (fc,) = result.program.global_block().ops
+    gamma = scope["c_0"].reshape(-1).astype(np.float64)
+    np.testing.assert_allclose(result.scope[fc.input("W")[0]], scope["w_0"] * gamma, rtol=1e-6)
+    np.testing.assert_allclose(result.scope[fc.input("Bias")[0]], scope["b_0"] * gamma, rtol=1e-6)
+    assert all(np.array_equal(scope[name], value) for name, value in before.items())
+
+
+@pytest.mark.parametrize("case, kwargs", [
+    ("after an activation", {"scale_shape": [7], "act": "relu"}),
+    ("per row", {"scale_shape": [3, 1]}),
+    ("per element", {"scale_shape": [2, 3, 7]}),
+])
+def test_scales_that_do_not_fold(case, kwargs):
+    prog, scope, outs = _scaled_linear(**kwargs)
+    result = fuse_and_compare(prog, scope, "fuse_fc", outs)
+    assert op_types(result.program)["elementwise_mul"] == 1, case
