@@ -1,10 +1,14 @@
 """The compiled row loops (layer_norm with its residual, softmax) against float64 numpy math, and
-the numpy backend's threads: every loop cut into parts gives what the whole loop gives."""
+the numpy backend's threads: every loop and product cut into parts gives what the whole one gives."""
+
+import functools
+import threading
+import time
 
 import numpy as np
 import pytest
 
-from halfway.kernels.numpy import jit, threads
+from halfway.kernels.numpy import jit, products, threads
 from halfway.kernels.numpy.conv import make_epilogue
 
 pytestmark = pytest.mark.skipif(not jit.JIT, reason="numba is not installed (pip install 'halfway[jit]')")
@@ -74,10 +78,9 @@ def _whole_then_parts(monkeypatch, fn):
     m.setattr(threads, "MIN_PART", 4)
     m.setattr(threads, "thread_count", lambda: 3)
     calls = []
-    submit = threads._pool().submit
-    m.setattr(threads._pool(), "submit", lambda *a: calls.append(1) or submit(*a))
+    m.setattr(jit, "run_parts", lambda parts: calls.append(len(parts)) or threads.run_parts(parts))
     parts = fn()
-    assert calls, "nothing ran on the pool"
+    assert calls and max(calls) > 1, "no loop was cut"
     return whole, parts
 
 
@@ -155,6 +158,35 @@ def test_spans_cut_only_work_worth_sharing(monkeypatch):
     assert threads.spans(0) == [(0, 0)]
 
 
+def test_parts_run_on_the_team_and_it_wakes_after_sleeping(monkeypatch):
+    """The team's workers run parts (another thread than the caller's); a worker that stopped
+    polling and slept is woken by the next parts."""
+    if threads.team_size() == 0:
+        pytest.skip("no thread team: numba's loops are off or there is one thread")
+    monkeypatch.setattr(threads, "POLLS", 1)
+    for _ in range(2):
+        seen = []
+        threads.run_parts([lambda: seen.append(threading.get_ident()) for _ in range(threads.team_size() + 1)])
+        assert len(set(seen)) == threads.team_size() + 1
+        time.sleep(0.05)
+
+
+def test_callers_on_several_threads_all_get_their_parts_run():
+    """While one caller holds the team, another runs its parts in turn; every part runs once."""
+    counts = [0] * 64
+
+    def caller(base):
+        for _ in range(50):
+            threads.run_parts([functools.partial(counts.__setitem__, base + i, counts[base + i] + 1) for i in range(4)])
+
+    workers = [threading.Thread(target=caller, args=(4 * t,)) for t in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert counts[:16] == [50] * 16
+
+
 def test_an_error_in_a_part_reaches_the_caller():
     def fail():
         raise ValueError("part failed")
@@ -219,3 +251,17 @@ def test_convolution_chunks_cut_for_the_threads_match_the_whole(monkeypatch, att
     whole, parts = _whole_then_parts(monkeypatch, once)
     assert blas, "the chunks were not cut"
     np.testing.assert_allclose(parts, whole, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 7), (5, 48, 96), (1, 30, 50), (40, 1, 3)], ids=str)
+def test_products_cut_by_rows_or_columns_match_numpy(monkeypatch, shape):
+    """``products.matmul`` cut (rows where ``a`` is the larger operand, else columns) against the
+    same product whole; integers are not cut."""
+    m, k, n = shape
+    a, b = RNG.standard_normal((m, k)).astype(np.float32), RNG.standard_normal((k, n)).astype(np.float32)
+    monkeypatch.setattr(threads, "MIN_PART", 1)
+    got = products.matmul(a, b)
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+    assert got.dtype == np.float32 and got.shape == (m, n)
+    ints = products.matmul(a.astype(np.int64), b.astype(np.int64))
+    np.testing.assert_array_equal(ints, np.matmul(a.astype(np.int64), b.astype(np.int64)))

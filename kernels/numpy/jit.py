@@ -30,7 +30,7 @@ import numpy as np
 
 from halfway.kernels.numpy.threads import run_parts, spans
 
-__all__ = ["JIT", "cache_dir", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
+__all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
            "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_softmax"]
 
 log = logging.getLogger("halfway.kernels")
@@ -42,6 +42,7 @@ swish: its beta as alpha; gelu: alpha 1 for the tanh approximation)."""
 
 
 class _Loops(NamedTuple):
+    spin: Any
     channels_mid: Any
     channels_last: Any
     depthwise: Any
@@ -75,12 +76,19 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from halfway.kernels.numpy import jit_epilogue, jit_math, jit_rows, jit_windows
+        from halfway.kernels.numpy import jit_epilogue, jit_math, jit_rows, jit_spin, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
-    return _Loops(jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise, jit_windows.depthwise_small,
+    return _Loops(jit_spin, jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise, jit_windows.depthwise_small,
                   jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.softmax)
+
+
+def spin_loops() -> Any | None:
+    """``jit_spin``'s waits for the thread team, or None where the compiled loops are off or
+    numba does not import."""
+    loops = _loops() if JIT else None
+    return None if loops is None else loops.spin
 
 
 def _unary_loops(jit_math: Any) -> dict[str, Any]:

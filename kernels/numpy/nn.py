@@ -41,7 +41,7 @@ import numpy as np
 from halfway.ir.dtypes import DType
 from halfway.ir.ops.nn import window_geometry
 from halfway.kernels.numpy.conv import make_epilogue, slot_positions  # and registers the convolutions
-from halfway.kernels.numpy import jit
+from halfway.kernels.numpy import jit, products
 from halfway.kernels.numpy.jit import compiled_pool, compiled_softmax
 from halfway.kernels.numpy.pool import general_pool
 from halfway.kernels.registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_float16
@@ -375,6 +375,8 @@ def matmul_v2(spec: KernelSpec) -> Kernel:
     flip_y = spec.attrs["trans_y"] and len(spec.input("Y").shape) > 1
 
     def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        if not (flip_x or flip_y) and x.ndim >= 2 and y.ndim == 2 and x.dtype.kind == "f":  # a linear layer's
+            return products.matmul(x.reshape(-1, x.shape[-1]), y).reshape(*x.shape[:-1], y.shape[-1])
         return np.asarray(np.matmul(np.swapaxes(x, -1, -2) if flip_x else x,
                                     np.swapaxes(y, -1, -2) if flip_y else y))
 
@@ -391,7 +393,7 @@ def mul(spec: KernelSpec) -> Kernel:
     x2 = _rows(spec.input("X").shape, spec.attrs["x_num_col_dims"])
     y2 = _rows(spec.input("Y").shape, spec.attrs["y_num_col_dims"])
     out_shape = spec.output("Out").shape
-    return lambda x, y: np.matmul(x.reshape(x2), y.reshape(y2)).reshape(out_shape)
+    return lambda x, y: products.matmul(x.reshape(x2), y.reshape(y2)).reshape(out_shape)
 
 
 @register_kernel("fc")
@@ -405,7 +407,7 @@ def fc(spec: KernelSpec) -> Kernel:
     bias_at = slot_positions(spec).get("Bias")
 
     def run(*args: np.ndarray) -> np.ndarray:
-        out = np.matmul(args[0].reshape(x2), args[1][used])
+        out = products.matmul(args[0].reshape(x2), args[1][used])
         return epilogue(out, None if bias_at is None else args[bias_at]).reshape(out_shape)
 
     return run
