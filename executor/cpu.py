@@ -12,6 +12,7 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.ir.schema import TensorInfo
+from halfway.kernels.numpy.heap import keep_freed_memory
 from halfway.kernels.registry import Kernel
 from halfway.executor.backend import Backend, Binding, Run, register_backend
 from halfway.executor.memory import MemoryPlan
@@ -25,7 +26,9 @@ class NumpyBackend(Backend):
 
     def allocate(self, tensors: Mapping[str, TensorInfo], plan: MemoryPlan, parameters: Mapping[str, np.ndarray],
                  feeds: Sequence[str]) -> dict[str, int]:
-        """An index per tensor; parameters sit in every run's list from the start."""
+        """An index per tensor; parameters sit in every run's list from the start. The heap keeps
+        freed memory from here on (``halfway.kernels.numpy.heap``)."""
+        keep_freed_memory()
         self._template = [parameters.get(name) for name in tensors]
         return {name: index for index, name in enumerate(tensors)}
 

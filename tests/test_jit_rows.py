@@ -2,6 +2,8 @@
 the numpy backend's threads: every loop and product cut into parts gives what the whole one gives."""
 
 import functools
+import os
+import platform
 import threading
 import time
 
@@ -265,3 +267,29 @@ def test_products_cut_by_rows_or_columns_match_numpy(monkeypatch, shape):
     assert got.dtype == np.float32 and got.shape == (m, n)
     ints = products.matmul(a.astype(np.int64), b.astype(np.int64))
     np.testing.assert_array_equal(ints, np.matmul(a.astype(np.int64), b.astype(np.int64)))
+
+
+def test_the_heap_keeps_freed_memory_unless_turned_off():
+    """Once ``keep_freed_memory`` ran, an 8 MiB array freed stays in the heap (glibc's free bytes);
+    with HALFWAY_KEEP_HEAP=0 it goes back to the kernel. Each in a fresh process: the setting is
+    once per process."""
+    import subprocess
+    import sys
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    code = ("import ctypes, halfway, numpy as np\n"
+            "from halfway.kernels.numpy import heap\n"
+            "kept = heap.keep_freed_memory()\n"
+            "block = np.ones(1 << 20)\n"
+            "del block\n"
+            "class Info(ctypes.Structure):\n"
+            "    _fields_ = [(n, ctypes.c_size_t) for n in ('arena ordblks smblks hblks hblkhd usmblks fsmblks '\n"
+            "                                                'uordblks fordblks keepcost').split()]\n"
+            "mallinfo2 = ctypes.CDLL('libc.so.6').mallinfo2\n"
+            "mallinfo2.restype = Info\n"
+            "print(kept, mallinfo2().fordblks >= 8 << 20)\n")
+    for value, want in (("1", "True True"), ("0", "False False")):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "HALFWAY_KEEP_HEAP": value})
+        assert done.stdout.strip() == want
