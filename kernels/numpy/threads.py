@@ -114,7 +114,7 @@ def _in_turn(parts: Sequence[Callable[[], object]]) -> None:
         part()
 
 
-POLLS = 1536
+POLLS = 4096
 """How many times an idle worker polls for a part (``jit_spin.wait_change``, each poll a
 ``sched_yield``: about 1.5 ms in all) before it sleeps."""
 
