@@ -293,3 +293,23 @@ def test_the_heap_keeps_freed_memory_unless_turned_off():
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={**os.environ, "HALFWAY_KEEP_HEAP": value})
         assert done.stdout.strip() == want
+
+
+@pytest.mark.parametrize("with_scale", [True, False])
+def test_rms_norm_loop_matches_float64_whole_and_in_parts(monkeypatch, with_scale):
+    """The compiled rms_norm against x / sqrt(mean(x^2) + eps) * scale in float64; cut among
+    threads it gives the same bits."""
+    x = RNG.standard_normal((37, 24)).astype(np.float32) * 3
+    scale = RNG.standard_normal(24).astype(np.float32) if with_scale else None
+    wide = x.astype(np.float64)
+    want = wide / np.sqrt(np.mean(wide ** 2, axis=-1, keepdims=True) + 1e-6) * (1 if scale is None else scale)
+
+    def once():
+        out = np.empty_like(x)
+        assert jit.compiled_rms_norm(out, x, scale, 1e-6, 24)
+        return out
+
+    whole, parts = _whole_then_parts(monkeypatch, once)
+    np.testing.assert_allclose(whole, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(parts, whole)
+    assert not jit.compiled_rms_norm(np.empty_like(x), x, np.ones(5, np.float32), 1e-6, 24)  # scale not per column

@@ -18,12 +18,13 @@ its heads, cut among the numpy backend's threads.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 
 from halfway.ir.dtypes import DType
-from halfway.kernels.numpy.jit import compiled_softmax
+from halfway.kernels.numpy.jit import compiled_rms_norm, compiled_softmax
 from halfway.kernels.numpy.threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
 
@@ -184,7 +185,12 @@ def _rms_norm(spec: KernelSpec) -> Kernel:
     rank, begin = len(spec.input("X").shape), spec.attrs["begin_norm_axis"]
     axes, epsilon = tuple(range(begin, rank)), spec.attrs["epsilon"]
 
+    width = math.prod(spec.input("X").shape[begin:])
+
     def run(x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+        out = np.empty(x.shape, x.dtype)
+        if compiled_rms_norm(out, np.ascontiguousarray(x), scale, epsilon, width):
+            return out
         rms = np.mean(np.square(x), axis=axes, keepdims=True)
         rms += x.dtype.type(epsilon)
         np.sqrt(rms, out=rms)

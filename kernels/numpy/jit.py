@@ -31,7 +31,8 @@ import numpy as np
 from halfway.kernels.numpy.threads import run_parts, spans
 
 __all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
-           "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_softmax"]
+           "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
+           "compiled_softmax"]
 
 log = logging.getLogger("halfway.kernels")
 
@@ -50,6 +51,7 @@ class _Loops(NamedTuple):
     pool3x3: Any
     unary: Mapping[str, Any]
     layer_norm: Any
+    rms_norm: Any
     softmax: Any
 
 
@@ -81,7 +83,8 @@ def _loops() -> _Loops | None:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
     return _Loops(jit_spin, jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise, jit_windows.depthwise_small,
-                  jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.softmax)
+                  jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.rms_norm,
+                  jit_rows.softmax)
 
 
 def spin_loops() -> Any | None:
@@ -289,6 +292,23 @@ def compiled_layer_norm(out: np.ndarray, x: np.ndarray, residual: np.ndarray | N
     run_parts([functools.partial(loops.layer_norm, out2[a:b], x2[a:b], _part(residual2, (slice(a, b),)),
                                  _part(total2, (slice(a, b),)), flat_scale, flat_bias, epsilon,
                                  _part(flat_means, (slice(a, b),)), _part(flat_variances, (slice(a, b),)))
+               for a, b in spans(len(x2), width)])
+    return True
+
+
+def compiled_rms_norm(out: np.ndarray, x: np.ndarray, scale: np.ndarray | None, epsilon: float, width: int) -> bool:
+    """``out = x / sqrt(mean(x^2) + epsilon) * scale`` over rows of ``width`` in one compiled pass
+    per row (``jit_rows``), the rows shared among the threads. Returns False, having done nothing,
+    where numba is missing or the arrays are not C-contiguous float32 or ``scale`` not of
+    ``width``."""
+    rows = _rows_of([out, x, scale], width)
+    loops = None if rows is None else _loops()
+    if loops is None or rows is None or out.shape != x.shape or (scale is not None and scale.size != width):
+        return False
+    out2, x2, _ = rows
+    assert out2 is not None and x2 is not None
+    flat_scale = None if scale is None else scale.reshape(-1)
+    run_parts([functools.partial(loops.rms_norm, out2[a:b], x2[a:b], flat_scale, epsilon)
                for a, b in spans(len(x2), width)])
     return True
 

@@ -17,7 +17,7 @@ from numba import njit
 
 from halfway.kernels.numpy.jit_math import CONTRACT, exp32, float32_bits
 
-__all__ = ["layer_norm", "softmax"]
+__all__ = ["layer_norm", "rms_norm", "softmax"]
 
 _ZERO = np.float32(0)
 
@@ -84,6 +84,20 @@ def layer_norm(out, x, residual, total, scale, bias, epsilon, means, variances):
                 v = v * scale[i]
             if bias is not None:
                 v = v + bias[i]
+            out[r, i] = v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
+def rms_norm(out, x, scale, epsilon):  # pragma: no cover - compiled
+    """``out[r] = s / sqrt(mean(s^2) + epsilon) * scale`` for each row ``s`` of ``x`` (the mean in
+    float64); ``scale`` may be None."""
+    rows, width = x.shape
+    for r in range(rows):
+        inverse = np.float32(1.0 / math.sqrt(_squares_about(x[r], _ZERO) / width + epsilon))
+        for i in range(width):
+            v = x[r, i] * inverse
+            if scale is not None:
+                v = v * scale[i]
             out[r, i] = v
 
 
