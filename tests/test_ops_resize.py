@@ -213,3 +213,20 @@ def test_modern_fixtures_resizing_match_onnxruntime_at_fixed_shapes(name):
     assert any(op.type.endswith("interp_v2") for op in prog.global_block().ops)
     for fetch, got in zip(fetches, Executor().run(prog, {n: inputs[n] for n in feeds}, fetches, scope)):
         np.testing.assert_allclose(got, want[fetch], rtol=1e-4, atol=1e-5 * max(1.0, np.abs(want[fetch]).max()))
+
+
+@pytest.mark.parametrize("coordinates, rounding, repeated", [
+    ("asymmetric", "floor", True), ("half_pixel", "round_prefer_floor", True),
+    ("align_corners", "floor", False), ("asymmetric", "ceil", False)])
+@pytest.mark.parametrize("scales", [[1, 1, 2, 2], [1, 2, 3, 1]], ids=["2x2", "channels-3x"])
+def test_nearest_whole_upscales_repeat_blocks(monkeypatch, coordinates, rounding, repeated, scales):
+    """A nearest upscale by whole factors whose output i reads input i // factor (YOLO's 2x) is
+    repeated in blocks; other rounding reads other pixels and takes the gathers. Both match ONNX
+    Runtime."""
+    from halfway.kernels.numpy import resize
+
+    calls, original = [], resize._repeat_blocks
+    monkeypatch.setattr(resize, "_repeat_blocks", lambda *a: calls.append(1) or original(*a))
+    _check("Resize", {"x": _x(2, 3, 4, 5)}, {"scales": np.array(scales, np.float32)}, ["x", "", "scales"],
+           mode="nearest", coordinate_transformation_mode=coordinates, nearest_mode=rounding)
+    assert bool(calls) == repeated
