@@ -13,7 +13,8 @@ default pass pipeline (conv+bn folding, fused_conv2d epilogues, fc) and, for flo
 ``halfway.float16_transpile`` (float32 feeds and fetches, float16 inside). Latency is the median
 of ``runs`` calls: ours is ``PreparedProgram.run`` from a host array to a host array (upload, all
 ops, read-back); PyTorch's is ``model(x)`` on a GPU tensor, synchronised, or the replay of its
-CUDA graph.
+CUDA graph, and that replay again from host array to host array (the input copied in, the
+output copied back), as ours runs.
 
 For the ONNX models ours is loaded with ``halfway.load`` and goes through the same passes and
 transpile; their weights are the models' constant fills, which does not change the work.
@@ -34,7 +35,7 @@ import halfway
 from halfway import layers
 from halfway.executor import Executor, OpenCLPlace
 from halfway.passes import DEFAULT_PIPELINE, PassManager
-from torch_peers import eager_and_graph_ms, median_ms
+from torch_peers import eager_and_graph_ms, graph_host_to_host_ms, median_ms
 
 Var = halfway.Variable
 FUSIONS = ",".join(name for name in DEFAULT_PIPELINE.split(",") if name != "dce")
@@ -107,9 +108,11 @@ def torch_scope(program: halfway.Program, model) -> halfway.Scope:
 
 
 # -- timing -------------------------------------------------------------------------------------------
-def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, float, np.ndarray]:
+def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, float, float, np.ndarray]:
     """PyTorch's seconds eager (NCHW) and at its best (channels_last, cuDNN's autotuner, a CUDA
-    graph), and its eager output; TF32 off, so float32 is float32 on both sides."""
+    graph) on a GPU tensor, at its best from the host array ``x`` to a host array (the float16
+    cast and channels_last copy of the input in the graph), and its eager output; TF32 off, so
+    float32 is float32 on both sides."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -124,8 +127,10 @@ def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, f
     m = m.to(memory_format=torch.channels_last)
     t = t.contiguous(memory_format=torch.channels_last)
     _, graph = eager_and_graph_ms(lambda: m(t), runs)
+    dtype = torch.half if half else torch.float
+    host = graph_host_to_host_ms(lambda s: m(s.to(dtype).contiguous(memory_format=torch.channels_last)), x, runs)
     m.to(memory_format=torch.contiguous_format)
-    return eager / 1e3, graph / 1e3, out
+    return eager / 1e3, graph / 1e3, host / 1e3, out
 
 
 def print_profile(prepared, feed: dict[str, np.ndarray], top: int = 6) -> None:
@@ -156,11 +161,12 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
         prepared = Executor(place).prepare(program, ["x"], [out.name], scope)
         got = prepared.run({"x": x})[0]
         ours = median_ms(lambda: prepared.run({"x": x}), runs) / 1e3
-        eager, graph, want = torch_latency(model, x, label == "fp16", runs)
+        eager, graph, host, want = torch_latency(model, x, label == "fp16", runs)
         error = float(np.abs(got.astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-6))
         falls = len(prepared.report.fallbacks)
         row.append(f"{label}: ours {ours * 1e3:7.2f} ms  torch eager {eager * 1e3:7.2f} ms ({eager / ours:4.2f}x)  "
-                   f"torch graph {graph * 1e3:7.2f} ms ({graph / ours:4.2f}x) max rel err {error:.1e}"
+                   f"torch graph {graph * 1e3:7.2f} ms ({graph / ours:4.2f}x)  "
+                   f"host to host {host * 1e3:7.2f} ms ({host / ours:4.2f}x) max rel err {error:.1e}"
                    f"{f'  {falls} fallbacks' if falls else ''}")
         model.float()
         if profile:

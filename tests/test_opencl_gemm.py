@@ -48,12 +48,19 @@ def test_tensor_core_tiles_fit_the_kernel(sizes):
     assert defines["PENDING"] == defines["STAGES"] - 2 >= 0
 
 
-def test_transpose_pads_the_new_rows_with_zeros(rt):
-    x = np.random.default_rng(0).standard_normal((3, 37, 70)).astype(np.float16)
-    run, out = gemm._transpose(rt, upload(rt, x), 3, 37, 70, 40)
+@pytest.mark.parametrize("planes, rows, cols, rows_out", [
+    (3, 37, 70, 40),  # columns not a multiple of 8: read an element at a time
+    (2, 70, 72, 72),  # two tiles of rows, 16-byte reads
+    (1, 130, 96, 136),  # a partial third tile of rows, padded
+    (2, 3, 50, 8),  # a stem's few channels: a work-item per column
+    (1, 13, 17, 16),
+])
+def test_transpose_pads_the_new_rows_with_zeros(rt, planes, rows, cols, rows_out):
+    x = np.random.default_rng(0).standard_normal((planes, rows, cols)).astype(np.float16)
+    run, out = gemm._transpose(rt, upload(rt, x), planes, rows, cols, rows_out)
     run()
-    expected = np.zeros((3, 70, 40), np.float16)
-    expected[:, :, :37] = x.transpose(0, 2, 1)
+    expected = np.zeros((planes, cols, rows_out), np.float16)
+    expected[:, :, :rows] = x.transpose(0, 2, 1)
     np.testing.assert_array_equal(download(rt, out), expected)
 
 

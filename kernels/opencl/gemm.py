@@ -101,6 +101,9 @@ MMA_K_SLICE = 32
 """The tensor-core kernel's k slice; its local memory holds stages x (BM + BN) x MMA_K_SLICE halves."""
 SPLIT_K_MIN = 256
 """Each split of a split-K GEMM sums at least this many k."""
+NARROW_ROWS = 16
+"""Channels-last copies of at most this many (padded) channels take a work-item per pixel
+(``transpose16_narrow``): the tiled transpose leaves most of a 64-channel tile idle on a stem's 3."""
 SPLIT_K_STEP = 32
 """Split boundaries fall on multiples of every kernel's k slice."""
 
@@ -144,15 +147,26 @@ def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
     return defines
 
 
+def _vector_out(g: Gemm, conv: ConvShape | None) -> bool:
+    """Whether the tensor-core epilogue may store eight consecutive columns at once (VEC_OUT in
+    gemm_mma.cl): they are consecutive, 16-byte aligned outputs."""
+    if conv is not None:
+        return conv.OH * conv.OW % 8 == 0
+    return g.c[2] == 1 and g.n % 8 == 0 and g.c[0] % 8 == 0 and g.c[1] % 8 == 0
+
+
 def _transpose(rt: Runtime, src: DeviceArray, planes: int, rows: int, cols: int,
                rows_out: int) -> tuple[Launch, DeviceArray]:
     """A launch that writes src's [planes][rows][cols] 16-bit elements as [planes][cols][rows_out],
     zeros past rows."""
     dst = DeviceArray(rt.alloc(2 * planes * rows_out * cols), (planes, cols, rows_out), src.dtype)
-    kernel = rt.kernel(source("transpose16.cl"), "transpose16")
-    gws = (-(-cols // 32) * 32, -(-rows_out // 32) * 8, planes)
     args = (src.buffer, dst.buffer, *(np.int32(v) for v in (rows, cols, rows_out)))
-    return launch(rt, kernel, gws, (32, 8, 1), *args), dst
+    if rows_out <= NARROW_ROWS:
+        kernel = rt.kernel(source("transpose16.cl"), "transpose16_narrow")
+        return launch(rt, kernel, (cols, planes), (128, 1), *args), dst
+    kernel = rt.kernel(source("transpose16.cl"), "transpose16")
+    gws = (-(-cols // 32) * 256, -(-rows_out // 64), planes)
+    return launch(rt, kernel, gws, (256, 1, 1), *args), dst
 
 
 class _Operands(NamedTuple):
@@ -200,6 +214,8 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
         defines["NHWC"] = ""
     if tile.mma:
         defines.update(_vector_defines(g, conv))
+        if splits == 1 and _vector_out(g, conv):
+            defines["VEC_OUT"] = ""
     if splits > 1:
         defines["SPLITK"] = ""
     if bias is not None:

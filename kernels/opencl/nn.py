@@ -4,14 +4,15 @@ batch_norm, lrn, softmax, matmul_v2, mul and fc.
 Convolutions (``conv_geometry`` as the numpy kernels):
 
 1. **depthwise** (one input channel per group): a direct kernel, one output per work-item.
-2. **1x1** (unpadded, stride 1, ungrouped) without tensor cores: a batched GEMM
-   ``W[O, C] @ X[n][C, H*W]``.
+2. **1x1** (unpadded, stride 1, ungrouped) without tensor cores, or on tensor cores on maps of
+   at least ``PER_IMAGE_PIXELS``: a batched GEMM ``W[O, C] @ X[n][C, H*W]`` on the input as it is.
 3. everything else: an implicit GEMM over ``[O/g, C/g*kh*kw] x [C/g*kh*kw, N*OH*OW]`` per group,
    the input gathered tap by tap into local memory (no im2col buffer). On tensor cores an
    ungrouped one reads channels-last copies of its input and filter (``gemm._channels_last``),
-   1x1 ones included: one GEMM over all images' pixels rather than one per image of ``H*W``
-   columns with ``C`` rows of k (ResNet-50 float16 on the H100: batch 32 9.73 -> 8.89 ms, batch 1
-   1.74 -> 1.58).
+   1x1 ones on small maps included: there one GEMM over all images' pixels beats one per image
+   of few columns (ResNet-50 float16 on the H100: batch 32 9.73 -> 8.89 ms, batch 1 1.74 ->
+   1.58), while on 28x28 maps and larger the copy costs about as much as the GEMM itself (64 to
+   256 channels on 56x56 maps, batch 32: 14 + 59 against 67 us).
 
 All three end in the fused epilogue ``act(acc + Bias[o] + ResidualData)``.
 """
@@ -59,6 +60,15 @@ def _is_pointwise(g: ConvGeometry) -> bool:
     return g.kernel == (1, 1) and g.strides == (1, 1) and g.groups == 1 and not any(p for pr in g.pads for p in pr)
 
 
+PER_IMAGE_PIXELS = 784
+"""On tensor cores, 1x1 convolutions of maps of at least this many pixels run as a GEMM per image
+over the NCHW input as it is, rather than one GEMM over a channels-last copy (module docstring)."""
+
+
+def _per_image(rt: Runtime, dtype: DType, g: ConvGeometry) -> bool:
+    return _is_pointwise(g) and (not uses_tensor_cores(rt, dtype) or g.h * g.w >= PER_IMAGE_PIXELS)
+
+
 def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: DeviceArray, out: DeviceArray,
                  act: Activation, bias: DeviceArray | None, res: DeviceArray | None,
                  filter_values: np.ndarray | None = None) -> list[Launch]:
@@ -71,7 +81,7 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
                           None if res is None else res.buffer, out.buffer, np.int32(out.size),
                           *(np.float32(p) for p in act.params))]
     hw, ohw = g.h * g.w, g.out[0] * g.out[1]
-    if _is_pointwise(g) and not uses_tensor_cores(rt, dtype):  # tensor cores: channels-last (module docstring)
+    if _per_image(rt, dtype, g):
         gemm = Gemm(g.o, hw, g.c, g.n, (0, g.c, 1), (g.c * hw, hw, 1), (g.o * hw, hw, 1), (0, 1, 0))
         return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res)
     og, k = shape.OG, shape.CG * shape.KH * shape.KW

@@ -52,3 +52,8 @@ inline uint pack_half2(float lo, float hi) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+
+/* The two float16 halves of a register as floats (lo: the low half). */
+inline void unpack_half2(uint v, float* lo, float* hi) {
+    asm("{.reg .f16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}" : "=f"(*lo), "=f"(*hi) : "r"(v));
+}

@@ -1,16 +1,54 @@
-/* A batched transpose of 16-bit elements through local memory: dst[z][c][r] = src[z][r][c] for
- * each z of a rows x cols source, r running to rows_out >= rows with zeros past rows. It gives the
+/* Batched transposes of 16-bit elements: dst[z][c][r] = src[z][r][c] for each z of a rows x cols
+ * source, r running to rows_out >= rows (a multiple of 8) with zeros past rows. They give the
  * tensor-core convolution channels-last copies of its input (NCHW to NHWC) and filter (OIHW to
- * OHWI), channels padded to a multiple of 8, which it reads 16 bytes at a time. */
-__kernel __attribute__((reqd_work_group_size(32, 8, 1)))
+ * OHWI), channels padded to a multiple of 8, which it reads 16 bytes at a time. Both write each
+ * column's rows 16 bytes at a time. */
+#define TR 64
+#define TC 32
+#define PITCH (TR + 2) /* an odd number of words: a tile's columns 8 apart fall in distinct banks */
+
+inline uint4 pack8(const ushort* v) {
+    return (uint4)(v[0] | (uint)v[1] << 16, v[2] | (uint)v[3] << 16, v[4] | (uint)v[5] << 16, v[6] | (uint)v[7] << 16);
+}
+
+/* A TR x TC tile through local memory: each work-item reads 8 consecutive columns of a row (one
+ * 16-byte load where cols is a multiple of 8) and writes 8 rows of a column. */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void transpose16(__global const ushort* src, __global ushort* dst, int rows, int cols, int rows_out) {
-    __local ushort tile[32][33];
+    __local ushort tile[TC * PITCH];
     const long z = get_group_id(2);
-    const int c0 = get_group_id(0) * 32, r0 = get_group_id(1) * 32;
-    const int tx = get_local_id(0), ty = get_local_id(1);
-    for (int i = ty; i < 32; i += 8)
-        tile[i][tx] = r0 + i < rows && c0 + tx < cols ? src[(z * rows + r0 + i) * cols + c0 + tx] : (ushort)0;
+    const int c0 = get_group_id(0) * TC, r0 = get_group_id(1) * TR, t = get_local_id(0);
+    {
+        const int r = t / 4, c = t % 4 * 8;
+        __global const ushort* from = src + (z * rows + r0 + r) * cols + c0 + c;
+        ushort v[8];
+        if (cols % 8 == 0 && r0 + r < rows && c0 + c < cols) {
+            const uint4 q = *(__global const uint4*)from;
+            const uint w[4] = {q.x, q.y, q.z, q.w};
+            for (int e = 0; e < 8; ++e) v[e] = (ushort)(w[e / 2] >> (16 * (e % 2)));
+        } else {
+            for (int e = 0; e < 8; ++e) v[e] = r0 + r < rows && c0 + c + e < cols ? from[e] : (ushort)0;
+        }
+        for (int e = 0; e < 8; ++e) tile[(c + e) * PITCH + r] = v[e];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int i = ty; i < 32; i += 8)
-        if (c0 + i < cols && r0 + tx < rows_out) dst[(z * cols + c0 + i) * rows_out + r0 + tx] = tile[tx][i];
+    const int c = t / 8, r = t % 8 * 8;
+    if (c0 + c < cols && r0 + r < rows_out) {
+        ushort v[8];
+        for (int e = 0; e < 8; ++e) v[e] = tile[c * PITCH + r + e];
+        *(__global uint4*)(dst + (z * cols + c0 + c) * rows_out + r0 + r) = pack8(v);
+    }
+}
+
+/* Few rows (a stem's 3 input channels): a work-item per column gathers its rows and writes them
+ * 16 bytes at a time. */
+__kernel void transpose16_narrow(__global const ushort* src, __global ushort* dst, int rows, int cols, int rows_out) {
+    const int c = get_global_id(0);
+    const long z = get_global_id(1);
+    if (c >= cols) return;
+    for (int r0 = 0; r0 < rows_out; r0 += 8) {
+        ushort v[8];
+        for (int e = 0; e < 8; ++e) v[e] = r0 + e < rows ? src[(z * rows + r0 + e) * cols + c] : (ushort)0;
+        *(__global uint4*)(dst + (z * cols + c) * rows_out + r0) = pack8(v);
+    }
 }
