@@ -16,7 +16,7 @@ from halfway.executor import OpenCLPlace
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.kernels.opencl import runtime
-from halfway.kernels.opencl.gemm import Gemm, choose_tile, uses_tensor_cores
+from halfway.kernels.opencl.gemm import Gemm, choose_tile, split_k, uses_tensor_cores
 from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, float16_mode, find_device
 
 Mode = Float16Mode
@@ -69,6 +69,21 @@ def test_tiles_shrink_until_every_compute_unit_has_work():
     small = Gemm(64, 49, 512, 1, (0, 512, 1), (0, 49, 1), (0, 49, 1))
     assert choose_tile(rt, DType.float32, big).block == (128, 128)
     assert choose_tile(rt, DType.float32, small).block == (32, 32)
+
+
+@pytest.mark.parametrize("m, n, k, block, splits", [
+    (4096, 4096, 4096, (128, 128), 1),  # no padding anywhere: the largest tile
+    (64, 100352, 576, (64, 128), 1),  # ResNet-50's 64-channel layers: no padded rows
+    (256, 100352, 64, (128, 128), 1),
+    (512, 1568, 4608, (64, 64), 1),  # the first size with a tile per compute unit
+    (128, 768, 768, (32, 32), 2),  # too few tiles of any size: the smallest, and split K
+])
+def test_tensor_core_tiles_fill_the_device_at_least_cost(m, n, k, block, splits):
+    rt = fake_runtime(caps(capability=(9, 0)), "normal")
+    g = Gemm(m, n, k, 1, (0, k, 1), (0, n, 1), (0, n, 1))
+    tile = choose_tile(rt, DType.float16, g)
+    assert tile.mma and tile.block == block
+    assert split_k(rt, tile, g)[0] == splits
 
 
 def test_devices_by_index_name_and_environment(monkeypatch):
