@@ -98,3 +98,21 @@ def test_pointwise_filter_of_whole_chunks_is_used_as_it_is(rt):
     w, _, ops = conv_operands(rt, 8, 1, constant=False)
     assert len(ops.launches) == 1  # the input's transpose only
     np.testing.assert_array_equal(download(rt, ops.a).reshape(w.shape), w)
+
+
+@pytest.mark.parametrize("conv_side, gemm_n, strides, expected", [
+    (56, None, None, True),  # 3136 outputs per channel plane: eight at a time stay inside it
+    (14, None, None, False),  # 196: a chunk of eight would cross into the next image
+    (None, 768, ((768 * 128, 768, 1)), True),
+    (None, 770, ((770 * 128, 770, 1)), False),  # rows not 16-byte aligned
+    (None, 768, ((0, 1, 128)), False),  # transposed output: columns are not consecutive
+])
+def test_tensor_core_epilogue_stores_eight_only_where_they_are_consecutive(conv_side, gemm_n, strides, expected):
+    if conv_side is not None:
+        side = conv_side
+        shape = gemm.ConvShape(64, side, side, 256, 256, 64, side, side, 1, 1, 1, 1, 1, 1, 0, 0)
+        g = gemm.Gemm(256, 2 * side * side, 64, 1, (0, 64, 1), (0, 0, 0), (0, 0, 0))
+        assert gemm._vector_out(g, shape) is expected
+    else:
+        g = gemm.Gemm(128, gemm_n, 512, 1, (0, 512, 1), (0, gemm_n, 1), strides)
+        assert gemm._vector_out(g, None) is expected
