@@ -94,6 +94,24 @@ def test_channels_last_operands(rt, c, kernel, constant):
     assert len(ops.launches) == (1 if constant else 2)
 
 
+@pytest.mark.parametrize("c, side, stride", [(5, 9, 2), (70, 12, 3), (16, 7, 2)])
+def test_strided_pointwise_convolution_copies_only_the_pixels_it_reads(rt, c, side, stride):
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((16, c, 1, 1)).astype(np.float16)
+    x = rng.standard_normal((2, c, side, side)).astype(np.float16)
+    out = -(-side // stride)
+    shape = gemm.ConvShape(c, side, side, 16, 16, c, out, out, 1, 1, stride, stride, 1, 1, 0, 0)
+    g = gemm.Gemm(16, 2 * out * out, c, 1, (16 * c, c, 1), (0, 0, 0), (0, 0, 0))
+    ops = gemm._channels_last(rt, g, shape, upload(rt, w), upload(rt, x), w)
+    for run in ops.launches:
+        run()
+    padded = -(-c // 8) * 8
+    nhwc = np.zeros((2, out, out, padded), np.float16)
+    nhwc[..., :c] = x[:, :, ::stride, ::stride].transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(download(rt, ops.b).reshape(nhwc.shape), nhwc)
+    assert ops.conv[1:3] == (out, out) and ops.conv[10:12] == (1, 1)
+
+
 def test_pointwise_filter_of_whole_chunks_is_used_as_it_is(rt):
     w, _, ops = conv_operands(rt, 8, 1, constant=False)
     assert len(ops.launches) == 1  # the input's transpose only
@@ -101,13 +119,15 @@ def test_pointwise_filter_of_whole_chunks_is_used_as_it_is(rt):
 
 
 @pytest.mark.parametrize("conv_side, gemm_n, strides, expected", [
-    (56, None, None, True),  # 3136 outputs per channel plane: eight at a time stay inside it
-    (14, None, None, False),  # 196: a chunk of eight would cross into the next image
-    (None, 768, ((768 * 128, 768, 1)), True),
-    (None, 770, ((770 * 128, 770, 1)), False),  # rows not 16-byte aligned
-    (None, 768, ((0, 1, 128)), False),  # transposed output: columns are not consecutive
+    (56, None, None, 8),  # 3136 outputs per channel plane: eight at a time stay inside it
+    (14, None, None, 2),  # 196: a chunk of eight would cross into the next image, one of two not
+    (7, None, None, 0),  # 49: one at a time
+    (None, 768, ((768 * 128, 768, 1)), 8),
+    (None, 770, ((770 * 128, 770, 1)), 2),  # rows aligned to 4 bytes, not 16
+    (None, 769, ((769 * 128, 769, 1)), 0),
+    (None, 768, ((0, 1, 128)), 0),  # transposed output: columns are not consecutive
 ])
-def test_tensor_core_epilogue_stores_eight_only_where_they_are_consecutive(conv_side, gemm_n, strides, expected):
+def test_tensor_core_epilogue_stores_several_only_where_they_are_consecutive(conv_side, gemm_n, strides, expected):
     if conv_side is not None:
         side = conv_side
         shape = gemm.ConvShape(64, side, side, 256, 256, 64, side, side, 1, 1, 1, 1, 1, 1, 0, 0)

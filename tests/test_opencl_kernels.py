@@ -248,6 +248,25 @@ def test_fused_conv2d_epilogue(place, kernel, act, alpha, beta, dtype):
                                           "fuse_beta": beta}, params=("Filter", "Bias"))
 
 
+EPILOGUE_LAYOUTS = [  # input side, kernel, stride: how the tensor-core kernel stores (where it runs)
+    (28, 1, 1),  # a GEMM per image of 784 pixels, 8 outputs a store
+    (8, 3, 1),  # 64 pixels an image: 8 outputs a store
+    (6, 3, 1),  # 36: 2 a store
+    (7, 3, 1),  # 49: one at a time
+    (9, 1, 2),  # a strided 1x1: only the pixels it reads copied channels-last
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("side, kernel, stride", EPILOGUE_LAYOUTS)
+def test_fused_conv2d_residual_in_every_store_layout(place, side, kernel, stride, dtype):
+    out = -(-side // stride)
+    inputs = {"Input": rand(2, 8, side, side, dtype=dtype), "Filter": rand(16, 8, kernel, kernel, dtype=dtype),
+              "Bias": rand(16, dtype=dtype), "ResidualData": rand(2, 16, out, out, dtype=dtype)}
+    check(place, "fused_conv2d", inputs, {"strides": [stride, stride], "paddings": [kernel // 2] * 2,
+                                          "fuse_activation": "relu"}, params=("Filter", "Bias"))
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_depthwise_fused_epilogue(place, dtype):
     inputs = {"Input": rand(1, 3, 7, 6, dtype=dtype), "Filter": rand(3, 1, 3, 3, dtype=dtype),

@@ -6,8 +6,10 @@ Tile sizes come from a per-device table: the largest tile that still gives every
 work-group, else the smallest (``choose_tile``); on tensor cores, of the tiles that do, the
 one of least cost (``_tile_cost``: its padding past the edges, and its local-memory traffic per
 multiply-add), so that ResNet-50's 64-channel layers take 64-row tiles (float16 batch 32 on the
-H100: 49 -> 38 us for 3x3 ones on 56x56 maps). Counting split-K's work-groups as filling the
-device too was slower at batch 1 (ResNet-50 1.27 -> 1.87 ms: a second launch per GEMM); when even that leaves compute units idle and K
+H100: 49 -> 38 us for 3x3 ones on 56x56 maps). Split-K's work-groups do not count toward filling
+it: counted everywhere, ResNet-50 at batch 1 got slower (1.27 -> 1.87 ms, a second launch per
+GEMM); counted for tiles that fill half the device by themselves, ResNet-50's 1x1 layers of 1024
+channels on 14x14 maps got slower (36 -> 47 us) and BERT's at batch 1 took 48 MiB of workspace; when even that leaves compute units idle and K
 is long, K is split across work-groups whose float32 partial sums a second kernel adds up before
 the epilogue (``split_k``).
 """
@@ -120,10 +122,10 @@ def choose_tile(rt: Runtime, dtype: DType, g: Gemm) -> Tile:
     mma = uses_tensor_cores(rt, dtype)
     table = _MMA_TILES if mma else _GPU_TILES if rt.caps.is_gpu else _CPU_TILES
     tiles = [Tile(mma, sizes, direct=table is _CPU_TILES) for sizes in table]
+    if not mma:
+        return next((tile for tile in tiles if _work_groups(tile, g) >= rt.caps.compute_units), tiles[-1])
     filling = [tile for tile in tiles if _work_groups(tile, g) >= rt.caps.compute_units]
-    if not filling:
-        return tiles[-1]
-    return min(filling, key=lambda tile: _tile_cost(tile, g)) if mma else filling[0]
+    return min(filling, key=lambda tile: _tile_cost(tile, g)) if filling else tiles[-1]
 
 
 def _tile_cost(tile: Tile, g: Gemm) -> float:
@@ -158,24 +160,43 @@ def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
     return defines
 
 
-def _vector_out(g: Gemm, conv: ConvShape | None) -> bool:
-    """Whether the tensor-core epilogue may store eight consecutive columns at once (VEC_OUT in
-    gemm_mma.cl): they are consecutive, 16-byte aligned outputs."""
-    if conv is not None:
-        return conv.OH * conv.OW % 8 == 0
-    return g.c[2] == 1 and g.n % 8 == 0 and g.c[0] % 8 == 0 and g.c[1] % 8 == 0
+def _vector_out(g: Gemm, conv: ConvShape | None) -> int:
+    """How many consecutive columns the tensor-core epilogue may store at once (VEC_OUT in
+    gemm_mma.cl; 0: one at a time): 8 or 2 where they are as many consecutive outputs, aligned to
+    their size."""
+    for width in (8, 2):
+        if conv is not None and conv.OH * conv.OW % width == 0:
+            return width
+        if conv is None and g.c[2] == 1 and g.n % width == 0 and g.c[0] % width == 0 and g.c[1] % width == 0:
+            return width
+    return 0
 
 
-def _transpose(rt: Runtime, src: DeviceArray, planes: int, rows: int, cols: int,
-               rows_out: int) -> tuple[Launch, DeviceArray]:
+class Subsample(NamedTuple):
+    """A transpose's columns as the pixels of an ``H x W`` source plane read at ``(y * sh, x * sw)``
+    for an output grid ``ow`` wide (a strided 1x1 convolution's input)."""
+
+    ow: int
+    sh: int
+    sw: int
+    h: int
+    w: int
+
+    def defines(self) -> dict[str, int]:
+        return {"SUB_OW": self.ow, "SUB_SH": self.sh, "SUB_SW": self.sw, "SUB_ROW": self.h * self.w, "SUB_W": self.w}
+
+
+def _transpose(rt: Runtime, src: DeviceArray, planes: int, rows: int, cols: int, rows_out: int,
+               subsample: Subsample | None = None) -> tuple[Launch, DeviceArray]:
     """A launch that writes src's [planes][rows][cols] 16-bit elements as [planes][cols][rows_out],
-    zeros past rows."""
+    zeros past rows (with ``subsample``, the source's columns are those of its rows it picks)."""
     dst = DeviceArray(rt.alloc(2 * planes * rows_out * cols), (planes, cols, rows_out), src.dtype)
     args = (src.buffer, dst.buffer, *(np.int32(v) for v in (rows, cols, rows_out)))
+    text = source("transpose16.cl", defines=subsample.defines() if subsample else None)
     if rows_out <= NARROW_ROWS:
-        kernel = rt.kernel(source("transpose16.cl"), "transpose16_narrow")
+        kernel = rt.kernel(text, "transpose16_narrow")
         return launch(rt, kernel, (cols, planes), (128, 1), *args), dst
-    kernel = rt.kernel(source("transpose16.cl"), "transpose16")
+    kernel = rt.kernel(text, "transpose16")
     gws = (-(-cols // 32) * 256, -(-rows_out // 64), planes)
     return launch(rt, kernel, gws, (256, 1, 1), *args), dst
 
@@ -193,7 +214,9 @@ def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: Dev
     """An ungrouped convolution on tensor cores reads channels-last copies of its filter (OHWI) and
     input (NHWC), channels zero-padded to a multiple of 8, so that its implicit-GEMM operand moves 16
     bytes at a time like a plain GEMM's (k = (i * KW + j) * C + c). A constant filter is reordered
-    once, here, on the host; a 1x1 filter of whole chunks of channels already is OHWI."""
+    once, here, on the host; a 1x1 filter of whole chunks of channels already is OHWI. An unpadded
+    strided 1x1 convolution copies only the pixels it reads, and becomes one of stride 1 on them
+    (ResNet-50's 256 to 512 channel downsample on 56x56 maps, float16 batch 32: the copy 38 -> 27 us)."""
     padded, taps = -(-conv.C // 8) * 8, conv.KH * conv.KW
     launches: list[Launch] = []
     if filter_values is not None:
@@ -203,7 +226,13 @@ def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: Dev
     elif taps > 1 or padded != conv.C:
         to_ohwi, a = _transpose(rt, a, conv.O, conv.C, taps, padded)
         launches.append(to_ohwi)
-    to_nhwc, b = _transpose(rt, b, g.n // (conv.OH * conv.OW), conv.C, conv.H * conv.W, padded)
+    images = g.n // (conv.OH * conv.OW)
+    if taps == 1 and (conv.SH, conv.SW) != (1, 1) and conv.PT == conv.PL == 0:
+        subsample = Subsample(conv.OW, conv.SH, conv.SW, conv.H, conv.W)
+        to_nhwc, b = _transpose(rt, b, images, conv.C, conv.OH * conv.OW, padded, subsample)
+        conv = conv._replace(H=conv.OH, W=conv.OW, SH=1, SW=1)
+    else:
+        to_nhwc, b = _transpose(rt, b, images, conv.C, conv.H * conv.W, padded)
     g = g._replace(k=taps * padded, a=(conv.OG * taps * padded, taps * padded, 1))
     return _Operands(g, conv._replace(C=padded, CG=padded), a, b, [*launches, to_nhwc])
 
@@ -225,8 +254,9 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
         defines["NHWC"] = ""
     if tile.mma:
         defines.update(_vector_defines(g, conv))
-        if splits == 1 and _vector_out(g, conv):
-            defines["VEC_OUT"] = ""
+        width = _vector_out(g, conv)
+        if splits == 1 and width:
+            defines["VEC_OUT"] = width
     if splits > 1:
         defines["SPLITK"] = ""
     if bias is not None:

@@ -162,44 +162,56 @@
             UNROLL for (int j = 0; j < NI; ++j) mma_16816(acc[i][j], af[i], bf[j]); \
     }
 
-/* The stores of band i (16 rows of the warp's tile, staged as floats). VEC_OUT: eight consecutive
- * columns of a row are eight consecutive, 16-byte aligned outputs (columns, and a convolution's
- * OH * OW, multiples of 8; no split-K), written by one lane in one 16-byte store after one 16-byte
- * residual load. Otherwise a warp stores 32 consecutive columns of a row at a time. Either way all
- * the band's residual loads are issued before its first store: one at a time, their latency made
- * ResNet-50's 1x1 expansions with a residual 5x slower (float16, batch 32, on the H100: 64 to 256
- * channels on 56x56 maps 355 -> 67 us with VEC_OUT). */
+/* The stores of band i (16 rows of the warp's tile, staged as floats). VEC_OUT (8 or 2): that
+ * many consecutive columns of a row are as many consecutive outputs, aligned to their size
+ * (columns, and a convolution's OH * OW, multiples of VEC_OUT; no split-K), written by one lane in
+ * one store (16 or 4 bytes) after one residual load of the same size. Otherwise a warp stores 32
+ * consecutive columns of a row at a time. Either way all the band's residual loads are issued
+ * before its first store: one at a time, their latency made ResNet-50's 1x1 expansions with a
+ * residual 5x slower (float16, batch 32, on the H100: 64 to 256 channels on 56x56 maps 355 ->
+ * 67 us with VEC_OUT 8; 256 to 1024 on 14x14, 41 -> 33 us with VEC_OUT 2). */
 #ifdef VEC_OUT
-#define VEC_CHUNKS (16 * NI / 32)
-#ifdef HAS_RES
-#define LOAD_RES8(q, at) res8[q] = *(__global const uint4*)((__global const T*)res + (at))
-#define ADD_RES8(q, v) { float lo_, hi_; const uint r4_[4] = {res8[q].x, res8[q].y, res8[q].z, res8[q].w}; \
-        UNROLL for (int h_ = 0; h_ < 4; ++h_) { unpack_half2(r4_[h_], &lo_, &hi_); v[2 * h_] += lo_; v[2 * h_ + 1] += hi_; } }
+#if VEC_OUT == 8
+#define VEC_T uint4
+#define VEC_WORDS(v) {(v).x, (v).y, (v).z, (v).w}
+#define VEC_MAKE(w) (uint4)((w)[0], (w)[1], (w)[2], (w)[3])
 #else
-#define LOAD_RES8(q, at)
-#define ADD_RES8(q, v)
+#define VEC_T uint
+#define VEC_WORDS(v) {(v)}
+#define VEC_MAKE(w) ((w)[0])
+#endif
+#define VEC_PER_ROW (NI * 8 / VEC_OUT)
+#define VEC_CHUNKS (16 * VEC_PER_ROW / 32)
+#ifdef HAS_RES
+#define LOAD_RES_VEC(q, at) resv[q] = *(__global const VEC_T*)((__global const T*)res + (at))
+#define ADD_RES_VEC(q, v) { float lo_, hi_; const uint w_[VEC_OUT / 2] = VEC_WORDS(resv[q]); \
+        UNROLL for (int h_ = 0; h_ < VEC_OUT / 2; ++h_) { unpack_half2(w_[h_], &lo_, &hi_); v[2 * h_] += lo_; v[2 * h_ + 1] += hi_; } }
+#else
+#define LOAD_RES_VEC(q, at)
+#define ADD_RES_VEC(q, v)
 #endif
 #define STORE_BAND(i) { \
-        uint4 res8[VEC_CHUNKS]; \
+        VEC_T resv[VEC_CHUNKS]; \
         UNROLL for (int q = 0; q < VEC_CHUNKS; ++q) { \
-            const int f = lane + 32 * q, m = m0 + wm + (i) * 16 + f / NI, n = n0 + wn + f % NI * 8; \
-            if (m < M && n < N) LOAD_RES8(q, OUT_INDEX(b, m, n)); \
+            const int f = lane + 32 * q, m = m0 + wm + (i) * 16 + f / VEC_PER_ROW, n = n0 + wn + f % VEC_PER_ROW * VEC_OUT; \
+            if (m < M && n < N) LOAD_RES_VEC(q, OUT_INDEX(b, m, n)); \
         } \
         UNROLL for (int q = 0; q < VEC_CHUNKS; ++q) { \
-            const int f = lane + 32 * q, r = f / NI, c = f % NI * 8, m = m0 + wm + (i) * 16 + r, n = n0 + wn + c; \
+            const int f = lane + 32 * q, r = f / VEC_PER_ROW, c = f % VEC_PER_ROW * VEC_OUT; \
+            const int m = m0 + wm + (i) * 16 + r, n = n0 + wn + c; \
             if (m < M && n < N) { \
-                float v[8]; \
-                UNROLL for (int e = 0; e < 8; ++e) { \
+                float v[VEC_OUT]; \
+                UNROLL for (int e = 0; e < VEC_OUT; ++e) { \
                     v[e] = staged[r * LDS + c + e]; \
                     ADD_BIAS(v[e], BIAS_INDEX(b, m, n + e)) \
                 } \
-                ADD_RES8(q, v) \
-                uint packed[4]; \
-                UNROLL for (int e = 0; e < 8; e += 2) { \
+                ADD_RES_VEC(q, v) \
+                uint packed[VEC_OUT / 2]; \
+                UNROLL for (int e = 0; e < VEC_OUT; e += 2) { \
                     const REAL rl = (REAL)v[e], rh = (REAL)v[e + 1]; \
                     packed[e / 2] = pack_half2((float)(ACT(rl)), (float)(ACT(rh))); \
                 } \
-                *(__global uint4*)((__global T*)out + OUT_INDEX(b, m, n)) = (uint4)(packed[0], packed[1], packed[2], packed[3]); \
+                *(__global VEC_T*)((__global T*)out + OUT_INDEX(b, m, n)) = VEC_MAKE(packed); \
             } \
         } \
     }
