@@ -190,6 +190,53 @@ def test_depthwise_arrays_the_loop_does_not_take_are_refused():
     assert not jit.compiled_depthwise(act, (1, 1), (1, 1), (1, 1), out, x, w, None, np.ones((1, 2, 1, 4), np.float32))
 
 
+DENSE_CASES = [  # (x shape, output channels, window, conv attrs)
+    ((1, 3, 17, 15), 5, (3, 3), {"paddings": [1, 1]}),
+    ((2, 4, 12, 9), 8, (3, 3), {"strides": [2, 2], "paddings": [1, 1]}),
+    ((1, 5, 10, 13), 6, (3, 3), {"strides": [2, 3], "dilations": [2, 1], "paddings": [2, 0, 1, 2]}),
+    ((3, 2, 9, 8), 3, (5, 5), {"padding_algorithm": "SAME", "strides": [2, 2]}),
+    ((1, 6, 11, 12), 4, (7, 7), {"strides": [2, 2], "paddings": [3, 3]}),
+    ((1, 3, 64, 70), 9, (3, 3), {"paddings": [1, 1]}),  # several blocks of rows, parts by rows
+    ((2, 4, 8, 8), 7, (2, 2), {"strides": [2, 2]}),
+    ((1, 2, 9, 10), 4, (1, 4), {"paddings": [0, 1, 0, 2]}),
+]
+
+
+@pytest.mark.parametrize("act", ACTIVATIONS)
+@pytest.mark.parametrize("case", DENSE_CASES, ids=str)
+@pytest.mark.parametrize("with_residual", [True, False])
+def test_dense_loop_matches_the_reference(monkeypatch, act, case, with_residual):
+    """The compiled direct convolution (one group; bias, residual and activation in its loop),
+    any window, stride, dilation and padding, output channels not a multiple of its four, against
+    the float64 reference convolution, and the loop is what ran."""
+    from tests.test_kernels_nn import check, ref_activation, ref_conv, run
+
+    shape, outs, window, conv_attrs = case
+    calls = []
+    monkeypatch.setattr("halfway.kernels.numpy.conv.compiled_dense", lambda *a: calls.append(1) or jit.compiled_dense(*a))
+    attrs = {**conv_attrs, "fuse_activation": act[0], "fuse_alpha": act[1], "fuse_beta": act[2]}
+    x = RNG.standard_normal(shape).astype(np.float32)
+    w = RNG.standard_normal((outs, shape[1], *window)).astype(np.float32)
+    bias = RNG.standard_normal(outs).astype(np.float32)
+    base = ref_conv(x, w, attrs)
+    residual = RNG.standard_normal(base.shape).astype(np.float32) if with_residual else None
+    expected = ref_activation(base + bias.reshape(1, -1, 1, 1) + (0 if residual is None else residual), *act)
+    inputs = {"Input": x, "Filter": w, "Bias": bias} | ({} if residual is None else {"ResidualData": residual})
+    check(run("fused_conv2d", inputs, attrs)["Output"], expected, shape[1] * window[0] * window[1] + 2)
+    assert calls
+
+
+def test_dense_arrays_the_loop_does_not_take_are_refused():
+    act = jit.compiled_activation("", {})
+    x, w = np.ones((1, 2, 4, 4), np.float32), jit.dense_filter(np.ones((3, 2, 3, 3), np.float32))
+    out = np.empty((1, 3, 4, 4), np.float32)
+    assert jit.compiled_dense(act, (3, 3), (1, 1), (1, 1), (1, 1), out, x, w, None, None)
+    np.testing.assert_array_equal(out[0, 2], 2 * np.array([[4, 6, 6, 4], [6, 9, 9, 6], [6, 9, 9, 6], [4, 6, 6, 4]]))
+    assert not jit.compiled_dense(act, (3, 3), (1, 1), (1, 1), (1, 1), out, x.astype(np.float64), w, None, None)
+    assert not jit.compiled_dense(act, (3, 3), (1, 1), (1, 1), (1, 1), out, x[..., ::-1], w, None, None)
+    assert not jit.compiled_dense(act, (3, 3), (1, 1), (1, 1), (1, 1), out, x, w, None, np.ones((1, 3, 1, 4), np.float32))
+
+
 POOL_CASES = [
     {"ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]},
     {"ksize": [3, 3], "strides": [1, 1], "paddings": [1, 1]},

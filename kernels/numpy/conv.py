@@ -37,7 +37,12 @@ returns a new array, or a crop of one, in the output's layout, NCHW or NHWC):
    the padded input. With numba (``halfway[jit]``), an NCHW one and its epilogue run as one
    compiled loop instead, channel by channel in cache (``jit_windows``; 2-4x faster at
    ShuffleNet's 3x3 sizes; MobileNetV3's 5x5 and ConvNeXt's 7x7 take its loop for any window).
-4. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
+4. **direct** (with numba; one group, NCHW, a window of several taps, at most
+   ``DIRECT_CHANNELS`` channels in and out): ``jit_direct``'s loop reads the padded input where
+   it lies, four output channels per pass, the epilogue in the same loop. There a GEMM would be
+   thin (32 rows for YOLO's 32 -> 32 layers) and its columns a gather of 9x the input: the loop
+   takes 0.5-0.8x the time of im2col or Winograd.
+5. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
    ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
 
 The epilogue ``Out = act(Out + Bias[C] + ResidualData)`` (``make_epilogue``) runs in place on the
@@ -61,7 +66,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from halfway.ir.ops.families import UNARY, epilogue_op
 from halfway.ir.ops.nn import window_geometry
-from halfway.kernels.numpy.jit import CompiledActivation, compiled_activation, compiled_depthwise, compiled_epilogue
+from halfway.kernels.numpy.jit import (CompiledActivation, compiled_activation, compiled_dense, compiled_depthwise,
+                                      compiled_epilogue, dense_filter)
 from halfway.kernels.numpy.threads import (MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans,
                                            thread_count)
 from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
@@ -563,6 +569,12 @@ def _winograd(g: ConvGeometry, w: np.ndarray) -> Callable[[np.ndarray, np.ndarra
     return run
 
 
+DIRECT_CHANNELS = 32
+"""The direct convolution is taken where the input and output have at most this many channels.
+Two cores, against im2col or Winograd and OpenBLAS: YOLO's 32 -> 32 3x3 layers on 160x160 and
+80x80 maps 0.5-0.8x the time, its 3 -> 16 stem 0.5x; 64 -> 64 on 80x80 (Winograd) 1.2x, 128 -> 32
+on 56x56 (a GEMM per tap) 1.2x, 256 -> 256 on 14x14 3.4x."""
+
 TAP_SUM_CHANNELS = 4
 """``_tap_sum`` is taken for at most 1/TAP_SUM_CHANNELS as many output channels as input channels,
 whatever the padding's waste (DenseNet-121's 128 -> 32 3x3 layers: the whole model 1.2x faster
@@ -611,28 +623,52 @@ def _conv_kernel(spec: KernelSpec, conv: Callable[[np.ndarray, np.ndarray], np.n
     return run
 
 
-def _compiled_depthwise(spec: KernelSpec, g: ConvGeometry, act: CompiledActivation, numpy_kernel: Kernel) -> Kernel:
-    """The NCHW depthwise conv and its epilogue as one compiled loop (``jit_windows``);
-    ``numpy_kernel`` runs where the arrays do not suit it (float16 widened to float64, say)."""
+CompiledConv = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None], bool]
+"""A compiled conv ``(out, x, w, bias, residual) -> done`` (``jit``'s, bound to an op's geometry)."""
+
+
+def _compiled_conv(spec: KernelSpec, g: ConvGeometry, compiled: CompiledConv, numpy_kernel: Kernel,
+                   filter_of: Callable[[np.ndarray], np.ndarray] = lambda w: w) -> Kernel:
+    """The NCHW conv and its epilogue as ``compiled`` loops (``jit_windows``, ``jit_direct``), on
+    the filter as ``filter_of`` lays it out (once, for a constant one); ``numpy_kernel`` runs where
+    the arrays do not suit them (float16 widened to float64, say)."""
     where = slot_positions(spec)
     bias_at, residual_at = where.get("Bias"), where.get("ResidualData")
-    (pt, _), (pl, _) = g.pads
+    constant = spec.constant("Filter")
+    laid_out = None if constant is None else filter_of(constant)
 
     def run(*args: np.ndarray) -> np.ndarray:
-        x, w = np.ascontiguousarray(args[0]), args[1]  # a transposed view (ConvNeXt's blocks) copied first
+        x = np.ascontiguousarray(args[0])  # a transposed view (ConvNeXt's blocks) copied first
+        w = laid_out if laid_out is not None else filter_of(args[1])
         out = np.empty(g.out_shape(), x.dtype)
         bias, residual = None if bias_at is None else args[bias_at], None if residual_at is None else args[residual_at]
-        if compiled_depthwise(act, (pt, pl), g.strides, g.dilations, out, x, w, bias, residual):
+        if compiled(out, x, w, bias, residual):
             return out
         return numpy_kernel(*args)
 
     return run
 
 
+def _takes_direct(g: ConvGeometry) -> bool:
+    """Whether the direct convolution (``jit_direct``) beats im2col and BLAS on ``g``: one group,
+    NCHW, a window of several taps, and few enough channels that the GEMM would be thin
+    (``DIRECT_CHANNELS``)."""
+    return (g.groups == 1 and not g.channel_last and g.kernel != (1, 1)
+            and max(g.c, g.o) <= DIRECT_CHANNELS)
+
+
 def _conv(spec: KernelSpec, g: ConvGeometry, epilogue: Epilogue) -> Kernel:
     kernel = _conv_kernel(spec, _conv_runner(g, spec.constant("Filter")), epilogue)
-    if epilogue.compiled is not None and g.groups == g.c > 1 and not g.channel_last:
-        return _compiled_depthwise(spec, g, epilogue.compiled, kernel)
+    act = epilogue.compiled
+    if act is None or g.channel_last:
+        return kernel
+    (pt, _), (pl, _) = g.pads
+    if g.groups == g.c > 1:
+        return _compiled_conv(spec, g, functools.partial(compiled_depthwise, act, (pt, pl), g.strides, g.dilations),
+                              kernel, np.ascontiguousarray)
+    if _takes_direct(g):
+        return _compiled_conv(spec, g, functools.partial(compiled_dense, act, g.kernel, (pt, pl), g.strides,
+                                                         g.dilations), kernel, dense_filter)
     return kernel
 
 

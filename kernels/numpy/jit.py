@@ -31,7 +31,7 @@ import numpy as np
 from halfway.kernels.numpy.threads import run_parts, spans
 
 __all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
-           "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
+           "DENSE_OUTS", "dense_filter", "compiled_dense", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
            "compiled_softmax"]
 
 log = logging.getLogger("halfway.kernels")
@@ -48,6 +48,9 @@ class _Loops(NamedTuple):
     channels_last: Any
     depthwise: Any
     depthwise_small: Any
+    layout: Any
+    fill: Any
+    dense: Any
     pool3x3: Any
     unary: Mapping[str, Any]
     layer_norm: Any
@@ -78,12 +81,12 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from halfway.kernels.numpy import jit_epilogue, jit_math, jit_rows, jit_spin, jit_windows
+        from halfway.kernels.numpy import jit_direct, jit_epilogue, jit_math, jit_rows, jit_spin, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
-    return _Loops(jit_spin, jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise, jit_windows.depthwise_small,
-                  jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.rms_norm,
+    return _Loops(jit_spin, jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise,
+                  jit_windows.depthwise_small, jit_direct.layout, jit_direct.fill, jit_direct.dense, jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.rms_norm,
                   jit_rows.softmax)
 
 
@@ -219,6 +222,50 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
                                  *dilations, *act)
 
     run_parts([part(*i) for i in _nchw_parts(out.shape, mult, w.shape[2] * w.shape[3])])
+    return True
+
+
+DENSE_OUTS = 4
+"""Output channels the direct convolution computes together (``jit_direct.OUTS``; numba is not
+imported to read it)."""
+
+
+def dense_filter(w: np.ndarray) -> np.ndarray:
+    """``w[O, C, KH, KW]`` as ``compiled_dense`` takes it: ``[O', C, KH * KW]`` float32, O rounded
+    up to a multiple of ``DENSE_OUTS`` with zero filters."""
+    o, c, kh, kw = w.shape
+    padded = np.zeros((-(-o // DENSE_OUTS) * DENSE_OUTS, c, kh * kw), np.float32)
+    padded[:o] = w.reshape(o, c, kh * kw)
+    return padded
+
+
+def compiled_dense(act: CompiledActivation, kernel: tuple[int, int], pads: tuple[int, int], strides: tuple[int, int],
+                   dilations: tuple[int, int], out: np.ndarray, x: np.ndarray, w: np.ndarray,
+                   bias: np.ndarray | None, residual: np.ndarray | None) -> bool:
+    """``out = act(conv(x, w) + bias[O] + residual)``, one group, NCHW, in compiled loops
+    (``jit_direct``): the input copied into its stride phases by channels, then the output
+    computed by rows (one image) or images; ``w`` is ``dense_filter``'s, ``pads`` the top and
+    left ones. Returns False, having done nothing, where the arrays do not suit the loops:
+    float32 only, ``x`` and ``out`` C-contiguous."""
+    arrays = [a for a in (out, x, bias, residual) if a is not None]
+    if (any(a.dtype != np.float32 for a in arrays) or not (x.flags.c_contiguous and out.flags.c_contiguous)
+            or (residual is not None and residual.shape != out.shape)):
+        return False
+    loops = _loops()
+    if loops is None:
+        return False
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    n, o, oh, ow = out.shape
+    wq, length, starts, firsts, offsets, counts, base = loops.layout(x, oh, ow, *pads, sh, sw, kh, kw, dh, dw)
+    planes = np.zeros((n, x.shape[1], length), np.float32)
+    channels, each = planes.reshape(-1, 1, length), x.reshape(-1, 1, *x.shape[2:])  # every image's channels in a row
+    run_parts([functools.partial(loops.fill, channels[a:b], each[a:b], starts, firsts, offsets, counts, sw)
+               for a, b in spans(len(each), x.shape[2] * x.shape[3])])
+    flat_bias = None if bias is None else bias.reshape(-1)
+    parts = ([(slice(a, b), 0, oh) for a, b in spans(n, o * oh * ow * kh * kw)] if n > 1
+             else [(slice(None), a, b) for a, b in spans(oh, o * ow * kh * kw)])
+    run_parts([functools.partial(loops.dense, out[images], planes[images], base, wq, w, flat_bias,
+                                 _part(residual, (images,)), start, stop, *act) for images, start, stop in parts])
     return True
 
 
