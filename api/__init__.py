@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "halfway.passes": ("PassManager",), "halfway.float16": ("float16_transpile",), "halfway.frontends.load": ("load",),
     "halfway.frontends.onnx_export": ("save_onnx",),
-    "halfway.executor": ("Executor", "CPUPlace", "OpenCLPlace", "Float16RangeError"),
+    "halfway.executor": ("Executor", "CPUPlace", "OpenCLPlace", "Float16RangeError", "DeviceTensor"),
     "halfway.kernels.opencl.custom": ("opencl_kernel",),
 }
 """Module -> the public names of ``halfway`` it defines, imported on first access."""

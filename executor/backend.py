@@ -133,6 +133,33 @@ class Backend(abc.ABC):
     def finish(self, state: Any) -> None:
         """Wait for the run's work (also after a failure)."""
 
+    # -- values that stay in the backend's memory between runs (``DeviceTensor``) ------------------
+    @property
+    def memory(self) -> Any:
+        """What this backend's values live in: the values of backends of one memory feed each
+        other's runs (None: the host's)."""
+        return None
+
+    def to_device(self, array: np.ndarray, dtype: DType) -> Any:
+        """A new copy of the host ``array`` (of ``dtype``) in this backend's memory."""
+        copy = np.array(array, dtype=self.storage(dtype))
+        copy.flags.writeable = False
+        return copy
+
+    def upload_device(self, state: Any, handle: Any, value: Any) -> None:
+        """Put ``value`` (of this memory) into ``handle``'s memory."""
+        self.upload(state, handle, value)
+
+    def fetch_device(self, state: Any, handle: Any, dtype: DType) -> Any:
+        """A value of this memory holding ``handle``'s value (which a later run may overwrite)."""
+        value = self.download(state, handle, dtype)
+        value.flags.writeable = False
+        return value
+
+    def to_host(self, value: Any, dtype: DType) -> np.ndarray:
+        """``value`` (of this memory) on the host, as ``dtype``."""
+        return np.array(value, dtype=dtype.numpy)
+
 
 _BACKENDS: dict[str, type[Backend]] = {}
 

@@ -98,14 +98,35 @@ class OpenCLBackend(Backend):
             cl.enqueue_copy(self.rt.queue, handle.buffer, host, is_blocking=False)
 
     def download(self, state: list[np.ndarray], handle: DeviceArray, dtype: DType) -> np.ndarray:
-        host = np.empty(handle.shape, handle.dtype)
-        if host.nbytes:
-            cl.enqueue_copy(self.rt.queue, host, handle.buffer, is_blocking=True)
-        return host.astype(dtype.numpy, copy=False)
+        return self.to_host(handle, dtype)
 
     def finish(self, state: list[np.ndarray]) -> None:
         self.rt.finish()
         state.clear()
+
+    @property
+    def memory(self) -> Any:
+        return self.rt
+
+    def to_device(self, array: np.ndarray, dtype: DType) -> DeviceArray:
+        host = np.ascontiguousarray(array, dtype=self.storage(dtype))
+        return DeviceArray(self.rt.upload(host), host.shape, host.dtype)
+
+    def upload_device(self, state: list[np.ndarray], handle: DeviceArray, value: DeviceArray) -> None:
+        if handle.nbytes:
+            cl.enqueue_copy(self.rt.queue, handle.buffer, value.buffer, byte_count=handle.nbytes)
+
+    def fetch_device(self, state: list[np.ndarray], handle: DeviceArray, dtype: DType) -> DeviceArray:
+        copy = DeviceArray(self.rt.alloc(handle.nbytes), handle.shape, handle.dtype)
+        if handle.nbytes:
+            cl.enqueue_copy(self.rt.queue, copy.buffer, handle.buffer, byte_count=handle.nbytes)
+        return copy
+
+    def to_host(self, value: DeviceArray, dtype: DType) -> np.ndarray:
+        host = np.empty(value.shape, value.dtype)
+        if host.nbytes:
+            cl.enqueue_copy(self.rt.queue, host, value.buffer, is_blocking=True)
+        return host.astype(dtype.numpy, copy=False)
 
 
 def _enqueue(launches: list[Launch]) -> Run:

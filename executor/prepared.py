@@ -19,10 +19,13 @@ from halfway.ir.operator import Operator
 from halfway.ir.schema import TensorInfo
 from halfway.kernels.registry import KernelKey
 from halfway.executor.backend import Backend, Run
+from halfway.executor.device_tensor import DeviceTensor
 from halfway.executor.float16_range import Float16Range
 from halfway.executor.memory import MemoryPlan
 
 __all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feeds", "check_feed", "read_only"]
+
+Feed = np.ndarray | DeviceTensor
 
 
 @define
@@ -99,9 +102,14 @@ class PreparedProgram:
     def feed_names(self) -> list[str]:
         return [name for name, _, _ in self._feeds]
 
-    def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
-        """Run on ``feed`` (name -> array); returns the fetched arrays in fetch order."""
+    def run(self, feed: Mapping[str, Any], *, on_device: bool = False) -> list[Any]:
+        """Run on ``feed`` (name -> numpy array or ``DeviceTensor``); returns the fetched arrays in
+        fetch order, or with ``on_device`` ``DeviceTensor``s (``halfway.executor.device_tensor``)."""
         checked = self._check(feed)
+        devices = on_device or any(isinstance(value, DeviceTensor) for value in checked)
+        if devices and self._range is not None:
+            raise FeedError("a float16 program checks float16's range on host feeds and fetches; to run it on device "
+                            "tensors, prepare it with check_float16_range=False")
         with self._turns:
             state = self._start(checked)
             try:
@@ -109,10 +117,26 @@ class PreparedProgram:
                     run(state)
             except Exception as e:
                 self._fail(state, e, self._running[self._runs.index(run)])
-            results = self._finish(state)
+            results = self._finish(state, on_device)
         if self._range is not None:
-            self._range.check_fetches(dict(zip(self.feed_names, checked)), results)
+            self._range.check_fetches(dict(zip(self.feed_names, _hosts(checked))), results)
         return results
+
+    def to_device(self, feed: Mapping[str, np.ndarray]) -> dict[str, DeviceTensor]:
+        """``feed``'s arrays (checked as ``run`` checks its feeds, by name) copied into this
+        program's device memory, to feed its runs, or those of any program prepared on the same
+        place, without a copy from the host each run."""
+        check_feeds(feed)
+        infos = {name: info for name, _, info in self._feeds}
+        unknown = set(feed) - set(infos)
+        if unknown:
+            raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
+        tensors = {}
+        for name in feed:
+            value = check_feed(name, feed, infos[name])
+            tensors[name] = DeviceTensor(self.backend.to_device(value, infos[name].dtype), infos[name].dtype,
+                                         self.backend)
+        return tensors
 
     def profile(self, feed: Mapping[str, Any]) -> list[tuple[str, float]]:
         """Run once, then once more waiting after every op: (op, seconds) per op, for finding the
@@ -134,26 +158,33 @@ class PreparedProgram:
             self._finish(state)
         return times
 
-    def _check(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
+    def _check(self, feed: Mapping[str, Any]) -> list[Feed]:
         """Every feed checked, in feed order."""
-        check_feeds(feed)
-        checked = [check_feed(name, feed, info) for name, _, info in self._feeds]
+        check_feeds(feed, devices=True)
+        checked = [check_device_feed(name, feed, info, self.backend.memory) for name, _, info in self._feeds]
         unknown = set(feed) - set(self.feed_names)
         if unknown:
             raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
-        if self._range is not None:
-            self._range.check_feeds(checked)
+        if self._range is not None and not any(isinstance(value, DeviceTensor) for value in checked):
+            self._range.check_feeds(_hosts(checked))
         return checked
 
-    def _start(self, checked: Sequence[np.ndarray]) -> Any:
+    def _start(self, checked: Sequence[Feed]) -> Any:
         """The checked feeds handed to the backend: a run's state."""
         state = self.backend.start()
         for (_, handle, _), value in zip(self._feeds, checked):
-            self.backend.upload(state, handle, value)
+            if isinstance(value, DeviceTensor):
+                self.backend.upload_device(state, handle, value.value)
+            else:
+                self.backend.upload(state, handle, value)
         return state
 
-    def _finish(self, state: Any) -> list[np.ndarray]:
-        results = [self.backend.download(state, handle, dtype) for handle, dtype in self._fetches]
+    def _finish(self, state: Any, on_device: bool = False) -> list[Any]:
+        if on_device:
+            results: list[Any] = [DeviceTensor(self.backend.fetch_device(state, handle, dtype), dtype, self.backend)
+                                  for handle, dtype in self._fetches]
+        else:
+            results = [self.backend.download(state, handle, dtype) for handle, dtype in self._fetches]
         self.backend.finish(state)
         return results
 
@@ -165,36 +196,64 @@ class PreparedProgram:
         raise HalfwayError(f"while executing {step.where}: {type(error).__name__}: {error}") from error
 
 
-def check_feeds(feed: object) -> Mapping[str, np.ndarray]:
-    """``feed`` itself, checked to be a mapping of var names to numpy arrays (``Executor.run``
-    derives shapes from it before any program is prepared; ``PreparedProgram.run`` checks it
-    the same way).
+def check_feeds(feed: object, devices: bool = False) -> Mapping[str, Any]:
+    """``feed`` itself, checked to be a mapping of var names to numpy arrays (or, with
+    ``devices``, ``DeviceTensor``s: ``PreparedProgram.run`` takes them; ``Executor.run``, which
+    derives shapes from the feed before any program is prepared, does not).
 
     Raises:
         FeedError: ``feed`` is not a mapping, or a key is not a string or a value not an array.
     """
+    kinds = (np.ndarray, DeviceTensor) if devices else np.ndarray
     if not isinstance(feed, Mapping):
         raise FeedError(f"the feed must be a dict of var name -> numpy array, got {type(feed).__name__}")
     for name, value in feed.items():
         if not isinstance(name, str):
             raise FeedError(f"feed names must be var names (str), got {name!r} ({type(name).__name__})")
-        if not isinstance(value, np.ndarray):
+        if not isinstance(value, kinds):
             hint = "" if value is None else " (np.asarray(value, dtype=...) makes one)"
             raise FeedError(f"feed {name!r} must be a numpy array, got {type(value).__name__}{hint}")
     return feed
 
 
-def check_feed(name: str, feed: Mapping[str, np.ndarray], info: TensorInfo) -> np.ndarray:
-    """The feed value for ``name`` (``feed`` passed ``check_feeds``), checked against the var's
+def check_feed(name: str, feed: Mapping[str, Any], info: TensorInfo) -> np.ndarray:
+    """The feed array for ``name`` (``feed`` passed ``check_feeds``), checked against the var's
     dtype and fixed dims."""
+    value = _fed(name, feed, info)
+    if isinstance(value, DeviceTensor):
+        raise FeedError(f"feed {name!r} must be a numpy array here, got a DeviceTensor (.numpy() copies it)")
+    return read_only(value if value.flags.c_contiguous else np.ascontiguousarray(value))
+
+
+def check_device_feed(name: str, feed: Mapping[str, Any], info: TensorInfo, memory: Any) -> Feed:
+    """``check_feed``, where the value may also be a ``DeviceTensor`` in ``memory`` (a program's)."""
+    value = _fed(name, feed, info)
+    if not isinstance(value, DeviceTensor):
+        return check_feed(name, feed, info)
+    if value.memory is not memory:
+        raise FeedError(f"feed {name!r} is a DeviceTensor on {value.backend.device}, not in this program's memory; "
+                        f"copy it with .numpy(), or prepare the program on the same place")
+    return value
+
+
+def _fed(name: str, feed: Mapping[str, Any], info: TensorInfo) -> Feed:
+    """The value fed for ``name``, checked against the var's dtype and fixed dims."""
     if name not in feed:
         raise FeedError(f"missing feed {name!r} ({info.dtype.name}{list(info.shape)})")
     value = feed[name]
-    if value.dtype != info.dtype.numpy:
-        raise FeedError(f"feed {name!r} has dtype {value.dtype}, expected {info.dtype.name}")
-    if value.ndim != len(info.shape) or any(d not in (-1, v) for d, v in zip(info.shape, value.shape)):
+    dtype = value.dtype.numpy if isinstance(value, DeviceTensor) else value.dtype
+    if dtype != info.dtype.numpy:
+        raise FeedError(f"feed {name!r} has dtype {dtype}, expected {info.dtype.name}")
+    if len(value.shape) != len(info.shape) or any(d not in (-1, v) for d, v in zip(info.shape, value.shape)):
         raise FeedError(f"feed {name!r} has shape {list(value.shape)}, expected {list(info.shape)} (-1 = any)")
-    return read_only(value if value.flags.c_contiguous else np.ascontiguousarray(value))
+    return value
+
+
+def _hosts(values: Sequence[Feed]) -> list[np.ndarray]:
+    """``values``, every one a host array (a run with device tensors has no float16 range checks)."""
+    hosts = [value for value in values if isinstance(value, np.ndarray)]
+    assert len(hosts) == len(values)
+    return hosts
 
 
 def read_only(value: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from halfway.ir.errors import FeedError
+from halfway.executor.device_tensor import DeviceTensor
 from halfway.executor.prepared import PreparedProgram, PrepareReport, check_feeds
 
 __all__ = ["Signature", "PreparedBySignature"]
@@ -52,9 +53,14 @@ class PreparedBySignature:
                             f"prepared when their shapes are known")
         return self._last.report
 
-    def run(self, feed: Mapping[str, Any]) -> list[np.ndarray]:
-        """Run on ``feed`` (name -> array); returns the fetched arrays in fetch order."""
-        return self.for_feed(feed).run(feed)
+    def run(self, feed: Mapping[str, Any], *, on_device: bool = False) -> list[Any]:
+        """``PreparedProgram.run`` at the feed's signature."""
+        return self.for_feed(feed).run(feed, on_device=on_device)
+
+    def to_device(self, feed: Mapping[str, np.ndarray]) -> dict[str, DeviceTensor]:
+        """``PreparedProgram.to_device`` of the program for the feed's signature (of the feeds with
+        unknown dims given; the tensors feed the program at any signature)."""
+        return self.for_feed(feed).to_device(feed)
 
     def profile(self, feed: Mapping[str, Any]) -> list[tuple[str, float]]:
         """``PreparedProgram.profile`` at the feed's signature."""
@@ -62,7 +68,7 @@ class PreparedBySignature:
 
     def for_feed(self, feed: Mapping[str, Any]) -> PreparedProgram:
         """The program prepared for the shapes of ``feed`` (prepared now if they are new)."""
-        check_feeds(feed)
+        check_feeds(feed, devices=True)
         missing = [name for name in self._dynamic if name not in feed]
         if missing:
             raise FeedError(f"missing feed(s) {missing}; the program is fed {self.feed_names}")
