@@ -10,20 +10,22 @@ H100: 49 -> 38 us for 3x3 ones on 56x56 maps). Split-K's work-groups do not coun
 it: counted everywhere, ResNet-50 at batch 1 got slower (1.27 -> 1.87 ms, a second launch per
 GEMM); counted for tiles that fill half the device by themselves, ResNet-50's 1x1 layers of 1024
 channels on 14x14 maps got slower (36 -> 47 us) and BERT's at batch 1 took 48 MiB of workspace; when even that leaves compute units idle and K
-is long, K is split across work-groups whose float32 partial sums a second kernel adds up before
-the epilogue (``split_k``).
+is long, K is split across work-groups (``split_k``). Their float32 partial sums are added up,
+and the epilogue applied, by the last of a tile's work-groups to finish (``SPLITK_SERIAL``: one
+launch, where the host's enqueues bound a batch-1 run), or by a second kernel after the CPU
+kernel.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.kernels.opencl.activations import Activation
 from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
-from halfway.kernels.opencl.runtime import Runtime
+from halfway.kernels.opencl.runtime import Runtime, cl
 
 __all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores"]
 
@@ -237,11 +239,19 @@ def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: Dev
     return _Operands(g, conv._replace(C=padded, CG=padded), a, b, [*launches, to_nhwc])
 
 
+def _workspace(rt: Runtime, partials: int, counters: int) -> Any:
+    """A split-K GEMM's float32 partial sums, then ``counters`` zeroed int32 tile counters."""
+    buffer = rt.alloc(4 * (partials + counters))
+    if counters:
+        cl.enqueue_fill_buffer(rt.queue, buffer, np.int32(0), 4 * partials, 4 * counters)
+    return buffer
+
+
 def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
                 act: Activation, bias: DeviceArray | None = None, residual: DeviceArray | None = None,
                 conv: ConvShape | None = None, filter_values: np.ndarray | None = None) -> list[Launch]:
-    """The launches of one GEMM (two with split-K: the partial products, then their sum and the
-    epilogue; a convolution on tensor cores first transposes its input, and its filter unless
+    """The launches of one GEMM (two with split-K on the CPU kernel: the partial products, then their
+    sum and the epilogue; a convolution on tensor cores first transposes its input, and its filter unless
     ``filter_values`` holds the constant filter's values: see ``_channels_last``)."""
     launches: list[Launch] = []
     nhwc = conv is not None and conv.CG == conv.C and uses_tensor_cores(rt, dtype)
@@ -257,8 +267,11 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
         width = _vector_out(g, conv)
         if splits == 1 and width:
             defines["VEC_OUT"] = width
+    serial = splits > 1 and not tile.direct
     if splits > 1:
         defines["SPLITK"] = ""
+    if serial:
+        defines["SPLITK_SERIAL"] = ""
     if bias is not None:
         defines["HAS_BIAS"] = ""
     if residual is not None:
@@ -268,18 +281,23 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     names = ("mma.h", "gemm_index.h", "gemm_mma.cl") if tile.mma else ("gemm_index.h", "gemm.cl")
     text = source(*names, defines=defines)
     options = rt.float_options(dtype)
-    workspace = rt.alloc(4 * splits * g.batch * g.m * g.n) if splits > 1 else None
-    args = [a.buffer, b.buffer, None if bias is None else bias.buffer, None if residual is None else residual.buffer,
-            out.buffer, workspace, *(np.int32(v) for v in (g.m, g.n, g.k, *g.a, *g.b, *g.c, *g.bias, splits, chunk)),
-            *(np.float32(p) for p in act.params)]
     bm, bn = tile.block
     lx, ly, _ = tile.local
     gws = (-(-g.n // bn) * lx, -(-g.m // bm) * ly, g.batch * splits)
     if tile.direct:
         gws = (g.n, -(-g.m // bm), g.batch * splits)
+    groups = _work_groups(tile, g)
+    workspace = None
+    if serial:  # tile-major partials (gemm_index.h), then a counter per tile
+        workspace = _workspace(rt, groups * splits * bm * bn, groups)
+    elif splits > 1:
+        workspace = _workspace(rt, splits * g.batch * g.m * g.n, 0)
+    args = [a.buffer, b.buffer, None if bias is None else bias.buffer, None if residual is None else residual.buffer,
+            out.buffer, workspace, *(np.int32(v) for v in (g.m, g.n, g.k, *g.a, *g.b, *g.c, *g.bias, splits, chunk)),
+            *(np.float32(p) for p in act.params)]
     kernel = rt.kernel(text, tile.kernel, options)
     launches.append(launch(rt, kernel, gws, tile.local, *args))
-    if splits > 1:
+    if splits > 1 and not serial:
         reduce = rt.kernel(text, "splitk_reduce", options)
         lws = (256, 1) if rt.caps.is_gpu else None
         launches.append(launch(rt, reduce, (g.m * g.n, g.batch), lws, *args))

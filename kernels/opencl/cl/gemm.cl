@@ -4,6 +4,8 @@
 #define RTSM (TSM / WPTM)
 #define RTSN (TSN / WPTN)
 #define NT (RTSM * RTSN)
+#define TILE_M TSM
+#define TILE_N TSN
 
 __kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
 void gemm(GEMM_ARGS) {
@@ -51,8 +53,10 @@ void gemm(GEMM_ARGS) {
             if (n < N) GEMM_STORE(acc[i][j], b, m, n)
         }
     }
+    SPLITK_FINISH(lid, NT)
 }
 
+#ifndef SPLITK_SERIAL /* the CPU kernel sums its splits in a second launch */
 /* The CPU GEMM: no local memory and no barriers (which CPU implementations pay for dearly).
  * A work-item computes WPTM rows of one column n; neighbouring work-items take neighbouring
  * columns, so the device vectorises across them and the caches give the reuse. */
@@ -79,3 +83,4 @@ __kernel void gemm_direct(GEMM_ARGS) {
     }
     for (int i = 0; i < rows; ++i) GEMM_STORE(acc[i], b, m0 + i, n)
 }
+#endif

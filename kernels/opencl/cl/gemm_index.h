@@ -40,7 +40,9 @@ inline int conv_column_index(int k, int col_y, int col_x, int col_base, bool val
 #endif
 
 /* Split-K: work-group z = b * splits + s sums k in [s * kchunk, (s + 1) * kchunk); with SPLITK
- * each writes its float32 partial sums to ws[z][m][n] and splitk_reduce applies the epilogue. */
+ * each writes its float32 partial sums to ws[z][m][n], and either splitk_reduce applies the
+ * epilogue (a second launch), or, with SPLITK_SERIAL, the last of a tile's splits to finish does
+ * (SPLITK_FINISH). */
 #define GEMM_ARGS __global const T* A, __global const T* B, __global const T* bias, __global const T* res, \
     __global T* out, __global float* ws, int M, int N, int K, int a_sb, int a_sm, int a_sk, int b_sb, int b_sk, \
     int b_sn, int c_sb, int c_sm, int c_sn, int bias_sb, int bias_sm, int bias_sn, int splits, int kchunk, \
@@ -49,10 +51,51 @@ inline int conv_column_index(int k, int col_y, int col_x, int col_base, bool val
 #define SPLIT_RANGE const int b = get_group_id(2) / splits, kbeg = (get_group_id(2) % splits) * kchunk, \
     kend = min(K, kbeg + kchunk)
 
-#ifdef SPLITK
+#ifdef SPLITK_SERIAL
+/* A tile's splits write their partials tile-major, each tile's own TILE_M x TILE_N blocks, one per
+ * split: the last split reads them in runs, and no cache line holds two tiles' partials (a compute
+ * unit's cache is not coherent with the others': it could hold a line of a tile whose partials
+ * change after it read them for a neighbouring tile). */
+#define SPLIT_TILE ((b * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0))
+#define SPLIT_BLOCK(s) ((SPLIT_TILE * splits + (s)) * (TILE_M * TILE_N))
+#define GEMM_STORE(acc, b, m, n) ws[SPLIT_BLOCK(get_group_id(2) % splits) + ((m) - m0) * TILE_N + (n) - n0] = (acc);
+#elif defined(SPLITK)
 #define GEMM_STORE(acc, b, m, n) ws[(get_group_id(2) * M + (m)) * N + (n)] = (acc);
 #else
 #define GEMM_STORE(acc, b, m, n) EPILOGUE(acc, BIAS_INDEX(b, m, n), OUT_INDEX(b, m, n))
+#endif
+
+#ifdef SPLITK_SERIAL
+/* The end of a split-K work-group whose TILE_M x TILE_N tile starts at (m0, n0): every
+ * work-item's partials fenced into global memory, one work-item counts the split in the tile's
+ * counter (after the partials in ws, zero between launches); the split that counts last sums the
+ * tile's partials and applies the epilogue, and zeroes the counter for the next launch. Saves the
+ * reduce launch: at batch 1 the host's enqueues (8 us each on the H100) take longer than the
+ * work. */
+#define SPLITK_FINISH(lid, threads) \
+    __local int last_; /* at the kernel's outermost scope, as local variables must be */ \
+    mem_fence(CLK_GLOBAL_MEM_FENCE); \
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE); \
+    if ((lid) == 0) { \
+        __global int* counters_ = (__global int*)ws + get_num_groups(0) * get_num_groups(1) * get_num_groups(2) \
+            * (TILE_M * TILE_N); \
+        last_ = atomic_inc(counters_ + SPLIT_TILE) == splits - 1; \
+        if (last_) counters_[SPLIT_TILE] = 0; \
+    } \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    if (last_) { \
+        mem_fence(CLK_GLOBAL_MEM_FENCE); \
+        for (int f_ = (lid); f_ < TILE_M * TILE_N; f_ += (threads)) { \
+            const int m = m0 + f_ / TILE_N, n = n0 + f_ % TILE_N; \
+            if (m < M && n < N) { \
+                float v = 0.0f; \
+                for (int s_ = 0; s_ < splits; ++s_) v += ws[SPLIT_BLOCK(s_) + f_]; \
+                EPILOGUE(v, BIAS_INDEX(b, m, n), OUT_INDEX(b, m, n)) \
+            } \
+        } \
+    }
+#else
+#define SPLITK_FINISH(lid, threads)
 #endif
 
 /* Sums the split-K partials of one output (i = m * N + n, image b) and applies the epilogue. */

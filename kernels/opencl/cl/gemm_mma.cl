@@ -20,6 +20,8 @@
 #define BM (WARPS_M * MI * 16)
 #define BN (WARPS_N * NI * 8)
 #define THREADS (WARPS_M * WARPS_N * 32)
+#define TILE_M BM
+#define TILE_N BN
 #define A_STAGE (BM * BK)
 #define B_STAGE (BK * BN)
 #define LDS (NI * 8 + 8)
@@ -323,4 +325,5 @@ void gemm_mma(GEMM_ARGS) {
         barrier(CLK_LOCAL_MEM_FENCE);
         STORE_BAND(i)
     }
+    SPLITK_FINISH(lid, THREADS)
 }
