@@ -304,10 +304,10 @@ def test_operands_aligned_to_eight(place, dtype):
           {"paddings": [1, 1]}, params=("Filter",))
 
 
-def faked_place(monkeypatch, **caps) -> OpenCLPlace:
-    """A place on the test device whose capabilities claim ``caps``."""
+def faked_place(monkeypatch, precision: str | None = None, **caps) -> OpenCLPlace:
+    """A place on the test device whose capabilities claim ``caps`` (float16 in ``precision``'s mode)."""
     shared = runtime.get_runtime()
-    rt = runtime.Runtime(shared.device, shared.precision)
+    rt = runtime.Runtime(shared.device, precision or shared.precision)
     rt.caps = attrs.evolve(rt.caps, **caps)
     monkeypatch.setattr(runtime, "get_runtime", lambda device=None, precision="normal": rt)
     return OpenCLPlace()
@@ -355,3 +355,44 @@ def test_split_k_runs_again_on_the_same_buffers(split_k_place):
     for _ in range(3):
         x = rand(7, 600)
         np.testing.assert_allclose(on_device.run({"x": x})[0], on_numpy.run({"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def launched_kernels(monkeypatch, rt: runtime.Runtime) -> list[str]:
+    """The names of the kernels ``rt`` makes from now on, in order."""
+    names: list[str] = []
+    make = rt.kernel
+    monkeypatch.setattr(rt, "kernel", lambda text, name, options=(): names.append(name) or make(text, name, options))
+    return names
+
+
+GEMV_MODES = [(np.float32, "normal"), (np.float16, "normal"), (np.float16, "low"), (np.float16, "high")]
+"""float32; float16 storage, native where the device has cl_khr_fp16 (else storage), float32 buffers."""
+
+
+@pytest.mark.parametrize("units", [1, 4096], ids=["whole-k", "split-k"])
+@pytest.mark.parametrize("dtype, precision", GEMV_MODES, ids=["float32", "float16", "float16-low", "float16-high"])
+@pytest.mark.parametrize("m", [1, 2, 3, 4])
+def test_gemv(monkeypatch, m, dtype, precision, units):
+    """A fully-connected layer of a few rows on large weights runs the GEMV kernel in one launch, K
+    split across work-groups or not, the epilogue's bias and activation included."""
+    place = faked_place(monkeypatch, precision, compute_units=units)
+    names = launched_kernels(monkeypatch, place.runtime)
+    n = 1000  # not a multiple of a work-group's columns
+    k = gemm.GEMV_MIN_WEIGHTS // n + 3  # odd: not a multiple of a vector or a step
+    x, w, bias = rand(m, k, dtype=dtype), rand(k, n, dtype=dtype), rand(n, dtype=dtype)
+    ran = run_op("fc", {"Input": x, "W": w, "Bias": bias}, {"activation_type": "relu"}, params=("W", "Bias"),
+                 place=place)
+    assert names == ["gemv"] and ran.report.launches == 1
+    want = np.maximum(x.astype(np.float64) @ w.astype(np.float64) + bias.astype(np.float64), 0)
+    tol = 2e-3 if dtype == np.float16 else 2e-5
+    np.testing.assert_allclose(ran.out.astype(np.float64), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gemv_of_batched_and_transposed_operands(monkeypatch, place, dtype):
+    """Batched weights and a transposed A take the GEMV kernel; transposed weights keep the tiled one."""
+    names = launched_kernels(monkeypatch, place.runtime)
+    check(place, "matmul_v2", {"X": rand(2, 520, 3, dtype=dtype), "Y": rand(2, 520, 2048, dtype=dtype)},
+          {"trans_x": True})
+    check(place, "matmul_v2", {"X": rand(2, 520, dtype=dtype), "Y": rand(2048, 520, dtype=dtype)}, {"trans_y": True})
+    assert names[0] == "gemv" and "gemv" not in names[1:]

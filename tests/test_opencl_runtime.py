@@ -86,6 +86,24 @@ def test_tensor_core_tiles_fill_the_device_at_least_cost(m, n, k, block, splits)
     assert split_k(rt, tile, g)[0] == splits
 
 
+@pytest.mark.parametrize("m, n, k, b, splits", [
+    (1, 4096, 25088, (0, 4096, 1), 16),  # VGG-19's fc6 at batch 1: 32 blocks of 128 columns
+    (4, 1000, 2048, (0, 1000, 1), 16),  # ResNet-50's fc at batch 4: 8 blocks, 128 k per split
+    (1, 65536, 4096, (0, 65536, 1), 1),  # 512 blocks: enough to keep the device's memory busy
+    (5, 4096, 4096, (0, 4096, 1), None),  # too many rows
+    (1, 1000, 1024, (0, 1000, 1), None),  # too few weights
+    (1, 4096, 4096, (0, 1, 4096), None),  # transposed weights
+    (1, 1004, 2048, (0, 1004, 1), None),  # rows of no whole 16-byte vectors
+])
+def test_gemv_for_few_rows_of_large_weights(m, n, k, b, splits):
+    rt = fake_runtime(caps(capability=(9, 0)), "normal")
+    g = Gemm(m, n, k, 1, (0, k, 1), b, (0, n, 1))
+    tile, gemv = choose_tile(rt, DType.float16, g), splits is not None
+    assert (tile.gemv, tile.mma) == (gemv, not gemv)
+    if gemv:
+        assert split_k(rt, tile, g)[0] == splits
+
+
 def test_devices_by_index_name_and_environment(monkeypatch):
     first = find_device(0)
     assert find_device(first.name.strip()[:6].lower()) == first

@@ -1,6 +1,7 @@
 """GEMM launches: the plain tiled kernel (``gemm.cl``) or, for float16 buffers on NVIDIA devices of
 compute capability >= 8.0, the tensor-core kernel (``gemm_mma.cl``), with the fused epilogue
 (bias, residual, activation). Convolutions use the same kernels as implicit GEMMs (``ConvShape``).
+Products of a few rows with large weights take the GEMV kernel (``gemv.cl``, ``uses_gemv``).
 
 Tile sizes come from a per-device table: the largest tile that still gives every compute unit a
 work-group, else the smallest (``choose_tile``); on tensor cores, of the tiles that do, the
@@ -27,7 +28,7 @@ from halfway.kernels.opencl.activations import Activation
 from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
 from halfway.kernels.opencl.runtime import Runtime, cl
 
-__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores"]
+__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores", "uses_gemv"]
 
 
 class Gemm(NamedTuple):
@@ -67,15 +68,22 @@ class ConvShape(NamedTuple):
 class Tile(NamedTuple):
     """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni,
     stages of local memory); ``direct``: the CPU kernel (tm rows per work-item, tn work-items, no
-    local memory)."""
+    local memory); ``gemv``: the GEMV kernel (rows, columns, work-items)."""
 
     mma: bool
     sizes: tuple[int, ...]
     direct: bool = False
+    gemv: bool = False
 
     @property
     def kernel(self) -> str:
-        return "gemm_mma" if self.mma else "gemm_direct" if self.direct else "gemm"
+        return "gemm_mma" if self.mma else "gemm_direct" if self.direct else "gemv" if self.gemv else "gemm"
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        if self.mma:
+            return "mma.h", "gemm_index.h", "gemm_mma.cl"
+        return "gemm_index.h", "gemv.cl" if self.gemv else "gemm.cl"
 
     @property
     def block(self) -> tuple[int, int]:
@@ -88,6 +96,8 @@ class Tile(NamedTuple):
     def local(self) -> tuple[int, int, int]:
         if self.direct:
             return self.sizes[1], 1, 1
+        if self.gemv:
+            return self.sizes[2], 1, 1
         if self.mma:
             wm, wn, _, _, _ = self.sizes
             return wm * wn * 32, 1, 1
@@ -99,6 +109,8 @@ class Tile(NamedTuple):
             stages = self.sizes[4]
             return {**dict(zip(("WARPS_M", "WARPS_N", "MI", "NI", "STAGES"), self.sizes)), "BK": MMA_K_SLICE,
                     "PENDING": stages - 2}
+        if self.gemv:
+            return dict(zip(("GEMV_ROWS", "GEMV_COLS", "GEMV_THREADS"), self.sizes))
         return dict(zip(("TSM", "TSN", "TSK", "WPTM", "WPTN"), self.sizes))
 
 
@@ -114,13 +126,47 @@ NARROW_ROWS = 16
 (``transpose16_narrow``): the tiled transpose leaves most of a 64-channel tile idle on a stem's 3."""
 SPLIT_K_STEP = 32
 """Split boundaries fall on multiples of every kernel's k slice."""
+GEMV_MAX_ROWS = 4
+"""GEMMs of at most this many rows may take the GEMV kernel (``uses_gemv``)."""
+GEMV_MIN_WEIGHTS = 1 << 20
+"""The fewest weights (N * K) for which a GEMM of few rows takes the GEMV kernel: smaller products
+take microseconds on any kernel."""
+_GEMV_SHAPE = (16, 256)  # gemv.cl: 16 work-items of 16-byte loads across a row, 256 in a work-group
+GEMV_GROUPS_PER_UNIT = 2
+"""A GEMV splits K while it has fewer work-groups than this per compute unit (into twice as many):
+a work-group keeps 16 KiB of loads in flight (256 work-items, 4 rows of 16 bytes each), and the
+H100's memory needs some 2.5 MB in flight over its 132 units (3.3 TB/s for ~0.7 us)."""
+GEMV_SPLIT_MIN = 128
+"""Each split of a GEMV sums at least this many k (two steps of its work-groups' loads)."""
 
 
 def uses_tensor_cores(rt: Runtime, dtype: DType) -> bool:
     return rt.caps.tensor_cores and rt.storage(dtype) == np.float16
 
 
-def choose_tile(rt: Runtime, dtype: DType, g: Gemm) -> Tile:
+def _vector_width(rt: Runtime, dtype: DType) -> int:
+    """Elements of ``dtype``'s device buffers in 16 bytes (VW in gemv.cl)."""
+    return 16 // rt.storage(dtype).itemsize
+
+
+def uses_gemv(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape | None = None) -> bool:
+    """Whether a GEMM takes the GEMV kernel (``gemv.cl``): not a convolution, at most
+    ``GEMV_MAX_ROWS`` rows (a fully-connected layer at batch 1 to 4) and at least
+    ``GEMV_MIN_WEIGHTS`` weights B, n-contiguous in whole 16-byte vectors (N and B's strides
+    multiples of 16 bytes: VGG-19's and ResNet-50's fc layers). Such a product is a few multiply-adds
+    per weight, bound by reading B: the tiled kernels' tiles are mostly rows past M and read
+    VGG-19's fc6 at batch 1 at ~1.7 of the H100's ~3.3 TB/s; the GEMV reads each weight once, 16
+    bytes a load. CPUs gain too: PoCL on two cores, [1, 4096] x [4096, 4096] float32 takes 18 ms
+    against ``gemm_direct``'s 74. Other layouts (a transposed B) keep the tiled kernels."""
+    width = _vector_width(rt, dtype)
+    return (conv is None and g.m <= GEMV_MAX_ROWS and g.n * g.k >= GEMV_MIN_WEIGHTS
+            and g.b[2] == 1 and g.n % width == 0 and g.b[0] % width == 0 and g.b[1] % width == 0)
+
+
+def choose_tile(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape | None = None) -> Tile:
+    if uses_gemv(rt, dtype, g, conv):
+        lanes, threads = _GEMV_SHAPE
+        return Tile(False, (g.m, lanes * _vector_width(rt, dtype), threads), gemv=True)
     mma = uses_tensor_cores(rt, dtype)
     table = _MMA_TILES if mma else _GPU_TILES if rt.caps.is_gpu else _CPU_TILES
     tiles = [Tile(mma, sizes, direct=table is _CPU_TILES) for sizes in table]
@@ -143,11 +189,13 @@ def _work_groups(tile: Tile, g: Gemm) -> int:
 
 
 def split_k(rt: Runtime, tile: Tile, g: Gemm) -> tuple[int, int]:
-    """(splits, k per split): split K when the tiles leave compute units idle and K is long."""
+    """(splits, k per split): split K when the tiles leave compute units idle (a GEMV: with fewer
+    than ``GEMV_GROUPS_PER_UNIT`` work-groups each) and K is long, into twice as many work-groups."""
     groups = _work_groups(tile, g)
+    fill = rt.caps.compute_units * (GEMV_GROUPS_PER_UNIT if tile.gemv else 1)
     splits = 1
-    if groups < rt.caps.compute_units:
-        splits = max(1, min(2 * rt.caps.compute_units // groups, g.k // SPLIT_K_MIN))
+    if groups < fill:
+        splits = max(1, min(2 * fill // groups, g.k // (GEMV_SPLIT_MIN if tile.gemv else SPLIT_K_MIN)))
     chunk = -(-(-(-g.k // splits)) // SPLIT_K_STEP) * SPLIT_K_STEP
     return -(-g.k // chunk), chunk
 
@@ -257,7 +305,7 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     nhwc = conv is not None and conv.CG == conv.C and uses_tensor_cores(rt, dtype)
     if nhwc:
         g, conv, a, b, launches = _channels_last(rt, g, conv, a, b, filter_values)
-    tile = choose_tile(rt, dtype, g)
+    tile = choose_tile(rt, dtype, g, conv)
     splits, chunk = split_k(rt, tile, g)
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
     if nhwc:
@@ -278,8 +326,7 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
         defines["HAS_RES"] = ""
     if conv is not None:
         defines.update({"CONV": "", **conv._asdict()})
-    names = ("mma.h", "gemm_index.h", "gemm_mma.cl") if tile.mma else ("gemm_index.h", "gemm.cl")
-    text = source(*names, defines=defines)
+    text = source(*tile.files, defines=defines)
     options = rt.float_options(dtype)
     bm, bn = tile.block
     lx, ly, _ = tile.local
