@@ -199,6 +199,12 @@ DENSE_CASES = [  # (x shape, output channels, window, conv attrs)
     ((1, 3, 64, 70), 9, (3, 3), {"paddings": [1, 1]}),  # several blocks of rows, parts by rows
     ((2, 4, 8, 8), 7, (2, 2), {"strides": [2, 2]}),
     ((1, 2, 9, 10), 4, (1, 4), {"paddings": [0, 1, 0, 2]}),
+    ((1, 70, 80, 33), 19, (3, 3), {"paddings": [1, 1]}),  # blocks of fewer rows for many channels
+    ((1, 128, 12, 12), 40, (3, 3), {"paddings": [1, 1]}),  # a small map: parts by output channels
+    ((1, 20, 7, 7), 19, (1, 1), {}),  # sums straight into the output, but the last 3 channels'
+    ((2, 9, 6, 5), 16, (1, 1), {}),
+    ((1, 12, 9, 9), 10, (1, 1), {"strides": [2, 2]}),
+    ((1, 6, 9, 8), 9, (3, 1), {"paddings": [1, 0]}),  # planes as wide as the output
 ]
 
 
@@ -207,13 +213,14 @@ DENSE_CASES = [  # (x shape, output channels, window, conv attrs)
 @pytest.mark.parametrize("with_residual", [True, False])
 def test_dense_loop_matches_the_reference(monkeypatch, act, case, with_residual):
     """The compiled direct convolution (one group; bias, residual and activation in its loop),
-    any window, stride, dilation and padding, output channels not a multiple of its four, against
-    the float64 reference convolution, and the loop is what ran."""
+    any window, stride, dilation and padding, output channels not a multiple of its tiles', cut by
+    rows or by channels, against the float64 reference convolution, and the loop is what ran."""
     from tests.test_kernels_nn import check, ref_activation, ref_conv, run
 
     shape, outs, window, conv_attrs = case
     calls = []
     monkeypatch.setattr("halfway.kernels.numpy.conv.compiled_dense", lambda *a: calls.append(1) or jit.compiled_dense(*a))
+    monkeypatch.setattr("halfway.kernels.numpy.conv._takes_direct", lambda g: True)
     attrs = {**conv_attrs, "fuse_activation": act[0], "fuse_alpha": act[1], "fuse_beta": act[2]}
     x = RNG.standard_normal(shape).astype(np.float32)
     w = RNG.standard_normal((outs, shape[1], *window)).astype(np.float32)
@@ -224,6 +231,34 @@ def test_dense_loop_matches_the_reference(monkeypatch, act, case, with_residual)
     inputs = {"Input": x, "Filter": w, "Bias": bias} | ({} if residual is None else {"ResidualData": residual})
     check(run("fused_conv2d", inputs, attrs)["Output"], expected, shape[1] * window[0] * window[1] + 2)
     assert calls
+
+
+@pytest.mark.parametrize("lanes, outs, vectors", [(16, 8, 2), (8, 4, 3), (4, 4, 2), (16, 1, 4)])
+def test_tile_sums_at_every_vector_width(monkeypatch, lanes, outs, vectors):
+    """The register-tiled loop's IR at each host's vector width (the host's own and the others,
+    compiled here), for whole tiles and partial ones, against numpy in float64; nothing past
+    ``npos`` is written."""
+    from numba import njit
+
+    from halfway.kernels.numpy import jit_tiles
+
+    monkeypatch.setattr(jit_tiles, "LANES", lanes)
+    tile_sums = jit_tiles.make_tile_sums(outs, vectors)
+
+    @njit
+    def sums(src, offs, w, out, npos):
+        tile_sums(src.ctypes.data, offs.ctypes.data, offs.size, w.ctypes.data, out.ctypes.data,
+                            out.shape[1], npos)
+
+    src = RNG.standard_normal(400).astype(np.float32)
+    offs = np.array([0, 7, 31, 64, 3], np.int64)
+    w = RNG.standard_normal((len(offs), outs)).astype(np.float32)
+    for npos in (1, lanes * vectors, 2 * lanes * vectors + lanes + 3):
+        out = np.full((outs, npos + 40), -7.0, np.float32)
+        sums(src, offs, w, out, npos)
+        columns = np.stack([src[o:o + npos] for o in offs]).astype(np.float64)  # [steps, npos]
+        np.testing.assert_allclose(out[:, :npos], w.astype(np.float64).T @ columns, rtol=1e-5, atol=1e-5)
+        assert (out[:, npos:] == -7.0).all()
 
 
 def test_dense_arrays_the_loop_does_not_take_are_refused():

@@ -240,7 +240,7 @@ def test_convolution_chunks_cut_for_the_threads_match_the_whole(monkeypatch, att
     if not threads._openblas():
         pytest.skip("threadpoolctl is not installed or numpy's BLAS is not OpenBLAS")
     monkeypatch.setattr(conv, "CUT_MULTIPLY_ADDS", 1)
-    monkeypatch.setattr(conv, "DIRECT_CHANNELS", 0)  # im2col's chunks, not the direct loop
+    monkeypatch.setattr(conv, "_takes_direct", lambda g: False)  # im2col's chunks, not the direct loop
     blas = []
     single = threads.single_threaded_blas
     monkeypatch.setattr(conv, "single_threaded_blas", lambda: blas.append(1) or single())

@@ -37,11 +37,11 @@ returns a new array, or a crop of one, in the output's layout, NCHW or NHWC):
    the padded input. With numba (``halfway[jit]``), an NCHW one and its epilogue run as one
    compiled loop instead, channel by channel in cache (``jit_windows``; 2-4x faster at
    ShuffleNet's 3x3 sizes; MobileNetV3's 5x5 and ConvNeXt's 7x7 take its loop for any window).
-4. **direct** (with numba; one group, NCHW, a window of several taps, at most
-   ``DIRECT_CHANNELS`` channels in and out): ``jit_direct``'s loop reads the padded input where
-   it lies, four output channels per pass, the epilogue in the same loop. There a GEMM would be
-   thin (32 rows for YOLO's 32 -> 32 layers) and its columns a gather of 9x the input: the loop
-   takes 0.5-0.8x the time of im2col or Winograd.
+4. **direct** (with numba; one group, NCHW, a window of several taps, where Winograd is not
+   taken, ``_takes_direct``): ``jit_direct``'s loop reads the padded input where it lies, eight
+   output channels at a time in registers (``jit_tiles``), the epilogue as the sums leave cache.
+   im2col's columns are a gather of 9x the input, and its GEMM thin for few channels (32 rows
+   for YOLO's 32 -> 32 layers): the loop takes 0.5-0.9x its time.
 5. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
    ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
 
@@ -569,12 +569,6 @@ def _winograd(g: ConvGeometry, w: np.ndarray) -> Callable[[np.ndarray, np.ndarra
     return run
 
 
-DIRECT_CHANNELS = 32
-"""The direct convolution is taken where the input and output have at most this many channels.
-Two cores, against im2col or Winograd and OpenBLAS: YOLO's 32 -> 32 3x3 layers on 160x160 and
-80x80 maps 0.5-0.8x the time, its 3 -> 16 stem 0.5x; 64 -> 64 on 80x80 (Winograd) 1.2x, 128 -> 32
-on 56x56 (a GEMM per tap) 1.2x, 256 -> 256 on 14x14 3.4x."""
-
 TAP_SUM_CHANNELS = 4
 """``_tap_sum`` is taken for at most 1/TAP_SUM_CHANNELS as many output channels as input channels,
 whatever the padding's waste (DenseNet-121's 128 -> 32 3x3 layers: the whole model 1.2x faster
@@ -650,11 +644,14 @@ def _compiled_conv(spec: KernelSpec, g: ConvGeometry, compiled: CompiledConv, nu
 
 
 def _takes_direct(g: ConvGeometry) -> bool:
-    """Whether the direct convolution (``jit_direct``) beats im2col and BLAS on ``g``: one group,
-    NCHW, a window of several taps, and few enough channels that the GEMM would be thin
-    (``DIRECT_CHANNELS``)."""
-    return (g.groups == 1 and not g.channel_last and g.kernel != (1, 1)
-            and max(g.c, g.o) <= DIRECT_CHANNELS)
+    """Whether the direct convolution (``jit_direct``) is taken for ``g``: one group, NCHW, a window
+    of several taps, and not a layer for Winograd, whose 2.25x fewer multiply-adds win there
+    (ResNet's 256 -> 256 3x3 layers on 14x14 maps: 0.75x the direct loop's time on one core, as
+    fast on two). Against im2col or a GEMM per tap and OpenBLAS, two cores: YOLO's 32 -> 32 3x3
+    layers on 160x160 maps 0.53x the time, its stride-2 layers 0.58-0.9x, 64 -> 64 on 40x40 to
+    80x80 0.7-0.75x, 128 -> 128 on 28x28 0.75x, 512 -> 512 on 7x7 0.65-0.75x. 1x1 layers stay
+    GEMMs: OpenBLAS runs them 1.2-2.5x faster than the loop."""
+    return g.groups == 1 and not g.channel_last and g.kernel != (1, 1) and not _takes_winograd(g)
 
 
 def _conv(spec: KernelSpec, g: ConvGeometry, epilogue: Epilogue) -> Kernel:

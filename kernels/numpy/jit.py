@@ -28,10 +28,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.kernels.numpy.threads import run_parts, spans
+from halfway.kernels.numpy.threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, spans, thread_count
 
 __all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
-           "DENSE_OUTS", "dense_filter", "compiled_dense", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
+           "dense_filter", "compiled_dense", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
            "compiled_softmax"]
 
 log = logging.getLogger("halfway.kernels")
@@ -225,18 +225,17 @@ def compiled_depthwise(act: CompiledActivation, pads: tuple[int, int], strides: 
     return True
 
 
-DENSE_OUTS = 4
-"""Output channels the direct convolution computes together (``jit_direct.OUTS``; numba is not
-imported to read it)."""
-
-
 def dense_filter(w: np.ndarray) -> np.ndarray:
-    """``w[O, C, KH, KW]`` as ``compiled_dense`` takes it: ``[O', C, KH * KW]`` float32, O rounded
-    up to a multiple of ``DENSE_OUTS`` with zero filters."""
+    """``w[O, C, KH, KW]`` as ``compiled_dense`` takes it: ``[G, C * KH * KW, OUTS]`` float32, the
+    filters of output channels ``g * OUTS:(g + 1) * OUTS`` side by side (``jit_tiles.OUTS``), the
+    last group filled up with zero filters."""
+    from halfway.kernels.numpy.jit_tiles import OUTS
+
     o, c, kh, kw = w.shape
-    padded = np.zeros((-(-o // DENSE_OUTS) * DENSE_OUTS, c, kh * kw), np.float32)
-    padded[:o] = w.reshape(o, c, kh * kw)
-    return padded
+    groups = -(-o // OUTS)
+    padded = np.zeros((groups * OUTS, c * kh * kw), np.float32)
+    padded[:o] = w.reshape(o, -1)
+    return np.ascontiguousarray(padded.reshape(groups, OUTS, -1).transpose(0, 2, 1))
 
 
 def compiled_dense(act: CompiledActivation, kernel: tuple[int, int], pads: tuple[int, int], strides: tuple[int, int],
@@ -254,19 +253,42 @@ def compiled_dense(act: CompiledActivation, kernel: tuple[int, int], pads: tuple
     loops = _loops()
     if loops is None:
         return False
-    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
     n, o, oh, ow = out.shape
-    wq, length, starts, firsts, offsets, counts, base = loops.layout(x, oh, ow, *pads, sh, sw, kh, kw, dh, dw)
-    planes = np.zeros((n, x.shape[1], length), np.float32)
-    channels, each = planes.reshape(-1, 1, length), x.reshape(-1, 1, *x.shape[2:])  # every image's channels in a row
-    run_parts([functools.partial(loops.fill, channels[a:b], each[a:b], starts, firsts, offsets, counts, sw)
-               for a, b in spans(len(each), x.shape[2] * x.shape[3])])
+    planes, wq, offs = _dense_planes(loops, x, (oh, ow), kernel, pads, strides, dilations)
     flat_bias = None if bias is None else bias.reshape(-1)
-    parts = ([(slice(a, b), 0, oh) for a, b in spans(n, o * oh * ow * kh * kw)] if n > 1
-             else [(slice(None), a, b) for a, b in spans(oh, o * ow * kh * kw)])
-    run_parts([functools.partial(loops.dense, out[images], planes[images], base, wq, w, flat_bias,
-                                 _part(residual, (images,)), start, stop, *act) for images, start, stop in parts])
+    groups = w.shape[0]
+    macs = groups * w.shape[2] * ow * x.shape[1] * kernel[0] * kernel[1] // MULTIPLY_ADDS_PER_ELEMENT  # per row
+    if n > 1:
+        parts = [(slice(a, b), 0, oh, 0, groups) for a, b in spans(n, oh * macs)]
+    elif oh * ow >= ROW_PARTS_PIXELS * thread_count():
+        parts = [(slice(None), a, b, 0, groups) for a, b in spans(oh, macs)]
+    else:
+        parts = [(slice(None), 0, oh, a, b) for a, b in spans(groups, oh * macs // groups)]
+    run_parts([functools.partial(loops.dense, out[images], planes[images], offs, wq, w, flat_bias,
+                                 _part(residual, (images,)), *part, strides[0] * strides[1], *act)
+               for images, *part in parts])
     return True
+
+
+ROW_PARTS_PIXELS = 1024
+"""The direct convolution of an image is cut among the threads by rows where its output has this
+many pixels a thread, else by output channels: on MobileNetV3's 7x7 and 14x14 maps each thread then
+reads half of the filter, not all of it for half of the few rows."""
+
+
+def _dense_planes(loops: _Loops, x: np.ndarray, out: tuple[int, int], kernel: tuple[int, int], pads: tuple[int, int],
+                  strides: tuple[int, int], dilations: tuple[int, int]) -> tuple[np.ndarray, int, np.ndarray]:
+    """The planes ``jit_direct.dense`` reads ``x`` from (its stride phases, ``jit_direct.fill``,
+    by channels on the threads), their width, and where each channel's taps start in an image's
+    planes."""
+    (oh, ow), (kh, kw), (sh, sw), (dh, dw) = out, kernel, strides, dilations
+    n, c, h, w = x.shape
+    wq, length, starts, firsts, offsets, counts, base = loops.layout(x, oh, ow, *pads, sh, sw, kh, kw, dh, dw)
+    planes = np.zeros((n, c, length), np.float32)
+    channels, each = planes.reshape(-1, 1, length), x.reshape(-1, 1, h, w)  # every image's channels in a row
+    run_parts([functools.partial(loops.fill, channels[a:b], each[a:b], starts, firsts, offsets, counts, sw)
+               for a, b in spans(len(each), h * w)])
+    return planes, wq, (np.arange(c, dtype=np.int64)[:, None] * length + base).reshape(-1)
 
 
 def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple[int, int], scale: np.ndarray | None,

@@ -10,20 +10,17 @@ sizes that costs 2-4x more than the arithmetic. These loops work channel by chan
    (as ``conv._Flat``; one scratch for all channels, filled once with the padding value, zero or
    -inf: only the input's own pixels are written per channel). Tap (i, j) of output pixel
    (y, x) is then ``planes[base(i, j) + y * Wq + x]``, contiguous in x whatever the stride.
-2. A depthwise conv accumulates the output over the taps: pixel (y, x) sits at ``y * Wq + x`` of
-   a plane as wide as the scratch's (the columns past the output's width are computed and
-   dropped), so each tap is one contiguous multiply-add over a block of whole rows
-   (``ACC_PIXELS``, in L1; all of a 14x14 map: 1.5-3x faster than a row at a time, and than
-   reducing each pixel's 9 taps in registers at 3x3). A filter row of 3, 5 or 7 taps is one
-   pass, which reads and writes the block once for all its taps (1.3-2x faster than a pass
-   per tap); each width is a function of its own, as one function branching on the width, or
-   a view of the filter per call, kept LLVM from optimising the loop that calls it (2x slower
-   on 7x7 maps). Then the block's epilogue (bias, residual, activation) writes the output.
+2. A depthwise conv sums the output over the taps: pixel (y, x) sits at ``y * Wq + x`` of a
+   plane as wide as the scratch's (the columns past the output's width are computed and
+   dropped), so each tap is one contiguous run of a block of whole rows (``ACC_PIXELS``, in L1;
+   all of a 14x14 map). ``jit_tiles.window_sums`` keeps 64 pixels' sums in registers over all
+   the taps, a load per FMA (summing a filter row of taps in one pass over the block in memory
+   took 2.5). Then the block's epilogue (bias, residual, activation) writes the output.
 3. A pool reduces each output pixel's 9 taps in registers (the row's pixels as vector lanes),
    scales an average by its reciprocal count and writes it straight into the output. (A
    branch per max kept LLVM from vectorising: 2-4x slower than numpy.)
 
-The depthwise loops' multiply-adds are FMA instructions (``jit_math.CONTRACT``).
+The depthwise loops' multiply-adds are FMA instructions (in the order of the taps).
 
 Indices are unsigned where they address the scratch: numba wraps negative indices, and that
 check (on signed ones LLVM cannot bound) turns the row's contiguous loads into gathers, 5-10x
@@ -37,6 +34,7 @@ from numba import njit, uint64
 
 from halfway.kernels.numpy.jit_epilogue import finish
 from halfway.kernels.numpy.jit_math import CONTRACT
+from halfway.kernels.numpy.jit_tiles import window_sums
 
 __all__ = ["depthwise", "depthwise_small", "pool3x3"]
 
@@ -45,9 +43,6 @@ ACC_PIXELS = 1024
 """Output pixels ``depthwise`` accumulates at a time (whole rows of them): a block in L1."""
 TRANSPOSE_BLOCK = 16
 """``transpose_into``'s blocks: 16x16 floats, 1 KiB."""
-VECTOR_RUN = 64
-"""``depthwise`` computes its blocks in whole runs of this many pixels (LLVM's vector loop of
-AVX-512, unrolled four times)."""
 
 
 @njit(cache=True, nogil=True)
@@ -118,90 +113,37 @@ def taps(planes, row, ox):  # pragma: no cover - compiled
             planes[uint64(row[6] + ox)], planes[uint64(row[7] + ox)], planes[uint64(row[8] + ox)])
 
 
-@njit(cache=True, nogil=True, fastmath=CONTRACT)
-def add_row3(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - compiled
-    """``acc[:length] +=`` the filter row ``w[wt:wt + 3]`` times its taps' runs (``base[t:t + 3]``,
-    ``shift`` into the planes)."""
-    w0, w1, w2, s0, s1, s2 = w[wt], w[wt + 1], w[wt + 2], base[t] + shift, base[t + 1] + shift, base[t + 2] + shift
-    for p in range(length):
-        acc[p] += w0 * planes[uint64(s0 + p)] + w1 * planes[uint64(s1 + p)] + w2 * planes[uint64(s2 + p)]
-
-
-@njit(cache=True, nogil=True, fastmath=CONTRACT)
-def add_row5(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - compiled
-    """``add_row3`` for a row of 5."""
-    w0, w1, w2, w3, w4 = w[wt], w[wt + 1], w[wt + 2], w[wt + 3], w[wt + 4]
-    s0, s1, s2, s3, s4 = (base[t] + shift, base[t + 1] + shift, base[t + 2] + shift, base[t + 3] + shift,
-                          base[t + 4] + shift)
-    for p in range(length):
-        acc[p] += (w0 * planes[uint64(s0 + p)] + w1 * planes[uint64(s1 + p)] + w2 * planes[uint64(s2 + p)]
-                   + w3 * planes[uint64(s3 + p)] + w4 * planes[uint64(s4 + p)])
-
-
-@njit(cache=True, nogil=True, fastmath=CONTRACT)
-def add_row7(acc, length, planes, w, wt, base, t, shift):  # pragma: no cover - compiled
-    """``add_row3`` for a row of 7."""
-    w0, w1, w2, w3, w4, w5, w6 = w[wt], w[wt + 1], w[wt + 2], w[wt + 3], w[wt + 4], w[wt + 5], w[wt + 6]
-    s0, s1, s2, s3 = base[t] + shift, base[t + 1] + shift, base[t + 2] + shift, base[t + 3] + shift
-    s4, s5, s6 = base[t + 4] + shift, base[t + 5] + shift, base[t + 6] + shift
-    for p in range(length):
-        acc[p] += (w0 * planes[uint64(s0 + p)] + w1 * planes[uint64(s1 + p)] + w2 * planes[uint64(s2 + p)]
-                   + w3 * planes[uint64(s3 + p)] + w4 * planes[uint64(s4 + p)] + w5 * planes[uint64(s5 + p)]
-                   + w6 * planes[uint64(s6 + p)])
-
-
-@njit(cache=True, nogil=True, fastmath=CONTRACT)
-def add_taps(acc, length, planes, w, wt, base, t, count, shift):  # pragma: no cover - compiled
-    """``acc[:length] +=`` the ``count`` taps ``w[wt:wt + count]``, a pass each."""
-    for j in range(count):
-        wj, sj = w[wt + j], base[t + j] + shift
-        for p in range(length):
-            acc[p] += wj * planes[uint64(sj + p)]
-
-
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
 def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
     """``out = act(depthwise(x, w) + bias + residual)``; ``w`` is ``[C * mult, 1, KH, KW]``,
-    output channel ``c * mult + m`` reads input channel ``c``. A block's length is rounded up to
-    ``VECTOR_RUN`` (the scratch has room), so the tap loops have no scalar tail; MobileNetV3's
-    rows of 7 to 14 pixels spent most of their time in it."""
+    output channel ``c * mult + m`` reads input channel ``c``."""
     channels = x.shape[1]
     outs, kh, kw, oh, ow = w.shape[0], w.shape[2], w.shape[3], out.shape[2], out.shape[3]
     mult = outs // channels
     wq = ow + (kw - 1) * dw // sw
     planes, starts, firsts, offsets, counts, base = phases(x, oh + (kh - 1) * dh // sh + 1, wq, pt, pl, sh, sw,
-                                                           kh, kw, dh, dw, zero, VECTOR_RUN + wq)
-    wf = w.reshape(-1)
+                                                           kh, kw, dh, dw, zero, wq)
     rows = max(1, ACC_PIXELS // wq)
-    acc = np.empty(rows * wq + VECTOR_RUN, np.float32)
+    acc = np.empty(rows * wq, np.float32)
     for n in range(x.shape[0]):
         for c in range(channels):
             copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw)
             for o in range(c * mult, (c + 1) * mult):
                 dst = out[n, o].reshape(-1)
                 res = residual[n, o].reshape(-1) if residual is not None else dst
+                b = bias[o] if bias is not None else zero
                 for r0 in range(0, oh, rows):
                     r1 = min(r0 + rows, oh)
-                    length = -(-(r1 - r0) * wq // VECTOR_RUN) * VECTOR_RUN
-                    acc[:length] = bias[o] if bias is not None else zero
-                    for i in range(kh):  # a row of 3, 5 or 7 taps in one pass (a function each: module docstring)
-                        wt, t, shift = (o * kh + i) * kw, i * kw, r0 * wq
-                        if kw == 3:
-                            add_row3(acc, length, planes, wf, wt, base, t, shift)
-                        elif kw == 5:
-                            add_row5(acc, length, planes, wf, wt, base, t, shift)
-                        elif kw == 7:
-                            add_row7(acc, length, planes, wf, wt, base, t, shift)
-                        else:
-                            add_taps(acc, length, planes, wf, wt, base, t, kw, shift)
+                    window_sums(planes[r0 * wq:].ctypes.data, base.ctypes.data, base.size, w[o].ctypes.data,
+                                acc.ctypes.data, 0, (r1 - r0) * wq)
                     for oy in range(r0, r1):
                         a0, d0 = (oy - r0) * wq, oy * ow
                         if residual is not None:
                             for ox in range(ow):
-                                dst[uint64(d0 + ox)] = acc[uint64(a0 + ox)] + res[uint64(d0 + ox)]
+                                dst[uint64(d0 + ox)] = (acc[uint64(a0 + ox)] + b) + res[uint64(d0 + ox)]
                         else:
                             for ox in range(ow):
-                                dst[uint64(d0 + ox)] = acc[uint64(a0 + ox)]
+                                dst[uint64(d0 + ox)] = acc[uint64(a0 + ox)] + b
                 finish(dst, code, alpha, top)  # the plane at once: rows of 7 cost more per call
 
 
