@@ -127,7 +127,10 @@ NARROW_ROWS = 16
 SPLIT_K_STEP = 32
 """Split boundaries fall on multiples of every kernel's k slice."""
 GEMV_MAX_ROWS = 4
-"""GEMMs of at most this many rows may take the GEMV kernel (``uses_gemv``)."""
+"""GEMMs of at most this many rows may take the GEMV kernel on a CPU device (``uses_gemv``); one
+row on a GPU: on the H100, VGG-19 float16 on the device at batch 1 0.714 against 0.741 ms with the
+tiled kernels, at batch 2 and 3 0.919 and 1.194 against 0.886 and 1.150 (its tiles of 4 rows then
+beat a pass over the weights per row)."""
 GEMV_MIN_WEIGHTS = 1 << 20
 """The fewest weights (N * K) for which a GEMM of few rows takes the GEMV kernel: smaller products
 take microseconds on any kernel."""
@@ -150,16 +153,17 @@ def _vector_width(rt: Runtime, dtype: DType) -> int:
 
 
 def uses_gemv(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape | None = None) -> bool:
-    """Whether a GEMM takes the GEMV kernel (``gemv.cl``): not a convolution, at most
-    ``GEMV_MAX_ROWS`` rows (a fully-connected layer at batch 1 to 4) and at least
+    """Whether a GEMM takes the GEMV kernel (``gemv.cl``): not a convolution, one row on a GPU and
+    at most ``GEMV_MAX_ROWS`` on a CPU (a fully-connected layer at batch 1 to 4), and at least
     ``GEMV_MIN_WEIGHTS`` weights B, n-contiguous in whole 16-byte vectors (N and B's strides
     multiples of 16 bytes: VGG-19's and ResNet-50's fc layers). Such a product is a few multiply-adds
     per weight, bound by reading B: the tiled kernels' tiles are mostly rows past M and read
     VGG-19's fc6 at batch 1 at ~1.7 of the H100's ~3.3 TB/s; the GEMV reads each weight once, 16
-    bytes a load. CPUs gain too: PoCL on two cores, [1, 4096] x [4096, 4096] float32 takes 18 ms
+    bytes a load (2.0 TB/s there). CPUs gain too: PoCL on two cores, [1, 4096] x [4096, 4096] float32 takes 18 ms
     against ``gemm_direct``'s 74. Other layouts (a transposed B) keep the tiled kernels."""
     width = _vector_width(rt, dtype)
-    return (conv is None and g.m <= GEMV_MAX_ROWS and g.n * g.k >= GEMV_MIN_WEIGHTS
+    rows = 1 if rt.caps.is_gpu else GEMV_MAX_ROWS
+    return (conv is None and g.m <= rows and g.n * g.k >= GEMV_MIN_WEIGHTS
             and g.b[2] == 1 and g.n % width == 0 and g.b[0] % width == 0 and g.b[1] % width == 0)
 
 
