@@ -236,8 +236,8 @@ def test_dense_loop_matches_the_reference(monkeypatch, act, case, with_residual)
 @pytest.mark.parametrize("lanes, outs, vectors", [(16, 8, 2), (8, 4, 3), (4, 4, 2), (16, 1, 4)])
 def test_tile_sums_at_every_vector_width(monkeypatch, lanes, outs, vectors):
     """The register-tiled loop's IR at each host's vector width (the host's own and the others,
-    compiled here), for whole tiles and partial ones, against numpy in float64; nothing past
-    ``npos`` is written."""
+    compiled here), for whole tiles and partial ones, its weights packed step by step or as a
+    matrix's rows, against numpy in float64; nothing past ``npos`` is written."""
     from numba import njit
 
     from halfway.kernels.numpy import jit_tiles
@@ -246,19 +246,21 @@ def test_tile_sums_at_every_vector_width(monkeypatch, lanes, outs, vectors):
     tile_sums = jit_tiles.make_tile_sums(outs, vectors)
 
     @njit
-    def sums(src, offs, w, out, npos):
-        tile_sums(src.ctypes.data, offs.ctypes.data, offs.size, w.ctypes.data, out.ctypes.data,
-                            out.shape[1], npos)
+    def sums(src, offs, w, w_step, w_row, out, npos):
+        tile_sums(src.ctypes.data, offs.ctypes.data, offs.size, w.ctypes.data, w_step, w_row, out.ctypes.data,
+                  out.shape[1], npos)
 
     src = RNG.standard_normal(400).astype(np.float32)
     offs = np.array([0, 7, 31, 64, 3], np.int64)
     w = RNG.standard_normal((len(offs), outs)).astype(np.float32)
+    rows = np.ascontiguousarray(w.T)
     for npos in (1, lanes * vectors, 2 * lanes * vectors + lanes + 3):
-        out = np.full((outs, npos + 40), -7.0, np.float32)
-        sums(src, offs, w, out, npos)
         columns = np.stack([src[o:o + npos] for o in offs]).astype(np.float64)  # [steps, npos]
-        np.testing.assert_allclose(out[:, :npos], w.astype(np.float64).T @ columns, rtol=1e-5, atol=1e-5)
-        assert (out[:, npos:] == -7.0).all()
+        for weights, w_step, w_row in ((w, outs, 1), (rows, 1, len(offs))):
+            out = np.full((outs, npos + 40), -7.0, np.float32)
+            sums(src, offs, weights, w_step, w_row, out, npos)
+            np.testing.assert_allclose(out[:, :npos], w.astype(np.float64).T @ columns, rtol=1e-5, atol=1e-5)
+            assert (out[:, npos:] == -7.0).all()
 
 
 def test_dense_arrays_the_loop_does_not_take_are_refused():
@@ -365,3 +367,38 @@ def test_sigmoid_and_silu_loops_match_float64_densely(op_type):
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(out[-3:], getattr(numpy_math, op_type)(x[-3:]))  # numpy's: silu(-inf) NaN
     assert run(x, x) and np.array_equal(x, out, equal_nan=True)
+
+
+@pytest.mark.parametrize("m, k, n", [(8, 5, 33), (13, 40, 70), (64, 300, 96), (130, 700, 200), (3, 20, 40), (40, 17, 32)])
+def test_products_by_packed_weights_match_float64(monkeypatch, m, k, n):
+    """Linear layers' products by a weight packed at prepare (``jit_gemm``): whole and partial
+    blocks of rows and panels of columns, cut among the threads, against float64; the compiled
+    loop takes products of 8 to N rows, OpenBLAS the others."""
+    from halfway.kernels.numpy import products
+
+    calls = []
+    monkeypatch.setattr(products, "compiled_product", lambda *a: calls.append(1) or jit.compiled_product(*a))
+    a, b = RNG.standard_normal((m, k)).astype(np.float32), RNG.standard_normal((k, n)).astype(np.float32)
+    got = products.matmul(a, b, products.pack(b))
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=0, atol=8 * k * np.finfo(np.float32).eps * np.abs(a).max() * np.abs(b).max())
+    assert bool(calls) == (products.PACKED_ROWS <= m <= n)
+
+
+def test_linear_layers_pack_their_constant_weights(monkeypatch):
+    """fc, matmul_v2 and mul pack a constant weight once, when the kernel is made, and match
+    the float64 product."""
+    from halfway.kernels.numpy import products
+    from tests.oprun import run_op
+
+    packed = []
+    monkeypatch.setattr(products, "pack", lambda b: packed.append(b.shape) or jit.packed_weight(b))
+    x, w = RNG.standard_normal((16, 24)).astype(np.float32), RNG.standard_normal((24, 40)).astype(np.float32)
+    want = x.astype(np.float64) @ w
+    for op_type, inputs, attrs, weight in (("fc", {"Input": x, "W": w}, {"in_num_col_dims": 1}, "W"),
+                                           ("matmul_v2", {"X": x, "Y": w}, {}, "Y"),
+                                           ("mul", {"X": x, "Y": w}, {}, "Y")):
+        ran = run_op(op_type, inputs, attrs, params=[weight])
+        (got,) = next(iter(ran.outputs.values()))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert packed == [(24, 40)] * 3

@@ -31,7 +31,7 @@ import numpy as np
 from halfway.kernels.numpy.threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, spans, thread_count
 
 __all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
-           "dense_filter", "compiled_dense", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
+           "dense_filter", "compiled_dense", "packed_weight", "compiled_product", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
            "compiled_softmax"]
 
 log = logging.getLogger("halfway.kernels")
@@ -51,6 +51,8 @@ class _Loops(NamedTuple):
     layout: Any
     fill: Any
     dense: Any
+    pack: Any
+    product: Any
     pool3x3: Any
     unary: Mapping[str, Any]
     layer_norm: Any
@@ -81,12 +83,12 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from halfway.kernels.numpy import jit_direct, jit_epilogue, jit_math, jit_rows, jit_spin, jit_windows
+        from halfway.kernels.numpy import jit_direct, jit_epilogue, jit_gemm, jit_math, jit_rows, jit_spin, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
     return _Loops(jit_spin, jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise,
-                  jit_windows.depthwise_small, jit_direct.layout, jit_direct.fill, jit_direct.dense, jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.rms_norm,
+                  jit_windows.depthwise_small, jit_direct.layout, jit_direct.fill, jit_direct.dense, jit_gemm.pack, jit_gemm.product, jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.rms_norm,
                   jit_rows.softmax)
 
 
@@ -289,6 +291,29 @@ def _dense_planes(loops: _Loops, x: np.ndarray, out: tuple[int, int], kernel: tu
     run_parts([functools.partial(loops.fill, channels[a:b], each[a:b], starts, firsts, offsets, counts, sw)
                for a, b in spans(len(each), h * w)])
     return planes, wq, (np.arange(c, dtype=np.int64)[:, None] * length + base).reshape(-1)
+
+
+def packed_weight(b: np.ndarray) -> np.ndarray | None:
+    """A linear layer's constant weight ``b[K, N]`` packed for ``compiled_product`` (``jit_gemm``),
+    or None where the loops are off or ``b`` is not a float32 matrix."""
+    loops = _loops() if JIT else None
+    if loops is None or b.dtype != np.float32 or b.ndim != 2:
+        return None
+    return loops.pack(np.ascontiguousarray(b))
+
+
+def compiled_product(a: np.ndarray, panels: np.ndarray, n: int) -> np.ndarray | None:
+    """``a @ b`` for ``b[K, N]`` packed as ``panels`` (``packed_weight``), its panels cut among
+    the threads; None, having done nothing, where ``a`` does not suit the loop (a C-contiguous
+    float32 matrix of K columns)."""
+    loops = _loops()
+    if loops is None or a.dtype != np.float32 or a.ndim != 2 or not a.flags.c_contiguous or a.shape[1] != panels.shape[1]:
+        return None
+    out = np.empty((a.shape[0], n), np.float32)
+    count, width = panels.shape[0], panels.shape[2]
+    run_parts([functools.partial(loops.product, out, a, panels, q0, q1)
+               for q0, q1 in spans(count, a.size * width // MULTIPLY_ADDS_PER_ELEMENT)])
+    return out
 
 
 def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple[int, int], scale: np.ndarray | None,

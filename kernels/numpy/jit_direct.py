@@ -26,11 +26,11 @@ im2col's by float32's usual few ulps).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, uint64
+from numba import njit
 
 from halfway.kernels.numpy.jit_epilogue import finish
 from halfway.kernels.numpy.jit_tiles import OUTS, tile_sums
-from halfway.kernels.numpy.jit_windows import copy_channel, phases
+from halfway.kernels.numpy.jit_windows import copy_channel, crop_rows, phases
 
 __all__ = ["BLOCK_PIXELS", "layout", "fill", "dense"]
 
@@ -87,24 +87,10 @@ def dense(out, planes, offs, wq, w, bias, residual, start, stop, g0, g1, phases,
                     sums, stride = dst[o, r0 * ow:], oh * ow
                 else:
                     sums, stride = acc[o - g0 * OUTS], acc.shape[1]
-                tile_sums(src.ctypes.data, offs.ctypes.data, steps, w[g].ctypes.data, sums.ctypes.data, stride,
-                          (r1 - r0) * wq)
+                tile_sums(src.ctypes.data, offs.ctypes.data, steps, w[g].ctypes.data, OUTS, 1, sums.ctypes.data,
+                          stride, (r1 - r0) * wq)
             for o in range(g0 * OUTS, min(g1 * OUTS, outs)):
                 row = dst[o, r0 * ow:] if in_place and (o // OUTS + 1) * OUTS <= outs else acc[o - g0 * OUTS]
-                _crop(dst[o], row, res[o] if residual is not None else None, bias[o] if bias is not None else zero,
+                crop_rows(dst[o], row, res[o] if residual is not None else None, bias[o] if bias is not None else zero,
                       r0, r1, wq, ow)
                 finish(dst[o, r0 * ow:r1 * ow], code, alpha, top)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _crop(target, row, res, b, r0, r1, wq, ow):  # pragma: no cover - compiled
-    """Rows ``r0:r1`` of ``target`` (``ow`` wide) = ``row``'s (``wq`` wide, from ``r0``) + ``b`` +
-    ``res``'s."""
-    for oy in range(r0, r1):
-        a0, d0 = (oy - r0) * wq, oy * ow
-        if res is not None:
-            for ox in range(ow):
-                target[uint64(d0 + ox)] = (row[uint64(a0 + ox)] + b) + res[uint64(d0 + ox)]
-        else:
-            for ox in range(ow):
-                target[uint64(d0 + ox)] = row[uint64(a0 + ox)] + b

@@ -1,6 +1,7 @@
 """A register-tiled multiply-add loop, written in LLVM IR through a numba intrinsic, for the direct
-convolution (``jit_direct``): ``out[k, p] = sum_i w[i, k] * src[offs[i] + p]`` for ``OUTS``
-output rows ``k`` and positions ``p``.
+and depthwise convolutions (``jit_direct``, ``jit_windows``) and the products by packed weights
+(``jit_gemm``): ``out[k, p] = sum_i w[i, k] * src[offs[i] + p]`` for ``OUTS`` output rows ``k``
+and positions ``p``.
 
 numba compiles a loop over arrays, not over registers: the direct convolution written as numba
 loops kept its accumulators in memory, a load and a store of each per three multiply-adds, and ran
@@ -73,7 +74,7 @@ class _Tile:
 
     def __init__(self, builder: ir.IRBuilder, args: list[ir.Value], outs: int, vectors: int) -> None:
         self.builder, self.outs, self.vectors = builder, outs, vectors
-        self.src, self.offs, self.steps, self.w, self.out, self.stride, _ = args
+        self.src, self.offs, self.steps, self.w, self.w_step, self.w_row, self.out, self.stride, _ = args
         self.vector = ir.VectorType(ir.FloatType(), LANES)
         pointer, mask = ir.PointerType(self.vector), ir.VectorType(ir.IntType(1), LANES)
         declare = functools.partial(cgutils.get_or_insert_function, builder.module)
@@ -104,9 +105,10 @@ class _Tile:
                 at = self._at(self.src, builder.add(start, _int(j * LANES)), self.vector)
                 vectors.append(builder.load(at, align=4) if masks is None
                                else builder.call(self.masked_load, [at, _ALIGN, masks[j], zero]))
-            row = builder.mul(i, _int(self.outs))
+            step = builder.mul(i, self.w_step)
             for k, slots in enumerate(self.accumulators):
-                weight = _splat(builder, builder.load(self._at(self.w, builder.add(row, _int(k)), ir.FloatType())))
+                at = builder.add(step, builder.mul(self.w_row, _int(k)))
+                weight = _splat(builder, builder.load(self._at(self.w, at, ir.FloatType())))
                 for vector, slot in zip(vectors, slots):
                     builder.store(builder.call(self.fma, [vector, weight, builder.load(slot)]), slot)
         for k, slots in enumerate(self.accumulators):
@@ -127,13 +129,15 @@ class _Tile:
 
 def make_tile_sums(outs: int, vectors: int):
     """The loop for ``outs`` output rows and tiles of ``vectors`` vectors, as an intrinsic
-    ``sums(src, offs, steps, w, out, stride, npos)``: ``out[k * stride + p] = sum_{i < steps}
-    w[i * outs + k] * src[offs[i] + p]`` for ``k < outs`` and ``p < npos``; every argument an int64,
-    the buffers as addresses (float32, ``offs`` int64), which the caller keeps alive."""
+    ``sums(src, offs, steps, w, w_step, w_row, out, stride, npos)``: ``out[k * stride + p] =
+    sum_{i < steps} w[i * w_step + k * w_row] * src[offs[i] + p]`` for ``k < outs`` and ``p <
+    npos``; every argument an int64, the buffers as addresses (float32, ``offs`` int64), which the
+    caller keeps alive. The weights are packed step by step (``w_step = outs, w_row = 1``) or read
+    where they lie, a matrix's rows (``w_step = 1, w_row`` its row length)."""
     tile = LANES * vectors
 
     def codegen(context, builder, signature, args):
-        emitter, count = _Tile(builder, list(args), outs, vectors), args[6]
+        emitter, count = _Tile(builder, list(args), outs, vectors), args[8]
         full = builder.mul(builder.sdiv(count, _int(tile)), _int(tile))
         with cgutils.for_range_slice(builder, _int(0), full, _int(tile)) as (p, _):
             emitter.emit(p, None)
@@ -142,8 +146,8 @@ def make_tile_sums(outs: int, vectors: int):
             emitter.emit(full, emitter.masks(left))
         return context.get_dummy_value()
 
-    def sums(typingctx, src, offs, steps, w, out, stride, npos):  # pragma: no cover - compiled
-        return types.none(*[types.int64] * 7), codegen
+    def sums(typingctx, src, offs, steps, w, w_step, w_row, out, stride, npos):  # pragma: no cover - compiled
+        return types.none(*[types.int64] * 9), codegen
 
     sums.__name__ = sums.__qualname__ = f"tile_sums_{outs}x{vectors}x{LANES}"
     return intrinsic(sums)

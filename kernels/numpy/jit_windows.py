@@ -99,6 +99,20 @@ def copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw):  # pragm
 
 
 @njit(cache=True, nogil=True, inline="always")
+def crop_rows(target, row, res, b, r0, r1, wq, ow):  # pragma: no cover - compiled
+    """Rows ``r0:r1`` of ``target`` (``ow`` wide) = ``row``'s (``wq`` wide, from ``r0``) + ``b`` +
+    ``res``'s (None: none)."""
+    for oy in range(r0, r1):
+        a0, d0 = (oy - r0) * wq, oy * ow
+        if res is not None:
+            for ox in range(ow):
+                target[uint64(d0 + ox)] = (row[uint64(a0 + ox)] + b) + res[uint64(d0 + ox)]
+        else:
+            for ox in range(ow):
+                target[uint64(d0 + ox)] = row[uint64(a0 + ox)] + b
+
+
+@njit(cache=True, nogil=True, inline="always")
 def row_bases(base, row):  # pragma: no cover - compiled
     """The 9 taps' offsets for the output row starting at ``row``."""
     return (base[0] + row, base[1] + row, base[2] + row, base[3] + row, base[4] + row, base[5] + row,
@@ -130,20 +144,13 @@ def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, to
             copy_channel(planes, x, n, c, starts, firsts, offsets, counts, sw)
             for o in range(c * mult, (c + 1) * mult):
                 dst = out[n, o].reshape(-1)
-                res = residual[n, o].reshape(-1) if residual is not None else dst
+                res = residual[n, o].reshape(-1) if residual is not None else None
                 b = bias[o] if bias is not None else zero
                 for r0 in range(0, oh, rows):
                     r1 = min(r0 + rows, oh)
-                    window_sums(planes[r0 * wq:].ctypes.data, base.ctypes.data, base.size, w[o].ctypes.data,
+                    window_sums(planes[r0 * wq:].ctypes.data, base.ctypes.data, base.size, w[o].ctypes.data, 1, 0,
                                 acc.ctypes.data, 0, (r1 - r0) * wq)
-                    for oy in range(r0, r1):
-                        a0, d0 = (oy - r0) * wq, oy * ow
-                        if residual is not None:
-                            for ox in range(ow):
-                                dst[uint64(d0 + ox)] = (acc[uint64(a0 + ox)] + b) + res[uint64(d0 + ox)]
-                        else:
-                            for ox in range(ow):
-                                dst[uint64(d0 + ox)] = acc[uint64(a0 + ox)] + b
+                    crop_rows(dst, acc, res, b, r0, r1, wq, ow)
                 finish(dst, code, alpha, top)  # the plane at once: rows of 7 cost more per call
 
 
