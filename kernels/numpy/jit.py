@@ -302,6 +302,12 @@ def packed_weight(b: np.ndarray) -> np.ndarray | None:
     return loops.pack(np.ascontiguousarray(b))
 
 
+PANELS_A_PART = 4
+"""A product by packed weights is cut among the threads by panels of columns where there are this
+many a thread (each part reads its panels, and all of ``a``), else by blocks of rows: ConvNeXt's
+MLP of 3,136 rows by 96 columns, three panels, ran 0.83x OpenBLAS's time cut 2:1 by panels."""
+
+
 def compiled_product(a: np.ndarray, panels: np.ndarray, n: int) -> np.ndarray | None:
     """``a @ b`` for ``b[K, N]`` packed as ``panels`` (``packed_weight``), its panels cut among
     the threads; None, having done nothing, where ``a`` does not suit the loop (a C-contiguous
@@ -309,10 +315,17 @@ def compiled_product(a: np.ndarray, panels: np.ndarray, n: int) -> np.ndarray | 
     loops = _loops()
     if loops is None or a.dtype != np.float32 or a.ndim != 2 or not a.flags.c_contiguous or a.shape[1] != panels.shape[1]:
         return None
-    out = np.empty((a.shape[0], n), np.float32)
+    from halfway.kernels.numpy.jit_tiles import OUTS
+
+    m = a.shape[0]
+    out = np.empty((m, n), np.float32)
     count, width = panels.shape[0], panels.shape[2]
-    run_parts([functools.partial(loops.product, out, a, panels, q0, q1)
-               for q0, q1 in spans(count, a.size * width // MULTIPLY_ADDS_PER_ELEMENT)])
+    if count >= PANELS_A_PART * thread_count():
+        parts = [(0, m, q0, q1) for q0, q1 in spans(count, a.size * width // MULTIPLY_ADDS_PER_ELEMENT)]
+    else:  # few panels: every part reads them all, for its rows
+        rows = spans(m, a.shape[1] * count * width // MULTIPLY_ADDS_PER_ELEMENT, align=OUTS)
+        parts = [(r0, r1, 0, count) for r0, r1 in rows]
+    run_parts([functools.partial(loops.product, out, a, panels, *part) for part in parts])
     return out
 
 

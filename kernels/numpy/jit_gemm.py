@@ -40,20 +40,21 @@ def pack(b):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def product(out, a, panels, q0, q1):  # pragma: no cover - compiled
-    """Columns of panels ``q0:q1`` of ``out[M, N] = a[M, K] @ b`` (``pack``'s ``panels`` of b; ``a``
-    C-contiguous). The last block of fewer than ``OUTS`` rows is copied into a scratch of zeros
-    (its rows' reads stay inside it) and its sums cropped into ``out``."""
+def product(out, a, panels, r0, r1, q0, q1):  # pragma: no cover - compiled
+    """Rows ``r0:r1`` (``r0`` a multiple of ``OUTS``) and the columns of panels ``q0:q1`` of
+    ``out[M, N] = a[M, K] @ b`` (``pack``'s ``panels`` of b; ``a`` C-contiguous). A last block of
+    fewer than ``OUTS`` rows is copied into a scratch of zeros (its rows' reads stay inside it) and
+    its sums cropped into ``out``."""
     m, k = a.shape
     n = out.shape[1]
     offs = np.arange(k) * PANEL
     group = max(1, PANEL_BYTES // (4 * k * PANEL))
-    full = m - m % OUTS
+    full = min(r1, m - m % OUTS)
     rest = np.zeros((OUTS, k), np.float32)
-    rest[:m - full] = a[full:]
+    rest[:r1 - full] = a[full:r1]
     sums = np.empty((OUTS, PANEL), np.float32)
     for g0 in range(q0, q1, group):
-        for m0 in range(0, m, OUTS):
+        for m0 in range(r0, r1, OUTS):
             rows = a[m0] if m0 < full else rest[0]
             for q in range(g0, min(g0 + group, q1)):
                 cols = min(PANEL, n - q * PANEL)
@@ -63,4 +64,4 @@ def product(out, a, panels, q0, q1):  # pragma: no cover - compiled
                 else:
                     tile_sums(panels[q].ctypes.data, offs.ctypes.data, k, rows.ctypes.data, 1, k,
                               sums.ctypes.data, PANEL, cols)
-                    out[m0:, q * PANEL:q * PANEL + cols] = sums[:m - m0, :cols]
+                    out[m0:r1, q * PANEL:q * PANEL + cols] = sums[:r1 - m0, :cols]

@@ -24,8 +24,7 @@ PACKED_ROWS = 8
 """The fewest rows of a product that the compiled loop takes (its tiles' rows): a product of fewer
 reads the weight once for few multiply-adds, which OpenBLAS's GEMV does at twice its speed. Two
 cores, against OpenBLAS: BERT's products of 128 rows 1.2-1.35x as fast, ViT's of 197 1.15x,
-ConvNeXt's of 49 to 196 1.1-1.3x; from more rows than columns (ConvNeXt's MLPs of 3,136 rows by
-96 columns) no faster."""
+ConvNeXt's of 49 to 3,136 1.05-1.3x."""
 
 
 def pack(b: np.ndarray | None) -> np.ndarray | None:
@@ -38,11 +37,11 @@ def matmul(a: np.ndarray, b: np.ndarray, packed: np.ndarray | None = None) -> np
     """``a @ b`` of 2-D float arrays (numpy's result), cut among the threads where it is worth it:
     by columns of ``b`` where ``a`` is the smaller operand (every thread packs all of the operand
     it does not cut: BERT's [128, 768] activations rather than its [768, 3072] weights), else by
-    rows of ``a``. With ``b`` packed (``pack``), the compiled loop takes products of ``PACKED_ROWS``
-    to as many rows as ``b`` has columns."""
+    rows of ``a``. With ``b`` packed (``pack``), the compiled loop takes products of at least
+    ``PACKED_ROWS`` rows."""
     m, k = a.shape
     n = b.shape[1]
-    if packed is not None and PACKED_ROWS <= m <= n:
+    if packed is not None and m >= PACKED_ROWS:
         out = compiled_product(a, packed, n)
         if out is not None:
             return out
