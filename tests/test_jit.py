@@ -387,6 +387,18 @@ def test_products_by_packed_weights_match_float64(monkeypatch, m, k, n):
     assert bool(calls) == (m >= products.PACKED_ROWS)
 
 
+def test_a_weight_is_packed_once_while_it_lives():
+    from halfway.kernels.numpy import products
+
+    w = RNG.standard_normal((24, 40)).astype(np.float32)
+    packed = products.pack(w)
+    assert packed is not None and products.pack(w) is packed
+    assert products.pack(w.copy()) is not packed
+    key = id(w)
+    del w
+    assert key not in products._packed
+
+
 def test_linear_layers_pack_their_constant_weights(monkeypatch):
     """fc, matmul_v2 and mul pack a constant weight once, when the kernel is made, and match
     the float64 product."""
