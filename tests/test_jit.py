@@ -387,16 +387,23 @@ def test_products_by_packed_weights_match_float64(monkeypatch, m, k, n):
     assert bool(calls) == (m >= products.PACKED_ROWS)
 
 
-def test_a_weight_is_packed_once_while_it_lives():
+def test_a_weight_is_packed_once_while_it_lives_and_holds_its_values():
+    """Views of one weight (each prepare binds its own) share a packed copy; a copy of it, a
+    change in place and a dropped weight do not."""
     from halfway.kernels.numpy import products
 
     w = RNG.standard_normal((24, 40)).astype(np.float32)
-    packed = products.pack(w)
-    assert packed is not None and products.pack(w) is packed
+    packed = products.pack(w.view())
+    assert packed is not None and products.pack(w.view()) is packed
     assert products.pack(w.copy()) is not packed
-    key = id(w)
+    w[3, 5] += 1
+    repacked = products.pack(w.view())
+    assert repacked is not packed
+    x = RNG.standard_normal((9, 24)).astype(np.float32)
+    np.testing.assert_allclose(products.matmul(x, w, repacked), x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+    before = len(products._packed)
     del w
-    assert key not in products._packed
+    assert len(products._packed) < before
 
 
 def test_linear_layers_pack_their_constant_weights(monkeypatch):

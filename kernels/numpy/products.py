@@ -29,26 +29,39 @@ cores, against OpenBLAS: BERT's products of 128 rows 1.2-1.35x as fast, ViT's of
 ConvNeXt's of 49 to 3,136 1.05-1.3x."""
 
 
-_packed: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
-"""id(weight) -> (the weight, its packed copy), while the weight lives."""
+_packed: dict[tuple[int, int, tuple[int, ...], tuple[int, ...]], tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+"""(the weight's owning array, its data address, shape and strides) -> (the owner, the packed copy),
+while the owner lives."""
 _packing = threading.Lock()
 
 
 def pack(b: np.ndarray | None) -> np.ndarray | None:
     """The constant weight ``b[K, N]`` of a linear layer packed for ``matmul`` (``jit.packed_weight``),
-    or None (no constant, no numba, not float32). Every kernel made for the same weight array (a
-    program prepared again for each feed signature) shares one packed copy."""
+    or None (no constant, no numba, not float32). Kernels made for the same weight (a program
+    prepared again for each feed signature, each binding its own view of the parameter) share one
+    packed copy while its values are the weight's: each lookup compares them, so a weight changed in
+    place between prepares is packed anew."""
     if b is None:
         return None
+    owner = b if b.base is None else b.base
+    key = (id(owner), b.__array_interface__["data"][0], b.shape, b.strides)
     with _packing:
-        known = _packed.get(id(b))
-        if known is not None and known[0]() is b:
+        known = _packed.get(key)
+        if known is not None and known[0]() is owner and _holds(known[1], b):
             return known[1]
         packed = packed_weight(b)
         if packed is not None:
-            key = id(b)
-            _packed[key] = (weakref.ref(b, lambda _: _packed.pop(key, None)), packed)
+            try:
+                _packed[key] = (weakref.ref(owner, lambda _: _packed.pop(key, None)), packed)
+            except TypeError:  # an owner that takes no weak reference (a buffer numpy wraps)
+                pass
         return packed
+
+
+def _holds(panels: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``panels`` are ``b``'s values (one pass over it, cheaper than packing it)."""
+    k, n = b.shape
+    return bool(np.array_equal(panels.transpose(1, 0, 2).reshape(k, -1)[:, :n], b))
 
 
 def matmul(a: np.ndarray, b: np.ndarray, packed: np.ndarray | None = None) -> np.ndarray:
