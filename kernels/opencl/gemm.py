@@ -126,6 +126,11 @@ NARROW_ROWS = 16
 (``transpose16_narrow``): the tiled transpose leaves most of a 64-channel tile idle on a stem's 3."""
 SPLIT_K_STEP = 32
 """Split boundaries fall on multiples of every kernel's k slice."""
+CONV_SPLIT_WAVES = 4
+"""How many work-groups per compute unit a convolution's split K aims at (a GEMM's: 2). On the
+H100, float16 on the device, A/B in one process: VGG-19 at batch 1 0.755 -> 0.727 ms, ResNet-50
+1.012 -> 0.991, batch 32 unchanged (no split); 8 no better. Its partial sums are small at the batch
+sizes that split (GEMMs keep 2: BERT-base's float16 memory at batch 1 rose 300 -> 410 MiB at 4)."""
 GEMV_MAX_ROWS = 4
 """GEMMs of at most this many rows may take the GEMV kernel on a CPU device (``uses_gemv``); one
 row on a GPU: on the H100, VGG-19 float16 on the device at batch 1 0.714 against 0.741 ms with the
@@ -192,14 +197,16 @@ def _work_groups(tile: Tile, g: Gemm) -> int:
     return -(-g.m // bm) * -(-g.n // bn) * g.batch
 
 
-def split_k(rt: Runtime, tile: Tile, g: Gemm) -> tuple[int, int]:
+def split_k(rt: Runtime, tile: Tile, g: Gemm, conv: bool = False) -> tuple[int, int]:
     """(splits, k per split): split K when the tiles leave compute units idle (a GEMV: with fewer
-    than ``GEMV_GROUPS_PER_UNIT`` work-groups each) and K is long, into twice as many work-groups."""
+    than ``GEMV_GROUPS_PER_UNIT`` work-groups each) and K is long, into twice as many work-groups
+    (a convolution: ``CONV_SPLIT_WAVES`` times as many)."""
     groups = _work_groups(tile, g)
     fill = rt.caps.compute_units * (GEMV_GROUPS_PER_UNIT if tile.gemv else 1)
     splits = 1
     if groups < fill:
-        splits = max(1, min(2 * fill // groups, g.k // (GEMV_SPLIT_MIN if tile.gemv else SPLIT_K_MIN)))
+        waves = CONV_SPLIT_WAVES if conv else 2
+        splits = max(1, min(waves * fill // groups, g.k // (GEMV_SPLIT_MIN if tile.gemv else SPLIT_K_MIN)))
     chunk = -(-(-(-g.k // splits)) // SPLIT_K_STEP) * SPLIT_K_STEP
     return -(-g.k // chunk), chunk
 
@@ -323,7 +330,7 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     if nhwc:
         g, conv, a, b, launches = _channels_last(rt, g, conv, a, b, filter_values)
     tile = choose_tile(rt, dtype, g, conv)
-    splits, chunk = split_k(rt, tile, g)
+    splits, chunk = split_k(rt, tile, g, conv is not None)
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
     if nhwc:
         defines["NHWC"] = ""
