@@ -3,6 +3,8 @@ same run:
 
 * ``--torch``: ResNet-50 and VGG-19 at batch 1 and 32 against PyTorch on the same GPU, eager
   (NCHW) and at its best: channels_last, ``cudnn.benchmark`` and a CUDA graph;
+* ``--tuning``: ResNet-50 and VGG-19 in float16 on the device, our heuristic's tiles against tuned
+  ones, PyTorch's CUDA graph beside them;
 * ``--onnx``: the nine models of ONNX's light zoo (shipped with the onnx package; batch 1, as
   their graphs fix it) against ONNX Runtime (its CUDA provider where it has one).
 
@@ -17,24 +19,33 @@ ops, read-back), and again with the input already on the device and the output l
 synchronised, or the replay of its CUDA graph, and that replay again from host array to host
 array (the input copied in, the output copied back).
 
+Our tensor-core GEMMs and convolutions take tiles timed on the device as the program is prepared
+(``OpenCLPlace(tune=True)``; ``--no-tune`` for the heuristic's), as PyTorch's take cuDNN's
+autotuner's (``cudnn.benchmark``).
+
 For the ONNX models ours is loaded with ``halfway.load`` and goes through the same passes and
 transpile; their weights are the models' constant fills, which does not change the work.
 
     python benchmarks/bench_opencl_zoo.py --torch [--models resnet50,vgg19] [--batches 1,32] [--runs 20]
     python benchmarks/bench_opencl_zoo.py --onnx [--models squeezenet,resnet50] [--float32-only]
+    python benchmarks/bench_opencl_zoo.py --tuning [--models resnet50,vgg19] [--batches 1,32]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 import halfway
 from halfway import layers
 from halfway.executor import Executor, OpenCLPlace
+from halfway.kernels.opencl import tuning
 from halfway.passes import DEFAULT_PIPELINE, PassManager
 from torch_peers import eager_and_graph_ms, graph_host_to_host_ms, median_ms
 
@@ -154,8 +165,10 @@ def print_profile(prepared, feed: dict[str, np.ndarray], top: int = 6) -> None:
     print("    profile: " + ", ".join(f"{kind} {s * 1e3:.2f} ms" for kind, s in ranked), flush=True)
 
 
-def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace,
-          profile: bool = False) -> None:
+def _networks(name: str, build: Callable[[Var], Var], batch: int) -> tuple[Any, halfway.Program, halfway.Program,
+                                                                        halfway.Scope, Var, np.ndarray]:
+    """torchvision's model ``name`` on the GPU (seeded random weights), our float32 and float16
+    programs of it with its weights, their output var, and a seeded input of ``batch`` images."""
     import torch
     import torchvision
 
@@ -167,6 +180,12 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
     prog32, scope = _transpiled(prog, torch_scope(prog, model))
     prog16, _ = halfway.float16_transpile(prog32, scope)
     x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
+    return model, prog32, prog16, scope, out, x
+
+
+def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace,
+          profile: bool = False) -> None:
+    model, prog32, prog16, scope, out, x = _networks(name, build, batch)
     row = []
     for label, program in (("fp32", prog32), ("fp16", prog16)):
         prepared = Executor(place).prepare(program, ["x"], [out.name], scope)
@@ -185,6 +204,37 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
                    f"{f'  {falls} fallbacks' if falls else ''}")
         model.float()
     print(f"{name:9} batch {batch:3}  " + "  |  ".join(row), flush=True)
+
+
+def bench_tuning(name: str, build: Callable[[Var], Var], batch: int, runs: int, device: str | None) -> None:
+    """float16 on the device with the heuristic's tiles against tuned ones (prepared in that order,
+    the tuner's cache in a fresh folder, so the first takes no measured choice; timed in alternating
+    rounds), with the seconds the tuning took and PyTorch's CUDA graph beside them."""
+    import tempfile
+
+    os.environ["HALFWAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="halfway-tuning-")
+    tuning.tuner.cache_clear()  # a tuner on the fresh folder
+    model, _, prog16, scope, out, x = _networks(name, build, batch)
+    prepared, seconds = {}, {}
+    for label, tune in (("heuristic", False), ("tuned", True)):
+        start = time.perf_counter()
+        program = Executor(OpenCLPlace(device, tune=tune)).prepare(prog16, ["x"], [out.name], scope,
+                                                                   check_float16_range=False)
+        seconds[label] = time.perf_counter() - start
+        prepared[label] = (program, program.to_device({"x": x}))
+    outputs = {label: p.run(feed, on_device=True)[0].numpy().astype(np.float32) for label, (p, feed) in prepared.items()}
+    times: dict[str, list[float]] = {label: [] for label in prepared}
+    for _ in range(5):
+        for label, (p, feed) in prepared.items():
+            times[label].append(median_ms(lambda p=p, feed=feed: p.run(feed, on_device=True), runs))
+    _, graph, _, _ = torch_latency(model, x, True, runs)
+    ms = {label: statistics.median(t) for label, t in times.items()}
+    spread = float(np.abs(outputs["tuned"] - outputs["heuristic"]).max() / np.abs(outputs["heuristic"]).max())
+    print(f"{name:9} batch {batch:3} float16 on the device: heuristic {ms['heuristic']:6.3f} ms  "
+          f"tuned {ms['tuned']:6.3f} ms ({ms['heuristic'] / ms['tuned']:4.2f}x; tuning took "
+          f"{seconds['tuned'] - seconds['heuristic']:5.1f} s)  torch graph {graph * 1e3:6.3f} ms "
+          f"(graph / tuned {graph * 1e3 / ms['tuned']:4.2f}x)  outputs differ by {spread:.1e} of their largest",
+          flush=True)
 
 
 LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
@@ -226,14 +276,17 @@ def main() -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--torch", action="store_true", help="builder networks against PyTorch eager")
     which.add_argument("--onnx", action="store_true", help="ONNX's light zoo against ONNX Runtime")
+    which.add_argument("--tuning", action="store_true", help="builder networks, heuristic tiles against tuned")
     parser.add_argument("--models", default=None, help="comma-separated (default: all of the section)")
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--float32-only", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also print the slowest op types (--torch)")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--no-tune", action="store_true",
+                        help="take the kernels' heuristic tiles, not tiles timed on the device as PyTorch's cuDNN does")
     args = parser.parse_args()
-    place = OpenCLPlace(args.device)
+    place = OpenCLPlace(args.device, tune=not args.no_tune)
     print(f"device {place.runtime.caps.name}, float16 mode {place.runtime.mode.value}")
     if args.onnx:
         for name in (args.models.split(",") if args.models else LIGHT_MODELS):
@@ -242,7 +295,10 @@ def main() -> None:
     builders = {"resnet50": resnet50, "vgg19": vgg19}
     for name in (args.models.split(",") if args.models else builders):
         for batch in (int(b) for b in args.batches.split(",")):
-            bench(name, builders[name], batch, args.runs, place, args.profile)
+            if args.tuning:
+                bench_tuning(name, builders[name], batch, args.runs, args.device)
+            else:
+                bench(name, builders[name], batch, args.runs, place, args.profile)
 
 
 if __name__ == "__main__":

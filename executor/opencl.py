@@ -24,6 +24,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.schema import TensorInfo
 from halfway.kernels.opencl.base import ALIAS, INPLACE_OPS, Binder, DeviceArray, Launch
 from halfway.kernels.opencl.runtime import Runtime, cl
+from halfway.kernels.opencl.tuning import tuner
 from halfway.executor.backend import Backend, Binding, ResolvedOp, Run, register_backend
 from halfway.executor.memory import MemoryPlan
 
@@ -39,6 +40,7 @@ class OpenCLBackend(Backend):
     def __init__(self, place: Any) -> None:
         super().__init__(place)
         self.rt: Runtime = place.runtime
+        self.tune: bool = place.tune
 
     @property
     def device(self) -> str:
@@ -84,7 +86,8 @@ class OpenCLBackend(Backend):
              dying: Sequence[DeviceArray]) -> Binding:
         if kernel is ALIAS:
             return Binding(None, 0)
-        launches = kernel(self.rt, inputs, [out if out is not None and out.nbytes else None for out in outputs])
+        with tuner(self.rt).measure(self.tune):
+            launches = kernel(self.rt, inputs, [out if out is not None and out.nbytes else None for out in outputs])
         return Binding(_enqueue(launches), len(launches))
 
     def start(self) -> list[np.ndarray]:

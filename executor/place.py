@@ -36,11 +36,16 @@ class OpenCLPlace(Place):
     ``precision``: "low" (native half arithmetic where the device has cl_khr_fp16), "normal"
     (float16 buffers, float32 arithmetic) or "high" (float16 programs run with float32 buffers).
     ``strict``: an op without an OpenCL kernel is an error instead of a numpy fallback.
+    ``tune``: kernels with several configurations (tensor-core GEMMs and convolutions) time each on
+    the device as the program is prepared, and keep the fastest (remembered per device and shape
+    across processes: ``halfway.kernels.opencl.tuning``). Without it they take a choice measured
+    before, else their own heuristic's.
     """
 
     device: int | str | None = None
     precision: str = "normal"
     strict: bool = False
+    tune: bool = False
     backend: str = field(default="opencl", init=False)
 
     @property

@@ -13,6 +13,9 @@ The cases, rules applied by ``apply_rules`` until none applies (each declines wi
    replaced by the first reshape's output dims, and must be known.
 5. ``reshape2`` without Shape/ShapeTensor inputs whose X and Out are declared with one fully
    known shape (what case 4 leaves of a reshape and its inverse) is removed.
+6. ``pool2d`` (max or avg) whose X and Out are declared with one fully known shape and whose
+   windows are single pixels is removed: adaptive or global (torchvision's VGG pools its 7x7 map
+   to 7x7 before the classifier), or a 1x1 window of stride 1 without padding.
 
 Removing an op sends its readers to its input (``rewire.bypass``): fetched and fed vars keep
 their names, persistable vars and vars of other blocks are never touched. A program without
@@ -45,7 +48,8 @@ class IdentityOptions:
 
 @register_pass("remove_identity", options=IdentityOptions)
 def remove_identity(program: Program, scope: Scope | None, options: IdentityOptions) -> PassResult:
-    """Remove identity ops: inference dropout, scale(1, 0), assign chains, reshape2 of reshape2."""
+    """Remove identity ops: inference dropout, scale(1, 0), assign chains, reshape2 of reshape2,
+    pools of one-pixel windows."""
     guard = Guard.of(program, options.fetch_names, "remove_identity")
     block = program.global_block()
     ops_before, vars_before = len(block.ops), len(block.vars)
@@ -97,7 +101,8 @@ def _dropout_to_scale(ctx: RewriteContext, *, op: Operator, x: str) -> bool | De
 
 
 def _remove_copy(ctx: RewriteContext, *, op: Operator, x: str) -> bool:
-    """Cases 2, 3 and 5: scale(1, 0), assign, a reshape2 between two equal known shapes."""
+    """Cases 2, 3, 5 and 6: scale(1, 0), assign, a reshape2 between two equal known shapes, a
+    pool2d of one-pixel windows."""
     _in_block_0(op)
     return bypass(op, x, op.output("Out")[0], ctx.state)
 
@@ -138,6 +143,17 @@ def _not_fixed_reshape(op: Operator) -> bool:
     return not _fixed_reshape(op)
 
 
+def _identity_pool(op: Operator) -> bool:
+    """A max or avg pool2d whose every window is the one pixel under it (case 6)."""
+    if op.block is None or op.attr("pooling_type") not in ("max", "avg"):
+        return False
+    if not _same_shape(op.block, op.input("X")[0], op.output("Out")[0]):
+        return False
+    pixel = (list(op.attr("ksize")) == [1, 1] and list(op.attr("strides")) == [1, 1]
+             and not any(op.attr("paddings")) and op.attr("padding_algorithm") != "SAME")
+    return bool(op.attr("adaptive") or op.attr("global_pooling") or pixel)
+
+
 _CASES = [
     # dropout (inference, passes X through) -> removed
     ("dropouts_removed", Rule(pattern("op:dropout(X=x, ...)", where={"op": _passes_through}), _remove_dropout,
@@ -153,6 +169,9 @@ _CASES = [
     # reshape2 between equal known shapes -> removed
     ("reshapes_removed", Rule(pattern("op:reshape2(X=x)", where={"op": _fixed_reshape}), _remove_copy,
                               "reshape2 to its own shape -> removed", in_place=True)),
+    # pool2d over single pixels -> removed
+    ("pools_removed", Rule(pattern("op:pool2d(X=x)", where={"op": _identity_pool}), _remove_copy,
+                           "pool2d of one-pixel windows -> removed", in_place=True)),
     # reshape2 + reshape2 -> reshape2
     ("reshapes_merged", Rule(pattern("second:reshape2(X=x)", where={"second": _not_fixed_reshape}),
                              _merge_reshapes, "reshape2 + reshape2 -> reshape2", in_place=True)),

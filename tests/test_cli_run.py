@@ -88,3 +88,17 @@ def test_opencl_runs_match_paddle(tmp_path):
     assert done.returncode == 0, done.stderr
     np.testing.assert_allclose(np.load(out)[FETCH], IO[FETCH], rtol=1e-4, atol=1e-6)
     one_line_error(halfway("run", RESNET_TINY, "--place", "opencl:99"), "out of range")
+
+
+@pytest.mark.opencl
+def test_tune_reaches_the_opencl_place(tmp_path):
+    from halfway.commands.places import parse_place, parse_places
+
+    assert parse_place("opencl:0", tune=True).tune and not parse_place("opencl:0").tune
+    assert [getattr(p, "tune", None) for p in parse_places(["cpu", "opencl:0"], tune=True)] == [None, True]
+    out = tmp_path / "out.npz"
+    done = halfway("run", RESNET_TINY, "--place", "opencl:0", "--tune", "--seed", "1", "-o", out,
+                   env={"HALFWAY_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    want = halfway_json("run", RESNET_TINY, "--seed", "1")["outputs"][FETCH]
+    assert float(np.load(out)[FETCH].max()) == pytest.approx(want["max"], rel=1e-4)

@@ -35,7 +35,7 @@ def download(rt, array: DeviceArray) -> np.ndarray:
     return host
 
 
-@pytest.mark.parametrize("sizes", gemm._MMA_TILES)
+@pytest.mark.parametrize("sizes", gemm.MMA_TUNE_TILES)
 def test_tensor_core_tiles_fit_the_kernel(sizes):
     tile = gemm.Tile(True, sizes)
     defines = tile.defines()

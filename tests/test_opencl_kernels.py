@@ -341,20 +341,29 @@ def test_split_k(split_k_place, dtype):
               "Bias": rand(6, dtype=dtype)}
     check(split_k_place, "fused_conv2d", inputs, {"paddings": [1, 1], "fuse_activation": "relu"},
           params=("Filter", "Bias"))
+    # 8 x 4 maps: the tensor-core epilogue's 16-byte stores, after a residual's 16-byte loads
+    inputs = {"Input": rand(2, 40, 8, 4, dtype=dtype), "Filter": rand(16, 40, 3, 3, dtype=dtype),
+              "Bias": rand(16, dtype=dtype), "ResidualData": rand(2, 16, 8, 4, dtype=dtype)}
+    check(split_k_place, "fused_conv2d", inputs, {"paddings": [1, 1], "fuse_activation": "relu"},
+          params=("Filter", "Bias"))
 
 
-def test_split_k_runs_again_on_the_same_buffers(split_k_place):
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_split_k_runs_again_on_the_same_buffers(split_k_place, dtype):
     """The serial split-K's tile counters are back at zero after each run: three runs of one
     prepared program, each on other values, match numpy."""
     prog = halfway.Program()
     with halfway.program_guard(prog):
         y = halfway.layers.fc(halfway.layers.data("x", [7, 600]), size=40, act="relu")
     scope = halfway.init_scope(prog, seed=3)
+    if dtype == np.float16:
+        prog, _ = halfway.float16_transpile(prog, scope)
     on_device = Executor(split_k_place).prepare(prog, ["x"], [y.name], scope)
     on_numpy = Executor().prepare(prog, ["x"], [y.name], scope)
+    tol = 2e-3 if dtype == np.float16 else 1e-4
     for _ in range(3):
         x = rand(7, 600)
-        np.testing.assert_allclose(on_device.run({"x": x})[0], on_numpy.run({"x": x})[0], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(on_device.run({"x": x})[0], on_numpy.run({"x": x})[0], rtol=tol, atol=tol)
 
 
 def launched_kernels(monkeypatch, rt: runtime.Runtime) -> list[str]:

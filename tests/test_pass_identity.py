@@ -240,3 +240,26 @@ def test_onnx_squeezenet_loses_its_dropout():
     result = check_pass("remove_identity", program, scope, {n: feeds[n] for n in feed_names}, fetch_names)
     assert result.stats["dropouts_removed"] == 1 and "dropout" not in _types(program)
 
+
+
+@pytest.mark.parametrize("pool, removed", [
+    (lambda x: layers.adaptive_pool2d(x, 5, pool_type="avg"), True),  # VGG's 7x7 map pooled to 7x7
+    (lambda x: layers.adaptive_pool2d(x, [5, 5], pool_type="max"), True),
+    (lambda x: layers.pool2d(x, pool_size=1, pool_stride=1, pool_type="max"), True),
+    (lambda x: layers.pool2d(x, pool_size=1, pool_stride=1, pool_type="avg"), True),
+    (lambda x: layers.adaptive_pool2d(x, 4, pool_type="avg"), False),  # a smaller map
+    (lambda x: layers.pool2d(x, pool_size=3, pool_stride=1, pool_padding=1, pool_type="max"), False),
+    (lambda x: layers.pool2d(x, pool_size=1, pool_stride=2, pool_type="avg"), False),  # 3x3
+])
+def test_pools_of_one_pixel_windows_are_removed(pool, removed):
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        out = layers.relu(pool(layers.data("x", [1, 3, 5, 5])))
+    add_fetch_ops(program, [out.name])
+    feed = {"x": np.random.default_rng(1).standard_normal((1, 3, 5, 5)).astype(np.float32)}
+    before = run(program.clone(), halfway.Scope(), feed, [out.name])
+    result = get_pass("remove_identity")(program)
+    halfway.verify(program, feed_names=["x"])
+    assert result.stats["pools_removed"] == int(removed)
+    assert _types(program) == ["relu"] if removed else len(_types(program)) == 2
+    np.testing.assert_array_equal(run(program, halfway.Scope(), feed, [out.name])[0], before[0])

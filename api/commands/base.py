@@ -58,6 +58,9 @@ def add_places(parser: argparse.ArgumentParser, *, several: bool) -> None:
         parser.add_argument("--place", default="cpu", metavar="PLACE",
                             help="where to run: cpu, opencl or opencl:N (device N of `halfway devices`); "
                                  "default: cpu")
+    parser.add_argument("--tune", action="store_true",
+                        help="on OpenCL, time each tensor-core GEMM's and convolution's tiles on the device as the "
+                             "model is prepared and keep the fastest (remembered per device and shape)")
 
 
 def add_inputs(parser: argparse.ArgumentParser) -> None:

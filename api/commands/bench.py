@@ -48,7 +48,7 @@ def onnxruntime_runner(model: Model, feeds: Mapping[str, np.ndarray]) -> Callabl
 
 def _run(args: argparse.Namespace, output: Output) -> int:
     model = load_model(args.model)
-    places = parse_places(args.places, output)
+    places = parse_places(args.places, output, args.tune)
     feeds = feeds_for(args, model)
     runners: list[tuple[str, Callable[[], object], int | None]] = []
     for place in places:

@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     for path, sequence in ({args.model: SEQUENCE} if args.model else shipped).items():
         with output.task(f"importing {Path(path).name}"):
             models.append(DemoModel(load_model(path), sequence))
-    places = parse_places(args.places, output)
+    places = parse_places(args.places, output, args.tune)
     return run_demo(output, models, places, samples=args.samples, warmup=args.warmup, seed=args.seed,
                     out_dir=args.out)
 

@@ -40,7 +40,7 @@ def _check_pair(a: Model, b: Model) -> None:
 def _run(args: argparse.Namespace, output: Output) -> int:
     a, b = load_model(args.model_a), load_model(args.model_b)
     _check_pair(a, b)
-    place = parse_place(args.place)
+    place = parse_place(args.place, args.tune)
     feeds = feeds_for(args, a)
     results = []
     for model in (a, b):

@@ -42,7 +42,7 @@ def array_stats(value: np.ndarray) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace, output: Output) -> int:
     model = load_model(args.model)
-    place = parse_place(args.place)
+    place = parse_place(args.place, args.tune)
     feeds = feeds_for(args, model)
     prepared = prepare(model.program, model.scope, model.feed_names, model.fetch_names, feeds, place,
                        check_float16_range=args.check_float16_range)

@@ -87,12 +87,14 @@ def with_header(text: str, defines: Mapping[str, Any] | None = None) -> str:
     return "\n".join([*lines, _read("common.h"), text])
 
 
-def launch(rt: Runtime, kernel: Any, gws: Sequence[int], lws: Sequence[int] | None, *args: Any) -> Launch:
-    """A pre-bound enqueue of ``kernel`` with ``args`` over ``gws`` (rounded up to ``lws``)."""
+def launch(rt: Runtime, kernel: Any, gws: Sequence[int], lws: Sequence[int] | None, *args: Any,
+           queue: Any = None) -> Launch:
+    """A pre-bound enqueue of ``kernel`` with ``args`` over ``gws`` (rounded up to ``lws``) on ``rt``'s
+    queue, or ``queue``."""
     kernel.set_args(*args)
     if lws is not None:
         gws = [-(-g // l) * l for g, l in zip(gws, lws)]
-    enqueue = functools.partial(cl.enqueue_nd_range_kernel, rt.queue, kernel, tuple(gws),
+    enqueue = functools.partial(cl.enqueue_nd_range_kernel, queue or rt.queue, kernel, tuple(gws),
                                 None if lws is None else tuple(lws))
     enqueue.keep = args  # the kernel holds raw handles: keep its buffers alive as long as the launch
     return enqueue

@@ -15,10 +15,18 @@ is long, K is split across work-groups (``split_k``). Their float32 partial sums
 and the epilogue applied, by the last of a tile's work-groups to finish (``SPLITK_SERIAL``: one
 launch, where the host's enqueues bound a batch-1 run), or by a second kernel after the CPU
 kernel.
+
+On tensor cores the tuner (``tuning.py``) may replace that choice of tile and split: with
+``OpenCLPlace(tune=True)`` it times ``_mma_candidates`` as the program is prepared and keeps the
+fastest per device and shape; without, it returns a choice measured before, if any.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,6 +35,7 @@ from halfway.ir.dtypes import DType
 from halfway.kernels.opencl.activations import Activation
 from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
 from halfway.kernels.opencl.runtime import Runtime, cl
+from halfway.kernels.opencl.tuning import tuner
 
 __all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores", "uses_gemv"]
 
@@ -117,6 +126,12 @@ class Tile(NamedTuple):
 _GPU_TILES = [(128, 128, 16, 8, 8), (64, 64, 16, 4, 4), (32, 32, 16, 2, 2)]
 _CPU_TILES = [(8, 32, 16, 8, 1)]  # gemm_direct: 8 rows per work-item, 32 work-items across columns
 _MMA_TILES = [(2, 2, 4, 8, 3), (2, 2, 2, 8, 3), (2, 2, 4, 4, 3), (2, 2, 2, 4, 4), (2, 2, 1, 2, 4)]
+MMA_TUNE_TILES = [*_MMA_TILES, (2, 2, 2, 2, 4), (2, 4, 2, 4, 3)]
+"""The tensor-core tiles the tuner times: the table's, 64 x 32, and 64 x 128 of eight warps (the best
+of some of VGG-19's layers at batch 1 on the H100; 32 x 64, and 128 x 64 of eight warps, never were)."""
+TUNE_WAVES = (1, 1.5, 2, 3, 4)
+"""A tile of fewer than 2 work-groups per compute unit splits K toward these many (the tuner's
+candidates); one of more keeps K whole."""
 MMA_K_SLICE = 32
 """The tensor-core kernel's k slice; its local memory holds stages x (BM + BN) x MMA_K_SLICE halves."""
 SPLIT_K_MIN = 256
@@ -207,8 +222,13 @@ def split_k(rt: Runtime, tile: Tile, g: Gemm, conv: bool = False) -> tuple[int, 
     if groups < fill:
         waves = CONV_SPLIT_WAVES if conv else 2
         splits = max(1, min(waves * fill // groups, g.k // (GEMV_SPLIT_MIN if tile.gemv else SPLIT_K_MIN)))
-    chunk = -(-(-(-g.k // splits)) // SPLIT_K_STEP) * SPLIT_K_STEP
-    return -(-g.k // chunk), chunk
+    return _chunked(g.k, splits)
+
+
+def _chunked(k: int, splits: int) -> tuple[int, int]:
+    """(splits, k per split) for about ``splits`` splits of ``k``, on ``SPLIT_K_STEP`` boundaries."""
+    chunk = -(-(-(-k // splits)) // SPLIT_K_STEP) * SPLIT_K_STEP
+    return -(-k // chunk), chunk
 
 
 def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
@@ -311,12 +331,20 @@ def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: Dev
     return _Operands(g, conv._replace(C=padded, CG=padded), a, b, [*launches, to_nhwc])
 
 
-def _workspace(rt: Runtime, partials: int, counters: int) -> Any:
-    """A split-K GEMM's float32 partial sums, then ``counters`` zeroed int32 tile counters."""
+def _workspace(rt: Runtime, queue: Any, partials: int, counters: int) -> Any:
+    """A split-K GEMM's float32 partial sums, then ``counters`` int32 tile counters zeroed on ``queue``."""
     buffer = rt.alloc(4 * (partials + counters))
     if counters:
-        cl.enqueue_fill_buffer(rt.queue, buffer, np.int32(0), 4 * partials, 4 * counters)
+        cl.enqueue_fill_buffer(queue, buffer, np.int32(0), 4 * partials, 4 * counters)
     return buffer
+
+
+class Choice(NamedTuple):
+    """A GEMM's tile and split of K: ``splits`` work-groups per tile, each summing ``chunk`` k."""
+
+    tile: Tile
+    splits: int
+    chunk: int
 
 
 def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
@@ -329,15 +357,62 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     nhwc = conv is not None and _reads_channels_last(rt, dtype, g, conv)
     if nhwc:
         g, conv, a, b, launches = _channels_last(rt, g, conv, a, b, filter_values)
+    product = functools.partial(_product, rt, dtype, g, a, b, out, act, bias, residual, conv, nhwc)
+    epilogue = f"{act.expr}|bias {bias is not None}|residual {residual is not None}|nhwc {nhwc}"
+    return [*launches, *product(_choice(rt, dtype, g, conv, epilogue, product), rt.queue)]
+
+
+def _choice(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape | None, epilogue: str,
+            product: Callable[[Choice, Any], list[Launch]]) -> Choice:
+    """The tile and split of K: on tensor cores the tuner's (``tuning.py``: measured for this
+    shape, now or before), else ``choose_tile``'s and ``split_k``'s."""
     tile = choose_tile(rt, dtype, g, conv)
-    splits, chunk = split_k(rt, tile, g, conv is not None)
+    heuristic = Choice(tile, *split_k(rt, tile, g, conv is not None))
+    if not tile.mma:
+        return heuristic
+    key = f"{_mma_source_digest()}|{dtype.name}|{tuple(g)}|{tuple(conv) if conv else None}|{epilogue}"
+    candidates = [heuristic, *_mma_candidates(rt, g)]
+    return tuner(rt).choose(key, candidates, _encode, product) or heuristic
+
+
+def _encode(choice: Choice) -> list[Any]:
+    return [list(choice.tile.sizes), choice.splits]
+
+
+@functools.cache
+def _mma_source_digest() -> str:
+    return hashlib.sha256(source(*Tile(True, _MMA_TILES[0]).files).encode()).hexdigest()[:12]
+
+
+def _mma_candidates(rt: Runtime, g: Gemm) -> list[Choice]:
+    """What the tuner times on tensor cores: each of ``MMA_TUNE_TILES``, K whole where the tile
+    gives every compute unit two work-groups, else split toward each of ``TUNE_WAVES``. So each tile
+    is one program (split or not), as compiles bound the tuning's time (~0.4 s each on the H100)."""
+    choices: list[Choice] = []
+    for sizes in MMA_TUNE_TILES:
+        tile = Tile(True, sizes)
+        groups = _work_groups(tile, g)
+        whole = groups >= 2 * rt.caps.compute_units or g.k < 2 * SPLIT_K_MIN
+        for waves in (0,) if whole else TUNE_WAVES:
+            splits = max(1, min(math.ceil(waves * rt.caps.compute_units / groups), g.k // SPLIT_K_MIN))
+            choice = Choice(tile, *_chunked(g.k, splits))
+            if choice not in choices:
+                choices.append(choice)
+    return choices
+
+
+def _product(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
+             act: Activation, bias: DeviceArray | None, residual: DeviceArray | None, conv: ConvShape | None,
+             nhwc: bool, choice: Choice, queue: Any) -> list[Launch]:
+    """The launches of the product itself on ``queue`` (``nhwc``: its operands are channels-last)."""
+    tile, splits, chunk = choice
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
     if nhwc:
         defines["NHWC"] = ""
     if tile.mma:
         defines.update(_vector_defines(g, conv))
         width = _vector_out(g, conv)
-        if splits == 1 and width:
+        if width:
             defines["VEC_OUT"] = width
     serial = splits > 1 and not tile.direct
     if splits > 1:
@@ -360,16 +435,16 @@ def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArr
     groups = _work_groups(tile, g)
     workspace = None
     if serial:  # tile-major partials (gemm_index.h), then a counter per tile
-        workspace = _workspace(rt, groups * splits * bm * bn, groups)
+        workspace = _workspace(rt, queue, groups * splits * bm * bn, groups)
     elif splits > 1:
-        workspace = _workspace(rt, splits * g.batch * g.m * g.n, 0)
+        workspace = _workspace(rt, queue, splits * g.batch * g.m * g.n, 0)
     args = [a.buffer, b.buffer, None if bias is None else bias.buffer, None if residual is None else residual.buffer,
             out.buffer, workspace, *(np.int32(v) for v in (g.m, g.n, g.k, *g.a, *g.b, *g.c, *g.bias, splits, chunk)),
             *(np.float32(p) for p in act.params)]
     kernel = rt.kernel(text, tile.kernel, options)
-    launches.append(launch(rt, kernel, gws, tile.local, *args))
+    launches = [launch(rt, kernel, gws, tile.local, *args, queue=queue)]
     if splits > 1 and not serial:
         reduce = rt.kernel(text, "splitk_reduce", options)
         lws = (256, 1) if rt.caps.is_gpu else None
-        launches.append(launch(rt, reduce, (g.m * g.n, g.batch), lws, *args))
+        launches.append(launch(rt, reduce, (g.m * g.n, g.batch), lws, *args, queue=queue))
     return launches

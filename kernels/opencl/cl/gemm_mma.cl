@@ -166,7 +166,7 @@
 
 /* The stores of band i (16 rows of the warp's tile, staged as floats). VEC_OUT (8 or 2): that
  * many consecutive columns of a row are as many consecutive outputs, aligned to their size
- * (columns, and a convolution's OH * OW, multiples of VEC_OUT; no split-K), written by one lane in
+ * (columns, and a convolution's OH * OW, multiples of VEC_OUT), written by one lane in
  * one store (16 or 4 bytes) after one residual load of the same size. Otherwise a warp stores 32
  * consecutive columns of a row at a time. Either way all the band's residual loads are issued
  * before its first store: one at a time, their latency made ResNet-50's 1x1 expansions with a
@@ -217,7 +217,7 @@
             } \
         } \
     }
-#elif defined(HAS_RES) && !defined(SPLITK)
+#elif defined(HAS_RES)
 #define RES_ITEMS (16 * NI * 8 / 32)
 #define STORE_BAND(i) { \
         float resv[RES_ITEMS]; \
@@ -240,8 +240,46 @@
 #define STORE_BAND(i) \
         UNROLL for (int f = lane; f < 16 * NI * 8; f += 32) { \
             const int m = m0 + wm + (i) * 16 + f / (NI * 8), n = n0 + wn + f % (NI * 8); \
-            if (m < M && n < N) GEMM_STORE(staged[f / (NI * 8) * LDS + f % (NI * 8)], b, m, n) \
+            if (m < M && n < N) EPILOGUE(staged[f / (NI * 8) * LDS + f % (NI * 8)], BIAS_INDEX(b, m, n), OUT_INDEX(b, m, n)) \
         }
+#endif
+
+#ifdef SPLITK_SERIAL
+/* Split-K: every split of a tile parks its accumulators in the workspace as they lie in registers
+ * (a float4 per fragment and work-item: each store and load is one coalesced 16-byte access), then
+ * counts itself in the tile's counter (after the parks in ws; zero between launches). The split
+ * that counts last sums the parks in split order into its accumulators and goes on to the
+ * epilogue; the others end. All of the last one's work-items load at once, MI * NI loads each in
+ * flight per split: one work-item summing a tile's partials element by element took longer than
+ * the product (VGG-19's 512-channel layers at batch 1 on the H100). */
+#define PARK(s, i, j) ((__global float4*)ws + ((SPLIT_TILE * splits + (s)) * MI * NI + (i) * NI + (j)) * THREADS + lid)
+#define SPLITK_GATHER { \
+        UNROLL for (int i = 0; i < MI; ++i) \
+            UNROLL for (int j = 0; j < NI; ++j) \
+                *PARK(get_group_id(2) % splits, i, j) = (float4)(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]); \
+        MEMBAR_GL; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        if (lid == 0) { \
+            __global int* counter_ = (__global int*)ws + get_num_groups(0) * get_num_groups(1) * get_num_groups(2) \
+                * (BM * BN) + SPLIT_TILE; \
+            last_ = atomic_inc(counter_) == splits - 1; \
+            if (last_) *counter_ = 0; \
+        } \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        if (!last_) return; \
+        MEMBAR_GL; \
+        UNROLL for (int i = 0; i < MI; ++i) \
+            UNROLL for (int j = 0; j < NI; ++j) \
+                UNROLL for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f; \
+        for (int s = 0; s < splits; ++s) \
+            UNROLL for (int i = 0; i < MI; ++i) \
+                UNROLL for (int j = 0; j < NI; ++j) { \
+                    const float4 p = load_cg4(PARK(s, i, j)); \
+                    acc[i][j][0] += p.x; acc[i][j][1] += p.y; acc[i][j][2] += p.z; acc[i][j][3] += p.w; \
+                } \
+    }
+#else
+#define SPLITK_GATHER
 #endif
 
 /* The work-group's tile: consecutive work-groups walk down GROUP_M tile rows before moving right,
@@ -263,6 +301,9 @@ void gemm_mma(GEMM_ARGS) {
     __local ushort S[STAGES * (A_STAGE + B_STAGE)] __attribute__((aligned(128)));
     __local ushort* As = S;
     __local ushort* Bs = S + STAGES * A_STAGE;
+#ifdef SPLITK_SERIAL
+    __local int last_;
+#endif
     const int lid = get_local_id(0), warp = lid >> 5, lane = lid & 31, g = lane >> 2, t = lane & 3;
     const int wm = (warp / WARPS_N) * MI * 16, wn = (warp % WARPS_N) * NI * 8;
     TILE_ORIGIN;
@@ -313,6 +354,7 @@ void gemm_mma(GEMM_ARGS) {
         a_write = a_write == as0 + (STAGES - 1) * 2 * A_STAGE ? as0 : a_write + 2 * A_STAGE;
         b_write = b_write == bs0 + (STAGES - 1) * 2 * B_STAGE ? bs0 : b_write + 2 * B_STAGE;
     }
+    SPLITK_GATHER
     /* The epilogue, a 16-row band of each warp's tile at a time: the accumulators pass through local
      * memory so that a warp's stores cover consecutive columns of a row. */
     __local float* staged = (__local float*)S + warp * 16 * LDS;
@@ -325,5 +367,4 @@ void gemm_mma(GEMM_ARGS) {
         barrier(CLK_LOCAL_MEM_FENCE);
         STORE_BAND(i)
     }
-    SPLITK_FINISH(lid, THREADS)
 }

@@ -36,6 +36,17 @@ inline void ldmatrix_x4_trans(uint* r, uint at) {
 inline void cp_async16(uint to, __global const ushort* from, int bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(to), "l"(from), "r"(bytes) : "memory");
 }
+/* Global memory ordering at the scope of the whole device, for work-groups that hand data on. */
+#define MEMBAR_GL asm volatile("membar.gl;" ::: "memory")
+
+/* 16 bytes from global memory through L2 only (ld.global.cg): another compute unit wrote them, and
+ * this one's L1 may hold an older copy. */
+inline float4 load_cg4(__global const float4* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
 #define CP_COMMIT asm volatile("cp.async.commit_group;" ::: "memory")
 #define CP_WAIT asm volatile("cp.async.wait_group " STR(PENDING) ";" ::: "memory")
 
