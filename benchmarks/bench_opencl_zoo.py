@@ -165,10 +165,11 @@ def print_profile(prepared, feed: dict[str, np.ndarray], top: int = 6) -> None:
     print("    profile: " + ", ".join(f"{kind} {s * 1e3:.2f} ms" for kind, s in ranked), flush=True)
 
 
-def _networks(name: str, build: Callable[[Var], Var], batch: int) -> tuple[Any, halfway.Program, halfway.Program,
-                                                                        halfway.Scope, Var, np.ndarray]:
+def _networks(name: str, build: Callable[[Var], Var], batch: int, channels_last: bool = False
+              ) -> tuple[Any, halfway.Program, halfway.Program, halfway.Scope, Var, np.ndarray]:
     """torchvision's model ``name`` on the GPU (seeded random weights), our float32 and float16
-    programs of it with its weights, their output var, and a seeded input of ``batch`` images."""
+    programs of it with its weights (the float16 one in NHWC with ``channels_last``: the pass of
+    that name), their output var, and a seeded input of ``batch`` images."""
     import torch
     import torchvision
 
@@ -178,14 +179,15 @@ def _networks(name: str, build: Callable[[Var], Var], batch: int) -> tuple[Any, 
     with halfway.program_guard(prog):
         out = build(layers.data("x", [batch, 3, 224, 224]))
     prog32, scope = _transpiled(prog, torch_scope(prog, model))
-    prog16, _ = halfway.float16_transpile(prog32, scope)
+    nhwc = PassManager("channels_last").run(prog32, scope, fetch=[out.name]).program if channels_last else prog32
+    prog16, _ = halfway.float16_transpile(nhwc, scope)
     x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
     return model, prog32, prog16, scope, out, x
 
 
 def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace,
-          profile: bool = False) -> None:
-    model, prog32, prog16, scope, out, x = _networks(name, build, batch)
+          profile: bool = False, channels_last: bool = False) -> None:
+    model, prog32, prog16, scope, out, x = _networks(name, build, batch, channels_last)
     row = []
     for label, program in (("fp32", prog32), ("fp16", prog16)):
         prepared = Executor(place).prepare(program, ["x"], [out.name], scope)
@@ -206,7 +208,8 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
     print(f"{name:9} batch {batch:3}  " + "  |  ".join(row), flush=True)
 
 
-def bench_tuning(name: str, build: Callable[[Var], Var], batch: int, runs: int, device: str | None) -> None:
+def bench_tuning(name: str, build: Callable[[Var], Var], batch: int, runs: int, device: str | None,
+                 channels_last: bool = False) -> None:
     """float16 on the device with the heuristic's tiles against tuned ones (prepared in that order,
     the tuner's cache in a fresh folder, so the first takes no measured choice; timed in alternating
     rounds), with the seconds the tuning took and PyTorch's CUDA graph beside them."""
@@ -214,7 +217,7 @@ def bench_tuning(name: str, build: Callable[[Var], Var], batch: int, runs: int, 
 
     os.environ["HALFWAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="halfway-tuning-")
     tuning.tuner.cache_clear()  # a tuner on the fresh folder
-    model, _, prog16, scope, out, x = _networks(name, build, batch)
+    model, _, prog16, scope, out, x = _networks(name, build, batch, channels_last)
     prepared, seconds = {}, {}
     for label, tune in (("heuristic", False), ("tuned", True)):
         start = time.perf_counter()
@@ -283,6 +286,8 @@ def main() -> None:
     parser.add_argument("--float32-only", action="store_true")
     parser.add_argument("--profile", action="store_true", help="also print the slowest op types (--torch)")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--channels-last", action="store_true",
+                        help="--torch, --tuning: the float16 programs in NHWC (the channels_last pass)")
     parser.add_argument("--no-tune", action="store_true",
                         help="take the kernels' heuristic tiles, not tiles timed on the device as PyTorch's cuDNN does")
     args = parser.parse_args()
@@ -296,9 +301,9 @@ def main() -> None:
     for name in (args.models.split(",") if args.models else builders):
         for batch in (int(b) for b in args.batches.split(",")):
             if args.tuning:
-                bench_tuning(name, builders[name], batch, args.runs, args.device)
+                bench_tuning(name, builders[name], batch, args.runs, args.device, args.channels_last)
             else:
-                bench(name, builders[name], batch, args.runs, place, args.profile)
+                bench(name, builders[name], batch, args.runs, place, args.profile, args.channels_last)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from halfway.passes import constants  # noqa: F401
 from halfway.passes import shapes  # noqa: F401
 from halfway.passes import layout  # noqa: F401
 from halfway.passes import casts  # noqa: F401
+from halfway.passes import channels_last  # noqa: F401
 from halfway.passes import float16  # noqa: F401
 
 __all__ = [

@@ -72,7 +72,7 @@ def conv_operands(rt, c: int, kernel: int, constant: bool):
     shape = gemm.ConvShape(c, 9, 9, 16, 16, c, 9, 9, kernel, kernel, 1, 1, 1, 1, pad, pad)
     k = c * kernel * kernel
     g = gemm.Gemm(16, 2 * 81, k, 1, (16 * k, k, 1), (0, 0, 0), (0, 0, 0))
-    ops = gemm._channels_last(rt, g, shape, upload(rt, w), upload(rt, x), w if constant else None)
+    ops = gemm._channels_last(rt, g, shape, upload(rt, w), upload(rt, x), w if constant else None, False)
     for run in ops.launches:
         run()
     return w, x, ops
@@ -102,7 +102,7 @@ def test_strided_pointwise_convolution_copies_only_the_pixels_it_reads(rt, c, si
     out = -(-side // stride)
     shape = gemm.ConvShape(c, side, side, 16, 16, c, out, out, 1, 1, stride, stride, 1, 1, 0, 0)
     g = gemm.Gemm(16, 2 * out * out, c, 1, (16 * c, c, 1), (0, 0, 0), (0, 0, 0))
-    ops = gemm._channels_last(rt, g, shape, upload(rt, w), upload(rt, x), w)
+    ops = gemm._channels_last(rt, g, shape, upload(rt, w), upload(rt, x), w, False)
     for run in ops.launches:
         run()
     padded = -(-c // 8) * 8

@@ -199,6 +199,29 @@ POOLS = [
 @pytest.mark.parametrize("attrs", POOLS, ids=range(len(POOLS)))
 def test_pool2d(place, attrs, dtype):
     check(place, "pool2d", {"X": rand(2, 3, 7, 9, dtype=dtype)}, attrs)
+    check(place, "pool2d", {"X": rand(2, 7, 9, 3, dtype=dtype)}, {**attrs, "data_format": "NHWC"})
+
+
+NHWC_CONVS = [
+    ({"paddings": [1, 1]}, 16, 3),  # whole 16-byte chunks of channels: tensor cores read them as they lie
+    ({"paddings": [1, 0], "strides": [2, 2]}, 16, 3),
+    ({"paddings": [2, 2], "dilations": [2, 2]}, 8, 3),
+    ({}, 24, 1),
+    ({"paddings": [1, 1]}, 3, 3),  # a stem's few channels: gathered one at a time
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("attrs, channels, size", NHWC_CONVS, ids=range(len(NHWC_CONVS)))
+def test_nhwc_convolutions(place, attrs, channels, size, dtype):
+    """Ungrouped NHWC convolutions (what the channels_last pass makes), with the fused epilogue."""
+    x = rand(2, 9, 7, channels, dtype=dtype)
+    w = rand(16, channels, size, size, dtype=dtype)
+    attrs = {**attrs, "data_format": "NHWC"}
+    check(place, "conv2d", {"Input": x, "Filter": w}, attrs, params=("Filter",))
+    out = run_op("conv2d", {"Input": x, "Filter": w}, attrs, params=("Filter",)).outputs["Output"][0]
+    inputs = {"Input": x, "Filter": w, "Bias": rand(16, dtype=dtype), "ResidualData": rand(*out.shape, dtype=dtype)}
+    check(place, "fused_conv2d", inputs, {**attrs, "fuse_activation": "relu"}, params=("Filter", "Bias"))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

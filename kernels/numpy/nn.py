@@ -156,7 +156,10 @@ def _window_pool(spec: KernelSpec, axes: tuple[int, int], sizes: tuple[int, int]
 
 
 def _whole_window(attrs: Any, sizes: tuple[int, int], out: tuple[int, int]) -> bool:
-    """One unpadded window over the whole input (a classifier's final 7x7 pool): a global pool."""
+    """One unpadded window over the whole input (a classifier's final 7x7 pool): a global pool.
+    An adaptive pool's ksize is its output size, no window."""
+    if attrs["adaptive"] or out != (1, 1):
+        return False
     window = window_geometry(sizes, attrs["ksize"], attrs["strides"], (1, 1), attrs["paddings"],
                              attrs["padding_algorithm"], attrs["ceil_mode"])
     return out == (1, 1) and tuple(attrs["ksize"]) == sizes and not any(p for pair in window.pads for p in pair)

@@ -298,19 +298,23 @@ the device: ResNet-50 at batch 1 95 -> 58 launches, 1.18 -> 0.88 ms (batch 4 1.1
 unchanged; from 2^30 VGG-19's 3x3 layers at batch 1 read NCHW too, 0.71 -> 0.92 ms."""
 
 
-def _reads_channels_last(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape) -> bool:
-    """Whether the convolution reads channels-last copies of its operands (``_channels_last``)."""
-    return conv.CG == conv.C and uses_tensor_cores(rt, dtype) and g.m * g.n * g.k >= CHANNELS_LAST_MIN_MACS
+def _reads_channels_last(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape, nhwc_input: bool) -> bool:
+    """Whether the convolution reads channels-last operands (``_channels_last``): copies of large
+    ones' NCHW input, or an NHWC input of whole 16-byte chunks of channels as it lies."""
+    if conv.CG != conv.C or not uses_tensor_cores(rt, dtype):
+        return False
+    return conv.C % 8 == 0 if nhwc_input else g.m * g.n * g.k >= CHANNELS_LAST_MIN_MACS
 
 
 def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: DeviceArray,
-                   filter_values: np.ndarray | None) -> _Operands:
+                   filter_values: np.ndarray | None, nhwc_input: bool) -> _Operands:
     """An ungrouped convolution on tensor cores reads channels-last copies of its filter (OHWI) and
     input (NHWC), channels zero-padded to a multiple of 8, so that its implicit-GEMM operand moves 16
     bytes at a time like a plain GEMM's (k = (i * KW + j) * C + c). A constant filter is reordered
-    once, here, on the host; a 1x1 filter of whole chunks of channels already is OHWI. An unpadded
-    strided 1x1 convolution copies only the pixels it reads, and becomes one of stride 1 on them
-    (ResNet-50's 256 to 512 channel downsample on 56x56 maps, float16 batch 32: the copy 38 -> 27 us)."""
+    once, here, on the host; a 1x1 filter of whole chunks of channels already is OHWI. An NHWC input
+    (``nhwc_input``, channels a multiple of 8) is read where it lies. An unpadded strided 1x1
+    convolution copies only the pixels it reads, and becomes one of stride 1 on them (ResNet-50's 256
+    to 512 channel downsample on 56x56 maps, float16 batch 32: the copy 38 -> 27 us)."""
     padded, taps = -(-conv.C // 8) * 8, conv.KH * conv.KW
     launches: list[Launch] = []
     if filter_values is not None:
@@ -321,13 +325,15 @@ def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: Dev
         to_ohwi, a = _transpose(rt, a, conv.O, conv.C, taps, padded)
         launches.append(to_ohwi)
     images = g.n // (conv.OH * conv.OW)
+    g = g._replace(k=taps * padded, a=(conv.OG * taps * padded, taps * padded, 1))
+    if nhwc_input:
+        return _Operands(g, conv, a, b, launches)
     if taps == 1 and (conv.SH, conv.SW) != (1, 1) and conv.PT == conv.PL == 0:
         subsample = Subsample(conv.OW, conv.SH, conv.SW, conv.H, conv.W)
         to_nhwc, b = _transpose(rt, b, images, conv.C, conv.OH * conv.OW, padded, subsample)
         conv = conv._replace(H=conv.OH, W=conv.OW, SH=1, SW=1)
     else:
         to_nhwc, b = _transpose(rt, b, images, conv.C, conv.H * conv.W, padded)
-    g = g._replace(k=taps * padded, a=(conv.OG * taps * padded, taps * padded, 1))
     return _Operands(g, conv._replace(C=padded, CG=padded), a, b, [*launches, to_nhwc])
 
 
@@ -349,16 +355,20 @@ class Choice(NamedTuple):
 
 def gemm_launch(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
                 act: Activation, bias: DeviceArray | None = None, residual: DeviceArray | None = None,
-                conv: ConvShape | None = None, filter_values: np.ndarray | None = None) -> list[Launch]:
+                conv: ConvShape | None = None, filter_values: np.ndarray | None = None,
+                channels_last: bool = False) -> list[Launch]:
     """The launches of one GEMM (two with split-K on the CPU kernel: the partial products, then their
     sum and the epilogue; a convolution on tensor cores first transposes its input, and its filter unless
-    ``filter_values`` holds the constant filter's values: see ``_channels_last``)."""
+    ``filter_values`` holds the constant filter's values: see ``_channels_last``). ``channels_last``:
+    the convolution's input, output and residual are NHWC."""
     launches: list[Launch] = []
-    nhwc = conv is not None and _reads_channels_last(rt, dtype, g, conv)
+    nhwc = conv is not None and _reads_channels_last(rt, dtype, g, conv, channels_last)
     if nhwc:
-        g, conv, a, b, launches = _channels_last(rt, g, conv, a, b, filter_values)
-    product = functools.partial(_product, rt, dtype, g, a, b, out, act, bias, residual, conv, nhwc)
-    epilogue = f"{act.expr}|bias {bias is not None}|residual {residual is not None}|nhwc {nhwc}"
+        assert conv is not None
+        g, conv, a, b, launches = _channels_last(rt, g, conv, a, b, filter_values, channels_last)
+    layout = Layout(nhwc, channels_last)
+    product = functools.partial(_product, rt, dtype, g, a, b, out, act, bias, residual, conv, layout)
+    epilogue = f"{act.expr}|bias {bias is not None}|residual {residual is not None}|{layout}"
     return [*launches, *product(_choice(rt, dtype, g, conv, epilogue, product), rt.queue)]
 
 
@@ -401,17 +411,27 @@ def _mma_candidates(rt: Runtime, g: Gemm) -> list[Choice]:
     return choices
 
 
+class Layout(NamedTuple):
+    """A convolution's layouts: ``operands`` channels-last (the tensor-core kernel's filter and
+    input, ``_channels_last``); ``tensors`` NHWC (its input, output and residual)."""
+
+    operands: bool = False
+    tensors: bool = False
+
+    def defines(self) -> dict[str, str]:
+        flags = (("NHWC", self.operands), ("IN_NHWC", self.tensors), ("OUT_NHWC", self.tensors))
+        return {name: "" for name, on in flags if on}
+
+
 def _product(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray, out: DeviceArray,
              act: Activation, bias: DeviceArray | None, residual: DeviceArray | None, conv: ConvShape | None,
-             nhwc: bool, choice: Choice, queue: Any) -> list[Launch]:
-    """The launches of the product itself on ``queue`` (``nhwc``: its operands are channels-last)."""
+             layout: Layout, choice: Choice, queue: Any) -> list[Launch]:
+    """The launches of the product itself on ``queue``."""
     tile, splits, chunk = choice
-    defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines()}
-    if nhwc:
-        defines["NHWC"] = ""
+    defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines(), **layout.defines()}
     if tile.mma:
         defines.update(_vector_defines(g, conv))
-        width = _vector_out(g, conv)
+        width = 0 if layout.tensors else _vector_out(g, conv)
         if width:
             defines["VEC_OUT"] = width
     serial = splits > 1 and not tile.direct

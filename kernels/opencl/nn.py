@@ -1,5 +1,5 @@
-"""OpenCL kernels of the nn ops (NCHW): conv2d / depthwise_conv2d / fused_conv2d, pool2d,
-batch_norm, lrn, softmax, matmul_v2, mul and fc.
+"""OpenCL kernels of the nn ops: conv2d / depthwise_conv2d / fused_conv2d, pool2d, batch_norm, lrn,
+softmax, matmul_v2, mul and fc; NCHW, and NHWC for ungrouped convolutions and pools.
 
 Convolutions (``conv_geometry`` as the numpy kernels):
 
@@ -14,7 +14,10 @@ Convolutions (``conv_geometry`` as the numpy kernels):
    1.58), while on 28x28 maps and larger the copy costs about as much as the GEMM itself (64 to
    256 channels on 56x56 maps, batch 32: 14 + 59 against 67 us).
 
-All three end in the fused epilogue ``act(acc + Bias[o] + ResidualData)``.
+All three end in the fused epilogue ``act(acc + Bias[o] + ResidualData)``. An NHWC convolution (what
+the ``channels_last`` pass makes) is the implicit GEMM over its tensors where they lie: on tensor
+cores, with channels a multiple of 8, its input is already the channels-last operand, so it
+needs no copy, and its output is what the next one reads.
 """
 
 from __future__ import annotations
@@ -38,11 +41,6 @@ __all__: list[str] = []
 
 FLOATS = (DType.float32, DType.float16)
 IDENTITY = Activation("(x)")
-
-
-def _nchw(spec: KernelSpec, attr: str = "data_format") -> None:
-    if spec.attrs[attr] == "NHWC":
-        raise Unsupported(f"{spec.op_type} in NHWC")
 
 
 def _optional(ins: Sequence[DeviceArray], where: dict[str, int], slot: str) -> DeviceArray | None:
@@ -73,6 +71,11 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
                  act: Activation, bias: DeviceArray | None, res: DeviceArray | None,
                  filter_values: np.ndarray | None = None) -> list[Launch]:
     shape = _conv_shape(g)
+    if g.channel_last:  # an implicit GEMM over the NHWC tensors where they lie
+        og, k = shape.OG, shape.CG * shape.KH * shape.KW
+        gemm = Gemm(og, g.n * g.out[0] * g.out[1], k, g.groups, (og * k, k, 1), (0, 0, 0), (0, 0, 0))
+        return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape, filter_values=filter_values,
+                           channels_last=True)
     if g.groups == g.c and g.groups > 1:
         defines = {"ACT(x)": act.expr, "MULT": g.o // g.c, **shape._asdict()}
         defines.update({name: "" for name, arr in (("HAS_BIAS", bias), ("HAS_RES", res)) if arr is not None})
@@ -90,8 +93,9 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
 
 
 def _conv(spec: KernelSpec) -> Binder:
-    _nchw(spec)
     g = conv_geometry(spec)
+    if g.channel_last and g.groups > 1:
+        raise Unsupported(f"{spec.op_type} in NHWC with groups")
     attrs = spec.attrs
     act = fused_activation(attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"]) \
         if spec.op_type == "fused_conv2d" else IDENTITY
@@ -106,13 +110,17 @@ def _conv(spec: KernelSpec) -> Binder:
 
 # -- pool2d ---------------------------------------------------------------------------------------
 def _pool2d(spec: KernelSpec) -> Binder:
-    _nchw(spec)
     attrs = spec.attrs
     if attrs["pooling_type"] == "lp" or any(d != 1 for d in attrs["dilations"]):
         raise Unsupported("lp and dilated pools have no OpenCL kernel")
-    n, c, h, w = spec.input("X").shape
-    oh, ow = spec.output("Out").shape[2:]
-    defines = {"POOL_MAX": ""} if attrs["pooling_type"] == "max" else {}
+    defines: dict[str, object] = {"POOL_MAX": ""} if attrs["pooling_type"] == "max" else {}
+    if attrs["data_format"] == "NHWC":
+        n, h, w, c = spec.input("X").shape
+        oh, ow = spec.output("Out").shape[1:3]
+        defines["CHANNELS_LAST"] = c
+    else:
+        n, c, h, w = spec.input("X").shape
+        oh, ow = spec.output("Out").shape[2:]
     if attrs["global_pooling"] or attrs["adaptive"]:
         defines["ADAPTIVE"] = ""
         geometry = [0] * 6

@@ -6,16 +6,28 @@
  * CONV (implicit GEMM, NCHW): the batch index is the group g, A is the filter [O, CG*KH*KW],
  * B(k, n) is the input pixel under tap k = (c, i, j) of output position n = (image, oh, ow)
  * (zero in the padding), and out(m, n) is Output[image, g*OG + m, oh, ow]. Geometry by defines:
- * C H W O OG CG OH OW KH KW SH SW DH DW PT PL. */
+ * C H W O OG CG OH OW KH KW SH SW DH DW PT PL (IN_NHWC, OUT_NHWC: channels-last tensors). */
 #define A_INDEX(b, m, k) ((b) * a_sb + (m) * a_sm + (k) * a_sk)
 #ifdef CONV
 #define OHW (OH * OW)
+/* Input element (image, channel c, row y, column z); IN_NHWC / OUT_NHWC: the input / the output
+ * (and the residual) are channels-last, out(m, n) at n * O + m. */
+#ifdef IN_NHWC
+#define IN_AT(img, c, y, z) ((((img) * H + (y)) * W + (z)) * C + (c))
+#else
+#define IN_AT(img, c, y, z) ((((img) * C + (c)) * H + (y)) * W + (z))
+#endif
+#ifdef OUT_NHWC
+#define OUT_INDEX(b, m, n) ((n) * O + (b) * OG + (m))
+#else
+#define OUT_INDEX(b, m, n) ((((n) / OHW) * O + (b) * OG + (m)) * OHW + (n) % OHW)
+#endif
 inline int conv_b_index(int g, int k, int n) {
     int tj = k % KW, ti = (k / KW) % KH, c = k / (KW * KH);
     int p = n % OHW, img = n / OHW;
     int y = (p / OW) * SH - PT + ti * DH, z = (p % OW) * SW - PL + tj * DW;
     if (y < 0 || y >= H || z < 0 || z >= W) return -1;
-    return ((img * C + g * CG + c) * H + y) * W + z;
+    return IN_AT(img, g * CG + c, y, z);
 }
 #define B_INDEX(b, k, n) conv_b_index((b), (k), (n))
 
@@ -23,15 +35,14 @@ inline int conv_b_index(int g, int k, int n) {
  * tile width) locates its output pixel once; then only the tap (c, i, j) of k is decoded. */
 #define CONV_COLUMN(n_) const int col_n = (n_), col_p = col_n % OHW; \
     const int col_y = (col_p / OW) * SH - PT, col_x = (col_p % OW) * SW - PL; \
-    const int col_base = ((col_n / OHW) * C + b * CG) * H * W; \
+    const int col_img = col_n / OHW, col_c = b * CG; \
     const bool col_valid = col_n < N
-#define CONV_AT(k) conv_column_index((k), col_y, col_x, col_base, col_valid && (k) < kend)
-inline int conv_column_index(int k, int col_y, int col_x, int col_base, bool valid) {
+#define CONV_AT(k) conv_column_index((k), col_y, col_x, col_img, col_c, col_valid && (k) < kend)
+inline int conv_column_index(int k, int col_y, int col_x, int col_img, int col_c, bool valid) {
     int tj = k % KW, ti = (k / KW) % KH, c = k / (KW * KH);
     int y = col_y + ti * DH, z = col_x + tj * DW;
-    return (valid && y >= 0 && y < H && z >= 0 && z < W) ? col_base + (c * H + y) * W + z : -1;
+    return (valid && y >= 0 && y < H && z >= 0 && z < W) ? IN_AT(col_img, col_c + c, y, z) : -1;
 }
-#define OUT_INDEX(b, m, n) ((((n) / OHW) * O + (b) * OG + (m)) * OHW + (n) % OHW)
 #define BIAS_INDEX(b, m, n) ((b) * OG + (m))
 #else
 #define B_INDEX(b, k, n) ((b) * b_sb + (k) * b_sk + (n) * b_sn)

@@ -217,6 +217,14 @@
             } \
         } \
     }
+#elif defined(OUT_NHWC)
+/* Channels-last outputs: a column's rows are consecutive outputs, so the lanes take the band's 16
+ * rows of two columns at a time (32-byte runs of float16) instead of a row's columns. */
+#define STORE_BAND(i) \
+        UNROLL for (int f = lane; f < 16 * NI * 8; f += 32) { \
+            const int r = f % 16, c = f / 16, m = m0 + wm + (i) * 16 + r, n = n0 + wn + c; \
+            if (m < M && n < N) EPILOGUE(staged[r * LDS + c], BIAS_INDEX(b, m, n), OUT_INDEX(b, m, n)) \
+        }
 #elif defined(HAS_RES)
 #define RES_ITEMS (16 * NI * 8 / 32)
 #define STORE_BAND(i) { \

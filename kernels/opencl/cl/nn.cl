@@ -1,4 +1,4 @@
-/* Pooling, batch_norm and softmax (NCHW). */
+/* Pooling (NCHW or NHWC), batch_norm and softmax. */
 
 #ifdef POOL_MAX
 #define POOL_INIT (-INFINITY)
@@ -15,7 +15,15 @@ __kernel void pool2d(__global const T* x, __global T* out, int H, int W, int OH,
                      int sh, int sw, int pt, int pl, int n) {
     int i = get_global_id(0);
     if (i >= n) return;
-    int ow = i % OW, oh = (i / OW) % OH, plane = i / (OW * OH);
+#ifdef CHANNELS_LAST /* NHWC, CHANNELS_LAST channels: output i is channel i % C of pixel i / C */
+    int pixel = i / CHANNELS_LAST, ow = pixel % OW, oh = (pixel / OW) % OH;
+    __global const T* p = x + pixel / (OW * OH) * H * W * CHANNELS_LAST + i % CHANNELS_LAST;
+#define PIXEL(y, z) (((y) * W + (z)) * CHANNELS_LAST)
+#else
+    int ow = i % OW, oh = (i / OW) % OH;
+    __global const T* p = x + i / (OW * OH) * H * W;
+#define PIXEL(y, z) ((y) * W + (z))
+#endif
 #ifdef ADAPTIVE
     int hs = oh * H / OH, he = ((oh + 1) * H + OH - 1) / OH;
     int ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;
@@ -31,10 +39,9 @@ __kernel void pool2d(__global const T* x, __global T* out, int H, int W, int OH,
     float count = (float)(kh * kw);
 #endif
 #endif
-    __global const T* p = x + plane * H * W;
     float acc = POOL_INIT;
     for (int y = hs; y < he; ++y)
-        for (int z = ws; z < we; ++z) POOL_ADD(acc, (float)LOAD(p, y * W + z));
+        for (int z = ws; z < we; ++z) POOL_ADD(acc, (float)LOAD(p, PIXEL(y, z)));
 #ifdef POOL_MAX
     STORE(out, i, acc);
 #else
