@@ -15,7 +15,8 @@ default pass pipeline (conv+bn folding, fused_conv2d epilogues, fc) and, for flo
 ``halfway.float16_transpile`` (float32 feeds and fetches, float16 inside). Latency is the median
 of ``runs`` calls: ours is ``PreparedProgram.run`` from a host array to a host array (upload, all
 ops, read-back), and again with the input already on the device and the output left there
-(``to_device``, ``run(on_device=True)``); PyTorch's is ``model(x)`` on a GPU tensor,
+(``to_device``, ``run(on_device=True)``; the float16 program then fed and fetching float16, as
+PyTorch's float16 graph takes and gives float16 tensors); PyTorch's is ``model(x)`` on a GPU tensor,
 synchronised, or the replay of its CUDA graph, and that replay again from host array to host
 array (the input copied in, the output copied back).
 
@@ -38,7 +39,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -126,8 +127,13 @@ def device_resident_ms(program: halfway.Program, scope: halfway.Scope, fetch: st
     (``PreparedProgram.to_device``, ``run(on_device=True)``), as PyTorch's graph runs on a GPU
     tensor; without the host-side float16 range checks, which need host values."""
     prepared = Executor(place).prepare(program, ["x"], [fetch], scope, check_float16_range=False)
-    feed = prepared.to_device({"x": x})
+    feed = prepared.to_device({"x": _as_fed(program, x)})
     return median_ms(lambda: prepared.run(feed, on_device=True), runs)
+
+
+def _as_fed(program: halfway.Program, x: np.ndarray) -> np.ndarray:
+    """``x`` in the dtype of the program's feed ``x`` (float16 where the program is fed float16)."""
+    return x.astype(program.global_block().var("x").dtype.numpy)
 
 
 def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, float, float, np.ndarray]:
@@ -165,11 +171,23 @@ def print_profile(prepared, feed: dict[str, np.ndarray], top: int = 6) -> None:
     print("    profile: " + ", ".join(f"{kind} {s * 1e3:.2f} ms" for kind, s in ranked), flush=True)
 
 
-def _networks(name: str, build: Callable[[Var], Var], batch: int, channels_last: bool = False
-              ) -> tuple[Any, halfway.Program, halfway.Program, halfway.Scope, Var, np.ndarray]:
-    """torchvision's model ``name`` on the GPU (seeded random weights), our float32 and float16
-    programs of it with its weights (the float16 one in NHWC with ``channels_last``: the pass of
-    that name), their output var, and a seeded input of ``batch`` images."""
+class Networks(NamedTuple):
+    """torchvision's model on the GPU and our programs of it on its weights: float32; float16 fed
+    and fetching float32 (run from host arrays); float16 fed and fetching float16 (run on the
+    device, as PyTorch's CUDA graph of the float16 model takes and gives float16 tensors)."""
+
+    model: Any
+    float32: halfway.Program
+    float16: halfway.Program
+    float16_io: halfway.Program
+    scope: halfway.Scope
+    out: Var
+    x: np.ndarray
+
+
+def _networks(name: str, build: Callable[[Var], Var], batch: int, channels_last: bool = False) -> Networks:
+    """``Networks`` of torchvision's model ``name`` (seeded random weights; the float16 programs in
+    NHWC with ``channels_last``: the pass of that name) and a seeded input of ``batch`` images."""
     import torch
     import torchvision
 
@@ -179,24 +197,29 @@ def _networks(name: str, build: Callable[[Var], Var], batch: int, channels_last:
     with halfway.program_guard(prog):
         out = build(layers.data("x", [batch, 3, 224, 224]))
     prog32, scope = _transpiled(prog, torch_scope(prog, model))
-    nhwc = PassManager("channels_last").run(prog32, scope, fetch=[out.name]).program if channels_last else prog32
+    nhwc = prog32
+    if channels_last:
+        moved = PassManager("channels_last").run(prog32, scope, fetch=[out.name])
+        nhwc, scope = moved.program, moved.scope  # with the classifier's reordered weights
     prog16, _ = halfway.float16_transpile(nhwc, scope)
+    io16, _ = halfway.float16_transpile(nhwc, scope, keep_io_types=False)
     x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
-    return model, prog32, prog16, scope, out, x
+    return Networks(model, prog32, prog16, io16, scope, out, x)
 
 
 def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace,
           profile: bool = False, channels_last: bool = False) -> None:
-    model, prog32, prog16, scope, out, x = _networks(name, build, batch, channels_last)
+    nets = _networks(name, build, batch, channels_last)
+    model, scope, out, x = nets.model, nets.scope, nets.out, nets.x
     row = []
-    for label, program in (("fp32", prog32), ("fp16", prog16)):
+    for label, program, on_device in (("fp32", nets.float32, nets.float32), ("fp16", nets.float16, nets.float16_io)):
         prepared = Executor(place).prepare(program, ["x"], [out.name], scope)
         got = prepared.run({"x": x})[0]
         ours = median_ms(lambda: prepared.run({"x": x}), runs) / 1e3
         falls = len(prepared.report.fallbacks)
         if profile:
             print_profile(prepared, {"x": x})
-        resident = device_resident_ms(program, scope, out.name, x, place, runs) / 1e3
+        resident = device_resident_ms(on_device, scope, out.name, x, place, runs) / 1e3
         eager, graph, host, want = torch_latency(model, x, label == "fp16", runs)
         error = float(np.abs(got.astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-6))
         row.append(f"{label}: ours {ours * 1e3:7.2f} ms  torch eager {eager * 1e3:7.2f} ms ({eager / ours:4.2f}x)  "
@@ -217,14 +240,15 @@ def bench_tuning(name: str, build: Callable[[Var], Var], batch: int, runs: int, 
 
     os.environ["HALFWAY_CACHE_DIR"] = tempfile.mkdtemp(prefix="halfway-tuning-")
     tuning.tuner.cache_clear()  # a tuner on the fresh folder
-    model, _, prog16, scope, out, x = _networks(name, build, batch, channels_last)
+    nets = _networks(name, build, batch, channels_last)
+    model, scope, out, x = nets.model, nets.scope, nets.out, nets.x
     prepared, seconds = {}, {}
     for label, tune in (("heuristic", False), ("tuned", True)):
         start = time.perf_counter()
-        program = Executor(OpenCLPlace(device, tune=tune)).prepare(prog16, ["x"], [out.name], scope,
+        program = Executor(OpenCLPlace(device, tune=tune)).prepare(nets.float16_io, ["x"], [out.name], scope,
                                                                    check_float16_range=False)
         seconds[label] = time.perf_counter() - start
-        prepared[label] = (program, program.to_device({"x": x}))
+        prepared[label] = (program, program.to_device({"x": _as_fed(nets.float16_io, x)}))
     outputs = {label: p.run(feed, on_device=True)[0].numpy().astype(np.float32) for label, (p, feed) in prepared.items()}
     times: dict[str, list[float]] = {label: [] for label in prepared}
     for _ in range(5):

@@ -13,9 +13,14 @@ launches). This pass gives such convolutions NHWC tensors to begin with:
 3. A group's edges: each var a member reads from outside the group (fed, or written by another
    op) becomes NHWC through a ``transpose2`` before its first member reader; each member output
    that an op outside the group reads, or that is fetched or fed to another block, goes back to
-   NCHW through a ``transpose2`` after its writer (under its own name, so fetches keep it).
+   NCHW through a ``transpose2`` after its writer (under its own name, so fetches keep it). An
+   edge whose move only shifts dims of size 1 (a global pool's [N, 1, 1, C]) is a ``reshape2``
+   instead, which moves no data.
 4. A group changes only where it has more convolutions than edges: each edge is a transpose,
    each convolution a copy saved.
+5. Then a transpose back to NCHW that only ``flatten_contiguous_range`` (dims 1 to 3) reads, for
+   ``fc`` layers of parameter weights (VGG's classifier), goes: the flatten reads the NHWC tensor
+   and each fc a new parameter of its weight's rows in NHWC order (with the scope holding them).
 
 Members take ``data_format`` NHWC and their vars inside the group NHWC shapes. It is not in the
 default pipeline: numpy and devices without tensor cores gain nothing from the layout.
@@ -32,7 +37,9 @@ from halfway.ir.operator import Operator
 from halfway.ir.program import Program
 from halfway.ir.scope import Scope
 from halfway.passes.base import PassResult, register_pass
+from halfway.passes.pattern import pattern
 from halfway.passes.rewire import Guard
+from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules, copy_op
 
 __all__ = ["ChannelsLastOptions", "channels_last"]
 
@@ -56,17 +63,21 @@ def channels_last(program: Program, scope: Scope | None, options: ChannelsLastOp
     guard = Guard.of(program, options.fetch_names, "channels_last")
     block = program.global_block()
     members = [op for op in block.ops if _member(block, op)]
-    stats = {"groups": 0, "convs": 0, "pools": 0, "transposes": 0}
+    stats = {"groups": 0, "convs": 0, "pools": 0, "transposes": 0, "reshapes": 0, "folded_into_fc": 0}
     for group in _groups(block, members):
         inputs, outputs = _edges(block, guard, group)
         convs = sum(op.type in _CONVS for op in group)
         if convs <= len(inputs) + len(outputs):
             continue
-        _rewrite(program, block, group, inputs, outputs)
+        for edge in _rewrite(program, block, group, inputs, outputs):
+            stats["transposes" if edge.type == "transpose2" else "reshapes"] += 1
         stats["groups"] += 1
         stats["convs"] += convs
         stats["pools"] += len(group) - convs
-        stats["transposes"] += len(inputs) + len(outputs)
+    if stats["groups"]:
+        folded = apply_rules(program, FOLDS, name="channels_last", scope=scope, state=guard).counts
+        stats["transposes"] -= sum(folded.values())
+        stats["folded_into_fc"] = sum(folded.values())
     return PassResult(program, modified=stats["groups"] > 0, stats=stats)
 
 
@@ -128,8 +139,10 @@ def _edges(block: Block, guard: Guard, group: list[Operator]) -> tuple[list[str]
     return inputs, outputs
 
 
-def _rewrite(program: Program, block: Block, group: list[Operator], inputs: list[str], outputs: list[str]) -> None:
-    """Rename the group's edges to NHWC twins, add their transposes, and switch the members."""
+def _rewrite(program: Program, block: Block, group: list[Operator], inputs: list[str],
+             outputs: list[str]) -> list[Operator]:
+    """Rename the group's edges to NHWC twins, add the ops that move them, and switch the members;
+    returns the added ops."""
     twins = {name: _twin(program, block, name) for name in [*inputs, *outputs]}
     for op in group:
         for slot in _READS[op.type]:
@@ -140,14 +153,24 @@ def _rewrite(program: Program, block: Block, group: list[Operator], inputs: list
         else:
             _permute(block, out)
         op.set_attr("data_format", "NHWC")
+    added = []
     for name in inputs:
         first = next(op for op in group if twins[name] in _activations(op))
-        block.insert_op(block.ops.index(first), Operator("transpose2", {"X": [name]}, {"Out": [twins[name]]},
-                                                         {"axis": TO_NHWC}))
+        added.append(block.insert_op(block.ops.index(first), _move(block, name, twins[name], TO_NHWC)))
     for name in outputs:
         writer = next(op for op in group if _output(op) == twins[name])
-        block.insert_op(block.ops.index(writer) + 1, Operator("transpose2", {"X": [twins[name]]}, {"Out": [name]},
-                                                              {"axis": TO_NCHW}))
+        added.append(block.insert_op(block.ops.index(writer) + 1, _move(block, twins[name], name, TO_NCHW)))
+    return added
+
+
+def _move(block: Block, source: str, target: str, perm: list[int]) -> Operator:
+    """``target = transpose2(source, perm)``, or a ``reshape2`` where the dims of more than one
+    element keep their order (and are known)."""
+    shape = block.var(source).shape or ()
+    kept = [i for i in perm[1:] if shape[i] != 1]
+    if kept == sorted(kept) and all(shape[i] > 0 for i in perm[1:]):
+        return Operator("reshape2", {"X": [source]}, {"Out": [target]}, {"shape": [0, *(shape[i] for i in perm[1:])]})
+    return Operator("transpose2", {"X": [source]}, {"Out": [target]}, {"axis": perm})
 
 
 def _twin(program: Program, block: Block, name: str) -> str:
@@ -164,3 +187,31 @@ def _permute(block: Block, name: str) -> None:
 
 def _nhwc(shape: tuple[int, ...] | None) -> list[int] | None:
     return None if shape is None else [shape[i] for i in TO_NHWC]
+
+
+def _fold_into_fc(ctx: RewriteContext, *, fc: Operator, flat: Operator, t: Operator, src: str,
+                  w: str) -> list[Operator] | Decline:
+    """Rule 5: ``fc(flatten(transpose2(src, NHWC -> NCHW)))`` -> ``fc'(flatten(src))``."""
+    guard = ctx.state
+    shape = ctx.var(src).shape or ()
+    moved, flattened = t.output("Out")[0], flat.output("Out")[0]
+    if list(t.attr("axis")) != TO_NCHW or len(shape) != 4 or any(d <= 0 for d in shape[1:]):
+        return ctx.decline(f"the transpose is not NHWC -> NCHW of a known [N, H, W, C] (shape {list(shape)})")
+    if flat.attr("start_axis") != 1 or flat.attr("stop_axis") not in (3, -1) or fc.attr("in_num_col_dims") != 1:
+        return ctx.decline("the flatten does not make [N, C*H*W] rows for the fc")
+    for name, reader in ((moved, flat), (flattened, fc)):
+        if guard.kept(name) or [use[0] for use in ctx.block.uses(name)] != [reader]:
+            return ctx.decline(f"{name} is read elsewhere or kept")
+    weight = ctx.value(w)
+    _, h, width, c = shape
+    if weight is None or weight.ndim != 2 or weight.shape[0] != h * width * c:
+        return ctx.decline(f"the scope holds no [{h * width * c}, K] value for {w}")
+    rows = weight.reshape(c, h, width, -1).transpose(1, 2, 0, 3).reshape(weight.shape)
+    return [copy_op(flat, inputs={"X": [src]}), copy_op(fc, inputs={"W": [ctx.new_param(f"{w}.nhwc", rows)]})]
+
+
+FOLDS = Rules([
+    # fc(flatten(transpose2(x, [0, 3, 1, 2]))) -> fc(flatten(x)) with its weight's rows reordered
+    Rule(pattern("fc:fc(Input=flat:flatten_contiguous_range(X=t:transpose2(X=src)), W=w:param, ...)"), _fold_into_fc,
+         "transpose2 to NCHW + flatten + fc -> flatten + fc of reordered rows"),
+])
