@@ -94,6 +94,24 @@ def test_channels_last_operands(rt, c, kernel, constant):
     assert len(ops.launches) == (1 if constant else 2)
 
 
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_nhwc_input_is_the_channels_last_operand_as_it_lies(rt, constant, stride):
+    """An NHWC input of 16 channels (the channels_last pass's) is read where it lies, strided or not;
+    only a filter that is not constant is reordered on the device."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float16)
+    x = upload(rt, rng.standard_normal((2, 9, 9, 16)).astype(np.float16))
+    out = -(-9 // stride)
+    shape = gemm.ConvShape(16, 9, 9, 16, 16, 16, out, out, 3, 3, stride, stride, 1, 1, 1, 1)
+    g = gemm.Gemm(16, 2 * out * out, 144, 1, (16 * 144, 144, 1), (0, 0, 0), (0, 0, 0))
+    ops = gemm._channels_last(rt, g, shape, upload(rt, w), x, w if constant else None, True)
+    assert ops.b is x and ops.conv == shape and ops.g.k == 144 and len(ops.launches) == (0 if constant else 1)
+    for run in ops.launches:
+        run()
+    np.testing.assert_array_equal(download(rt, ops.a).reshape(16, 3, 3, 16), w.transpose(0, 2, 3, 1))
+
+
 @pytest.mark.parametrize("c, side, stride", [(5, 9, 2), (70, 12, 3), (16, 7, 2)])
 def test_strided_pointwise_convolution_copies_only_the_pixels_it_reads(rt, c, side, stride):
     rng = np.random.default_rng(2)
