@@ -114,10 +114,13 @@ def _pool2d(spec: KernelSpec) -> Binder:
     if attrs["pooling_type"] == "lp" or any(d != 1 for d in attrs["dilations"]):
         raise Unsupported("lp and dilated pools have no OpenCL kernel")
     defines: dict[str, object] = {"POOL_MAX": ""} if attrs["pooling_type"] == "max" else {}
+    lanes = 1
     if attrs["data_format"] == "NHWC":
         n, h, w, c = spec.input("X").shape
         oh, ow = spec.output("Out").shape[1:3]
         defines["CHANNELS_LAST"] = c
+        lanes = 4 if c % 4 == 0 else 1  # an NHWC pixel's channels move 4 at a time
+        defines["LANES"] = lanes
     else:
         n, c, h, w = spec.input("X").shape
         oh, ow = spec.output("Out").shape[2:]
@@ -134,8 +137,9 @@ def _pool2d(spec: KernelSpec) -> Binder:
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         kernel = rt.kernel(source("nn.cl", defines=defines), "pool2d", rt.float_options(spec.dtype))
         out = outs[0]
-        return [launch_1d(rt, kernel, out.size, ins[0].buffer, out.buffer,
-                          *(np.int32(v) for v in (h, w, oh, ow, *geometry, out.size)))]
+        items = out.size // lanes
+        return [launch_1d(rt, kernel, items, ins[0].buffer, out.buffer,
+                          *(np.int32(v) for v in (h, w, oh, ow, *geometry, items)))]
 
     return bind
 

@@ -8,20 +8,39 @@
 #define POOL_ADD(acc, v) acc += v
 #endif
 
-/* One output per work-item. ADAPTIVE: Paddle's bins floor(i*H/OH) .. ceil((i+1)*H/OH) (global
- * pooling is the 1x1 case); else windows of kh x kw at stride (sh, sw) after padding (pt, pl).
- * Avg divides by the window clipped to the input when EXCLUSIVE (or adaptive), else kh*kw. */
+/* LANES (1 or 4) consecutive outputs per work-item: 4 channels of an NHWC pixel move as one vector. */
+#ifndef LANES
+#define LANES 1
+#endif
+#if LANES == 4
+#define VREAL float4
+#define VLOAD(p, i) convert_float4(LOAD4(p, i))
+#ifdef NATIVE_HALF
+#define VSTORE(p, i, v) STORE4(p, i, convert_half4(v))
+#else
+#define VSTORE(p, i, v) STORE4(p, i, v)
+#endif
+#else
+#define VREAL float
+#define VLOAD(p, i) ((float)LOAD(p, i))
+#define VSTORE(p, i, v) STORE(p, i, v)
+#endif
+
+/* ADAPTIVE: Paddle's bins floor(i*H/OH) .. ceil((i+1)*H/OH) (global pooling is the 1x1 case);
+ * else windows of kh x kw at stride (sh, sw) after padding (pt, pl). Avg divides by the window
+ * clipped to the input when EXCLUSIVE (or adaptive), else kh*kw. n: the work-items. */
 __kernel void pool2d(__global const T* x, __global T* out, int H, int W, int OH, int OW, int kh, int kw,
                      int sh, int sw, int pt, int pl, int n) {
     int i = get_global_id(0);
     if (i >= n) return;
-#ifdef CHANNELS_LAST /* NHWC, CHANNELS_LAST channels: output i is channel i % C of pixel i / C */
-    int pixel = i / CHANNELS_LAST, ow = pixel % OW, oh = (pixel / OW) % OH;
-    __global const T* p = x + pixel / (OW * OH) * H * W * CHANNELS_LAST + i % CHANNELS_LAST;
+    const int e = i * LANES; /* the first output */
+#ifdef CHANNELS_LAST /* NHWC, CHANNELS_LAST channels: output e is channel e % C of pixel e / C */
+    int pixel = e / CHANNELS_LAST, ow = pixel % OW, oh = (pixel / OW) % OH;
+    __global const T* p = x + pixel / (OW * OH) * H * W * CHANNELS_LAST + e % CHANNELS_LAST;
 #define PIXEL(y, z) (((y) * W + (z)) * CHANNELS_LAST)
 #else
-    int ow = i % OW, oh = (i / OW) % OH;
-    __global const T* p = x + i / (OW * OH) * H * W;
+    int ow = e % OW, oh = (e / OW) % OH;
+    __global const T* p = x + e / (OW * OH) * H * W;
 #define PIXEL(y, z) ((y) * W + (z))
 #endif
 #ifdef ADAPTIVE
@@ -39,13 +58,13 @@ __kernel void pool2d(__global const T* x, __global T* out, int H, int W, int OH,
     float count = (float)(kh * kw);
 #endif
 #endif
-    float acc = POOL_INIT;
+    VREAL acc = (VREAL)POOL_INIT;
     for (int y = hs; y < he; ++y)
-        for (int z = ws; z < we; ++z) POOL_ADD(acc, (float)LOAD(p, PIXEL(y, z)));
+        for (int z = ws; z < we; ++z) POOL_ADD(acc, VLOAD(p, PIXEL(y, z)));
 #ifdef POOL_MAX
-    STORE(out, i, acc);
+    VSTORE(out, e, acc);
 #else
-    STORE(out, i, acc / count);
+    VSTORE(out, e, acc / count);
 #endif
 }
 
