@@ -94,7 +94,7 @@ def launch(rt: Runtime, kernel: Any, gws: Sequence[int], lws: Sequence[int] | No
     kernel.set_args(*args)
     if lws is not None:
         gws = [-(-g // l) * l for g, l in zip(gws, lws)]
-    enqueue = functools.partial(cl.enqueue_nd_range_kernel, queue or rt.queue, kernel, tuple(gws),
+    enqueue = functools.partial(cl.enqueue_nd_range_kernel, rt.queue if queue is None else queue, kernel, tuple(gws),
                                 None if lws is None else tuple(lws))
     enqueue.keep = args  # the kernel holds raw handles: keep its buffers alive as long as the launch
     return enqueue
