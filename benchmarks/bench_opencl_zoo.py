@@ -162,7 +162,7 @@ def torch_latency(model, x: np.ndarray, half: bool, runs: int) -> tuple[float, f
 
 
 def print_profile(prepared, feed: dict[str, np.ndarray], top: int = 6) -> None:
-    """Seconds per op type (each op waited for), the slowest first."""
+    """Seconds per op type (``PreparedProgram.profile``: on OpenCL the device's own), the slowest first."""
     totals: dict[str, float] = {}
     for where, seconds in prepared.profile(feed):
         kind = where.split("[")[-1].rstrip("]")

@@ -65,11 +65,13 @@ class ResolvedOp:
 
 @frozen
 class Binding:
-    """A bound op: what runs it (None: nothing to run, such as a view) and how many device
-    launches (kernel calls) that is."""
+    """A bound op: what runs it (None: nothing to run, such as a view), how many device launches
+    (kernel calls) that is, and optionally ``timed``: its work run once more, returning the
+    seconds the device itself spent on it (``PreparedProgram.profile``; None: the host times it)."""
 
     run: Run | None
     launches: int
+    timed: Callable[[], float] | None = None
 
 
 class Backend(abc.ABC):

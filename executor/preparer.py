@@ -243,7 +243,7 @@ class Preparer:
                 step.run, launches = self._transfer(r, kernel, ins, outs), 1
             else:
                 binding = self.backend.bind(kernel, ins, outs, [handles[n] for n in dying if n in handles])
-                step.run, launches = binding.run, binding.launches
+                step.run, step.timed, launches = binding.run, binding.timed, binding.launches
         except HalfwayError as e:
             raise type(e)(f"while preparing {step.where}: {e}") from e
         report.launches += launches

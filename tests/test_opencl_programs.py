@@ -197,6 +197,22 @@ def test_profile_times_every_op(place):
     assert times[0][0].startswith("op #0 conv2d")
 
 
+def test_profile_counts_the_device_time_of_each_op(place):
+    """An op's seconds are the device's own (profiling events), so a convolution of 16 times the
+    pixels takes longer, and none of the host's launch and wait is counted for it."""
+    def conv_seconds(side: int) -> float:
+        prog = halfway.Program()
+        with halfway.program_guard(prog):
+            y = layers.conv2d(layers.data("x", [1, 8, side, side]), num_filters=16, filter_size=3, padding=1)
+        prepared = Executor(place).prepare(prog, ["x"], [y.name], halfway.init_scope(prog, seed=0))
+        assert all(step.timed is not None for step in prepared._steps)
+        feed = {"x": RNG.standard_normal((1, 8, side, side)).astype(np.float32)}
+        return min(prepared.profile(feed)[0][1] for _ in range(3))
+
+    small, large = conv_seconds(16), conv_seconds(64)
+    assert 0 < small < large
+
+
 def test_each_kernel_variant_compiles_once(place):
     prog, scope, fetch = small_cnn()
     Executor(place).prepare(prog, ["x"], [fetch], scope)
