@@ -324,10 +324,10 @@ def _channels_last(rt: Runtime, g: Gemm, conv: ConvShape, a: DeviceArray, b: Dev
     elif taps > 1 or padded != conv.C:
         to_ohwi, a = _transpose(rt, a, conv.O, conv.C, taps, padded)
         launches.append(to_ohwi)
-    images = g.n // (conv.OH * conv.OW)
     g = g._replace(k=taps * padded, a=(conv.OG * taps * padded, taps * padded, 1))
     if nhwc_input:
         return _Operands(g, conv, a, b, launches)
+    images = g.n // (conv.OH * conv.OW)
     if taps == 1 and (conv.SH, conv.SW) != (1, 1) and conv.PT == conv.PL == 0:
         subsample = Subsample(conv.OW, conv.SH, conv.SW, conv.H, conv.W)
         to_nhwc, b = _transpose(rt, b, images, conv.C, conv.OH * conv.OW, padded, subsample)
