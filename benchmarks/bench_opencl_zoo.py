@@ -185,9 +185,13 @@ class Networks(NamedTuple):
     x: np.ndarray
 
 
+LAYOUT_PASSES = "channels_last,fuse_conv_pool"
+"""What ``--channels-last`` runs after the default passes: NHWC, then pools in the epilogues."""
+
+
 def _networks(name: str, build: Callable[[Var], Var], batch: int, channels_last: bool = False) -> Networks:
     """``Networks`` of torchvision's model ``name`` (seeded random weights; the float16 programs in
-    NHWC with ``channels_last``: the pass of that name) and a seeded input of ``batch`` images."""
+    NHWC with ``channels_last``: ``LAYOUT_PASSES``) and a seeded input of ``batch`` images."""
     import torch
     import torchvision
 
@@ -199,7 +203,7 @@ def _networks(name: str, build: Callable[[Var], Var], batch: int, channels_last:
     prog32, scope = _transpiled(prog, torch_scope(prog, model))
     nhwc = prog32
     if channels_last:
-        moved = PassManager("channels_last").run(prog32, scope, fetch=[out.name])
+        moved = PassManager(LAYOUT_PASSES).run(prog32, scope, fetch=[out.name])
         nhwc, scope = moved.program, moved.scope  # with the classifier's reordered weights
     prog16, _ = halfway.float16_transpile(nhwc, scope)
     io16, _ = halfway.float16_transpile(nhwc, scope, keep_io_types=False)
@@ -311,7 +315,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="also print the slowest op types (--torch)")
     parser.add_argument("--device", default=None)
     parser.add_argument("--channels-last", action="store_true",
-                        help="--torch, --tuning: the float16 programs in NHWC (the channels_last pass)")
+                        help="--torch, --tuning: the float16 programs in NHWC, pools fused into convolutions "
+                             "(the channels_last and fuse_conv_pool passes)")
     parser.add_argument("--no-tune", action="store_true",
                         help="take the kernels' heuristic tiles, not tiles timed on the device as PyTorch's cuDNN does")
     args = parser.parse_args()

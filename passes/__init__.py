@@ -12,6 +12,7 @@ from halfway.passes import fuse_conv_bn  # noqa: F401
 from halfway.passes import fuse_bn_relu_conv  # noqa: F401
 from halfway.passes import reorder_pool_conv  # noqa: F401
 from halfway.passes import fuse_conv_act  # noqa: F401
+from halfway.passes import fuse_conv_pool  # noqa: F401
 from halfway.passes import fuse_fc  # noqa: F401
 from halfway.passes import fuse_activations  # noqa: F401
 from halfway.passes import fuse_norm  # noqa: F401

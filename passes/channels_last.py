@@ -5,7 +5,7 @@ On tensor cores (NVIDIA, float16) an NCHW convolution of some size reads a chann
 its input, one launch and one pass over the tensor each (VGG-19 at batch 1: 15 of its 42
 launches). This pass gives such convolutions NHWC tensors to begin with:
 
-1. The members: ungrouped ``conv2d`` / ``fused_conv2d`` in NCHW whose input has a multiple of 8
+1. The members: ungrouped ``conv2d`` / ``fused_conv2d`` / ``fused_conv2d_pool`` in NCHW whose input has a multiple of 8
    channels (whole 16-byte chunks of float16, as the tensor cores read them) or fewer than 8 (a
    stem, whose few channels are gathered a pixel at a time in either layout), and max or avg
    ``pool2d`` in NCHW, all 4-D.
@@ -43,10 +43,11 @@ from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_r
 
 __all__ = ["ChannelsLastOptions", "channels_last"]
 
-_CONVS = ("conv2d", "fused_conv2d")
-_READS = {"conv2d": ("Input",), "fused_conv2d": ("Input", "ResidualData"), "pool2d": ("X",)}
+_CONVS = ("conv2d", "fused_conv2d", "fused_conv2d_pool")
+_READS = {"conv2d": ("Input",), "fused_conv2d": ("Input", "ResidualData"), "fused_conv2d_pool": ("Input",),
+          "pool2d": ("X",)}
 """Each member type's slots that read activations (which take the member's layout)."""
-_WRITES = {"conv2d": "Output", "fused_conv2d": "Output", "pool2d": "Out"}
+_WRITES = {"conv2d": "Output", "fused_conv2d": "Output", "fused_conv2d_pool": "Output", "pool2d": "Out"}
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
 
 

@@ -225,6 +225,38 @@ def test_nhwc_convolutions(place, attrs, channels, size, dtype):
     check(place, "fused_conv2d", inputs, {**attrs, "fuse_activation": "relu"}, params=("Filter", "Bias"))
 
 
+CONV_POOLS = [
+    ({"paddings": [1, 1], "data_format": "NHWC"}, 16, "max", [2, 2]),  # tensor cores: the pool is the epilogue
+    ({"paddings": [1, 1], "strides": [2, 2], "data_format": "NHWC"}, 8, "max", [2, 2]),  # odd maps: a row dropped
+    ({"paddings": [1, 1], "data_format": "NHWC"}, 3, "max", [2, 2]),  # a stem's few channels
+    ({"paddings": [1, 1], "data_format": "NHWC"}, 16, "avg", [2, 2]),
+    ({"paddings": [1, 1], "data_format": "NCHW"}, 16, "max", [3, 2]),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("attrs, channels, kind, size", CONV_POOLS, ids=range(len(CONV_POOLS)))
+def test_convolutions_with_their_pool(place, attrs, channels, kind, size, dtype):
+    """fused_conv2d_pool: one launch where the epilogue pools (2x2 max, NHWC, tensor cores), the
+    convolution then the pool elsewhere; against numpy's convolution then pool."""
+    shape = (2, 13, 11, channels) if attrs["data_format"] == "NHWC" else (2, channels, 13, 11)
+    inputs = {"Input": rand(*shape, dtype=dtype), "Filter": rand(24, channels, 3, 3, dtype=dtype) * 0.3,
+              "Bias": rand(24, dtype=dtype)}
+    attrs = {**attrs, "fuse_activation": "relu", "pool_type": kind, "pool_size": size}
+    got = check(place, "fused_conv2d_pool", inputs, attrs, params=("Filter", "Bias"))["Output"][0]
+    conv = run_op("fused_conv2d", inputs, {k: v for k, v in attrs.items() if not k.startswith("pool_")},
+                  params=("Filter", "Bias")).outputs["Output"][0].astype(np.float32)
+    axes = (1, 2) if attrs["data_format"] == "NHWC" else (2, 3)
+    rows, cols = conv.shape[axes[0]] // size[0] * size[0], conv.shape[axes[1]] // size[1] * size[1]
+    conv = conv[:, :rows, :cols] if axes == (1, 2) else conv[:, :, :rows, :cols]
+    split = list(conv.shape)
+    split[axes[0]:axes[1] + 1] = [rows // size[0], size[0], cols // size[1], size[1]]
+    windows = conv.reshape(split)
+    want = windows.max(axis=(axes[0] + 1, axes[1] + 2)) if kind == "max" else windows.mean(axis=(axes[0] + 1, axes[1] + 2))
+    tol = 2e-3 if dtype == np.float16 else 2e-5
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_batch_norm(place, dtype):
     c = 5

@@ -13,7 +13,7 @@ from halfway.ir.program import Program
 
 __all__ = ["Node", "Edge", "Graph", "program_graph", "to_dot", "STYLES", "FUSED_TYPES"]
 
-FUSED_TYPES = frozenset({"fused_conv2d", "fc"})
+FUSED_TYPES = frozenset({"fused_conv2d", "fused_conv2d_pool", "fc"})
 """Op types the fusion passes produce (besides any ``fused_*``)."""
 
 STYLES = {  # kind -> (fill colour, legend text)

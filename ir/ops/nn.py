@@ -1,5 +1,6 @@
 """Schemas of the neural-network ops: convolution, pooling, normalisation, padding, dropout,
-softmax, matrix products, and the fused ops later passes produce (``fc``, ``fused_conv2d``).
+softmax, matrix products, and the fused ops later passes produce (``fc``, ``fused_conv2d``,
+``fused_conv2d_pool``).
 
 Slots, attr names and defaults follow Paddle's operators. Sliding-window ops (conv, pool)
 share one geometry rule, ``window_geometry``, which kernels call too, so inference and
@@ -196,11 +197,16 @@ def _conv_common(ctx: InferContext, transposed: bool) -> tuple[TensorInfo, bool,
     return x, channel_last, n, w.shape[0], spatial
 
 
-def _infer_conv(ctx: InferContext) -> None:
+def _conv_output(ctx: InferContext) -> tuple[TensorInfo, tuple[int, ...]]:
+    """(the input, the convolution's output shape), checked."""
     x, channel_last, n, c_out, spatial = _conv_common(ctx, transposed=False)
     window = _window(ctx, spatial, ctx.input("Filter").shape[2:], ctx.attr("dilations"))
-    out = _join(n, c_out, window.out, channel_last)
     _check_vector(ctx, "Bias", c_out)
+    return x, _join(n, c_out, window.out, channel_last)
+
+
+def _infer_conv(ctx: InferContext) -> None:
+    x, out = _conv_output(ctx)
     if ctx.has_input("ResidualData"):
         res = ctx.input("ResidualData").shape
         ctx.check(len(res) == 4 and all(map(_same_dim, res, out)),
@@ -239,15 +245,42 @@ for _type, _doc in (("conv2d", "2-D convolution (grouped when groups > 1)."),
         attrs=_conv_attrs(), infer=_infer_conv,
         doc=f"{_doc} ResidualData, when given (Paddle's oneDNN fusions), is added to Output.")
 
+def _fused_conv_attrs() -> list[AttrSpec]:
+    return _conv_attrs() + [AttrSpec("fuse_activation", AttrType.STRING, "", choices=FUSABLE_ACTIVATIONS),
+                            AttrSpec("fuse_alpha", AttrType.FLOAT, 0.0), AttrSpec("fuse_beta", AttrType.FLOAT, 0.0)]
+
+
+def _infer_conv_pool(ctx: InferContext) -> None:
+    x, out = _conv_output(ctx)
+    size = ctx.attr("pool_size")
+    ctx.check(len(size) == 2 and all(s > 0 for s in size), f"attr pool_size must be 2 positive values, got {list(size)}")
+    channel_last = ctx.attr("data_format") == "NHWC"
+    n, c, spatial = _split(out, channel_last)
+    ctx.check(all(d < 0 or d >= s for d, s in zip(spatial, size)),
+              f"the convolution's output {list(spatial)} is smaller than pool_size {list(size)}")
+    pooled = [d // s if d >= 0 else -1 for d, s in zip(spatial, size)]
+    ctx.set_output("Output", _join(n, c, pooled, channel_last), x.dtype)
+
+
 _register(
     "fused_conv2d",
     inputs=_CONV_SLOTS + [Slot("Bias", dispensable=True), Slot("ResidualData", dispensable=True)],
     outputs=[Slot("Output")],
-    attrs=_conv_attrs() + [AttrSpec("fuse_activation", AttrType.STRING, "", choices=FUSABLE_ACTIVATIONS),
-                           AttrSpec("fuse_alpha", AttrType.FLOAT, 0.0), AttrSpec("fuse_beta", AttrType.FLOAT, 0.0)],
+    attrs=_fused_conv_attrs(),
     infer=_infer_conv,
     doc="Output = act(conv2d(Input, Filter) + Bias[C] + ResidualData); act = fuse_activation, with "
         "fuse_alpha and fuse_beta its parameters as Paddle's fused_conv2d reads them (0: the default).",
+)
+
+_register(
+    "fused_conv2d_pool",
+    inputs=_CONV_SLOTS + [Slot("Bias", dispensable=True)], outputs=[Slot("Output")],
+    attrs=_fused_conv_attrs() + [AttrSpec("pool_type", AttrType.STRING, "max", choices=("max", "avg")),
+                                 AttrSpec("pool_size", AttrType.INTS, [2, 2])],
+    infer=_infer_conv_pool,
+    doc="halfway's fused_conv2d followed by a pool2d of pool_size windows at their own stride, unpadded "
+        "(rows and columns past the last whole window are dropped): Output = pool(act(conv2d(Input, Filter) "
+        "+ Bias[C])). fuse_conv_pool makes it; on tensor cores in NHWC a 2x2 max pool is the GEMM's epilogue.",
 )
 
 _register(

@@ -1,5 +1,5 @@
 """numpy kernels of the convolutions (``conv2d``, ``depthwise_conv2d``, ``fused_conv2d``,
-``conv2d_transpose``) and the fused epilogue — bias, residual, activation — that fusion passes
+``fused_conv2d_pool``, ``conv2d_transpose``) and the fused epilogue — bias, residual, activation — that fusion passes
 target.
 
 How a convolution runs (the plan is fixed at prepare time from the ``KernelSpec``; every path
@@ -66,6 +66,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from halfway.ir.ops.families import UNARY, epilogue_op
 from halfway.ir.ops.nn import window_geometry
+from halfway.kernels.conv_pool import conv_and_pool
 from halfway.kernels.numpy.jit import (CompiledActivation, compiled_activation, compiled_dense, compiled_depthwise,
                                       compiled_epilogue, dense_filter)
 from halfway.kernels.numpy.threads import (MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans,
@@ -681,6 +682,16 @@ def fused_conv2d(spec: KernelSpec) -> Kernel:
     g = conv_geometry(spec)
     attrs = spec.attrs
     return _conv(spec, g, make_epilogue(g.bias_shape(), attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"]))
+
+
+@register_kernel("fused_conv2d_pool")
+def fused_conv2d_pool(spec: KernelSpec) -> Kernel:
+    """The convolution, then the pool of its output (``conv_and_pool``)."""
+    from halfway.kernels.numpy.nn import pool2d  # nn imports this module
+
+    conv_spec, pool_spec = conv_and_pool(spec)
+    conv, pool = fused_conv2d(conv_spec), pool2d(pool_spec)
+    return lambda *args: pool(conv(*args))
 
 
 # -- conv2d_transpose: GEMM + col2im ----------------------------------------------------------------

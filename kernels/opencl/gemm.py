@@ -72,6 +72,8 @@ class ConvShape(NamedTuple):
     DW: int
     PT: int
     PL: int
+    POOL: int = 0
+    """1: the epilogue stores the 2x2 max pool of the output (NHWC on tensor cores, gemm_index.h)."""
 
 
 class Tile(NamedTuple):

@@ -1,5 +1,5 @@
-"""OpenCL kernels of the nn ops: conv2d / depthwise_conv2d / fused_conv2d, pool2d, batch_norm, lrn,
-softmax, matmul_v2, mul and fc; NCHW, and NHWC for ungrouped convolutions and pools.
+"""OpenCL kernels of the nn ops: conv2d / depthwise_conv2d / fused_conv2d / fused_conv2d_pool, pool2d,
+batch_norm, lrn, softmax, matmul_v2, mul and fc; NCHW, and NHWC for ungrouped convolutions and pools.
 
 Convolutions (``conv_geometry`` as the numpy kernels):
 
@@ -17,7 +17,9 @@ Convolutions (``conv_geometry`` as the numpy kernels):
 All three end in the fused epilogue ``act(acc + Bias[o] + ResidualData)``. An NHWC convolution (what
 the ``channels_last`` pass makes) is the implicit GEMM over its tensors where they lie: on tensor
 cores, with channels a multiple of 8, its input is already the channels-last operand, so it
-needs no copy, and its output is what the next one reads.
+needs no copy, and its output is what the next one reads. A ``fused_conv2d_pool`` of such a
+convolution and a 2x2 max pool is one GEMM whose columns walk each window's 4 pixels, its epilogue
+storing their maximum; the full-size output is never written (VGG-19's 5 pools).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 
 from halfway.ir.dtypes import DType
 from halfway.ir.ops.nn import window_geometry
+from halfway.kernels.conv_pool import conv_and_pool
 from halfway.kernels.numpy.conv import ConvGeometry, conv_geometry, slot_positions
 from halfway.kernels.opencl.activations import Activation, fused_activation
 from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch,
@@ -69,11 +72,13 @@ def _per_image(rt: Runtime, dtype: DType, g: ConvGeometry) -> bool:
 
 def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: DeviceArray, out: DeviceArray,
                  act: Activation, bias: DeviceArray | None, res: DeviceArray | None,
-                 filter_values: np.ndarray | None = None) -> list[Launch]:
-    shape = _conv_shape(g)
+                 filter_values: np.ndarray | None = None, pool: bool = False) -> list[Launch]:
+    """The launches of a convolution; ``pool``: of its 2x2 max pool (``_pools_in_epilogue``)."""
+    shape = _conv_shape(g)._replace(POOL=int(pool))
     if g.channel_last:  # an implicit GEMM over the NHWC tensors where they lie
         og, k = shape.OG, shape.CG * shape.KH * shape.KW
-        gemm = Gemm(og, g.n * g.out[0] * g.out[1], k, g.groups, (og * k, k, 1), (0, 0, 0), (0, 0, 0))
+        pixels = g.n * (g.out[0] // 2) * (g.out[1] // 2) * 4 if pool else g.n * g.out[0] * g.out[1]
+        gemm = Gemm(og, pixels, k, g.groups, (og * k, k, 1), (0, 0, 0), (0, 0, 0))
         return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape, filter_values=filter_values,
                            channels_last=True)
     if g.groups == g.c and g.groups > 1:
@@ -92,18 +97,50 @@ def _conv_launch(rt: Runtime, dtype: DType, g: ConvGeometry, x: DeviceArray, w: 
     return gemm_launch(rt, dtype, gemm, w, x, out, act, bias, res, conv=shape, filter_values=filter_values)
 
 
+def _activation(spec: KernelSpec) -> Activation:
+    attrs = spec.attrs
+    if spec.op_type in ("fused_conv2d", "fused_conv2d_pool"):
+        return fused_activation(attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"])
+    return IDENTITY
+
+
 def _conv(spec: KernelSpec) -> Binder:
     g = conv_geometry(spec)
     if g.channel_last and g.groups > 1:
         raise Unsupported(f"{spec.op_type} in NHWC with groups")
-    attrs = spec.attrs
-    act = fused_activation(attrs["fuse_activation"], attrs["fuse_alpha"], attrs["fuse_beta"]) \
-        if spec.op_type == "fused_conv2d" else IDENTITY
+    act = _activation(spec)
     where = slot_positions(spec)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         return _conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"),
                             _optional(ins, where, "ResidualData"), spec.constant("Filter"))
+
+    return bind
+
+
+def _pools_in_epilogue(rt: Runtime, dtype: DType, g: ConvGeometry, spec: KernelSpec) -> bool:
+    """Whether a ``fused_conv2d_pool`` is one launch: a 2x2 max pool of an ungrouped NHWC
+    convolution on tensor cores, stored by the GEMM's epilogue (``POOL``, gemm_index.h)."""
+    return (uses_tensor_cores(rt, dtype) and g.channel_last and g.groups == 1
+            and spec.attrs["pool_type"] == "max" and list(spec.attrs["pool_size"]) == [2, 2])
+
+
+def _conv_pool(spec: KernelSpec) -> Binder:
+    """A convolution and the pool of its output: one launch where ``_pools_in_epilogue``, else the
+    convolution's launches into a buffer of its full-size output, then the pool's."""
+    conv_spec, pool_spec = conv_and_pool(spec)
+    g = conv_geometry(conv_spec)
+    conv, pool = _conv(conv_spec), _pool2d(pool_spec)
+    act, where = _activation(spec), slot_positions(spec)
+    full = conv_spec.output("Output").shape
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        if outs[0] is not None and _pools_in_epilogue(rt, spec.dtype, g, spec):
+            return _conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"), None,
+                                spec.constant("Filter"), pool=True)
+        storage = rt.storage(spec.dtype)
+        between = DeviceArray(rt.alloc(math.prod(full) * storage.itemsize), full, storage)
+        return [*conv(rt, ins, [between]), *pool(rt, [between], outs)]
 
     return bind
 
@@ -262,6 +299,7 @@ def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:
 def _register() -> None:
     for op_type in ("conv2d", "depthwise_conv2d", "fused_conv2d"):
         register_kernel(op_type, "opencl", FLOATS)(_conv)
+    register_kernel("fused_conv2d_pool", "opencl", FLOATS)(_conv_pool)
     for op_type, factory in (("pool2d", _pool2d), ("batch_norm", _batch_norm), ("softmax", _softmax), ("lrn", _lrn),
                              ("matmul_v2", _matmul_v2), ("mul", _mul), ("fc", _fc)):
         register_kernel(op_type, "opencl", FLOATS)(factory)

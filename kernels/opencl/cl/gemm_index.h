@@ -17,25 +17,40 @@
 #else
 #define IN_AT(img, c, y, z) ((((img) * C + (c)) * H + (y)) * W + (z))
 #endif
-#ifdef OUT_NHWC
+/* The output pixel of column n: (image, row, column). POOL (NHWC outputs on tensor cores): column
+ * n is pixel n % 4 of the 2x2 window n / 4 of the pooled map, and the epilogue stores each window's
+ * maximum at its own index, n / 4. */
+#if POOL
+#define POOL_W (OW / 2)
+#define POOL_HW ((OH / 2) * (OW / 2))
+#define COL_IMG(n) ((n) / 4 / POOL_HW)
+#define COL_Y(n) ((n) / 4 % POOL_HW / POOL_W * 2 + (n) % 4 / 2)
+#define COL_X(n) ((n) / 4 % POOL_HW % POOL_W * 2 + (n) % 2)
+#define OUT_INDEX(b, m, n) ((n) / 4 * O + (b) * OG + (m))
+#else
+#define COL_IMG(n) ((n) / OHW)
+#define COL_Y(n) ((n) % OHW / OW)
+#define COL_X(n) ((n) % OW)
+#endif
+#if POOL
+#elif defined(OUT_NHWC)
 #define OUT_INDEX(b, m, n) ((n) * O + (b) * OG + (m))
 #else
 #define OUT_INDEX(b, m, n) ((((n) / OHW) * O + (b) * OG + (m)) * OHW + (n) % OHW)
 #endif
 inline int conv_b_index(int g, int k, int n) {
     int tj = k % KW, ti = (k / KW) % KH, c = k / (KW * KH);
-    int p = n % OHW, img = n / OHW;
-    int y = (p / OW) * SH - PT + ti * DH, z = (p % OW) * SW - PL + tj * DW;
+    int y = COL_Y(n) * SH - PT + ti * DH, z = COL_X(n) * SW - PL + tj * DW;
     if (y < 0 || y >= H || z < 0 || z >= W) return -1;
-    return IN_AT(img, g * CG + c, y, z);
+    return IN_AT(COL_IMG(n), g * CG + c, y, z);
 }
 #define B_INDEX(b, k, n) conv_b_index((b), (k), (n))
 
 /* A work-item whose column n of every B slice is fixed (the work-group size a multiple of the
  * tile width) locates its output pixel once; then only the tap (c, i, j) of k is decoded. */
-#define CONV_COLUMN(n_) const int col_n = (n_), col_p = col_n % OHW; \
-    const int col_y = (col_p / OW) * SH - PT, col_x = (col_p % OW) * SW - PL; \
-    const int col_img = col_n / OHW, col_c = b * CG; \
+#define CONV_COLUMN(n_) const int col_n = (n_); \
+    const int col_y = COL_Y(col_n) * SH - PT, col_x = COL_X(col_n) * SW - PL; \
+    const int col_img = COL_IMG(col_n), col_c = b * CG; \
     const bool col_valid = col_n < N
 #define CONV_AT(k) conv_column_index((k), col_y, col_x, col_img, col_c, col_valid && (k) < kend)
 inline int conv_column_index(int k, int col_y, int col_x, int col_img, int col_c, bool valid) {

@@ -75,10 +75,10 @@
     const uint b_put = 2 * NK_OFF(b_row, b_col); \
     int px_base[BN / NK_ROWS], px_y[BN / NK_ROWS], px_x[BN / NK_ROWS]; \
     UNROLL for (int q = 0; q < BN / NK_ROWS; ++q) { \
-        const int n = n0 + b_row + q * NK_ROWS, p = n % OHW; \
-        px_base[q] = n / OHW * (H * W); \
-        px_y[q] = n < N ? p / OW * SH - PT : -(1 << 20); \
-        px_x[q] = p % OW * SW - PL; \
+        const int n = n0 + b_row + q * NK_ROWS; \
+        px_base[q] = COL_IMG(n) * (H * W); \
+        px_y[q] = n < N ? COL_Y(n) * SH - PT : -(1 << 20); \
+        px_x[q] = COL_X(n) * SW - PL; \
     }
 #define B_ISSUE(bs, k0) { \
         const int k = (k0) + b_col, tap = k / C, c = k % C, y = tap / KW * DH, x = tap % KW * DW; \
@@ -217,6 +217,24 @@
             } \
         } \
     }
+#elif POOL
+/* A 2x2 max pool (NHWC): each window's 4 pixels are 4 consecutive columns. Each lane takes one row
+ * of a window, applies the epilogue to its 4 values and stores their maximum (rounding and the
+ * activation keep order, so this is the pool of the stored outputs). */
+#define STORE_BAND(i) \
+        UNROLL for (int f = lane; f < 16 * NI * 2; f += 32) { \
+            const int r = f % 16, c = f / 16 * 4, m = m0 + wm + (i) * 16 + r, n = n0 + wn + c; \
+            if (m < M && n < N) { \
+                float best_ = -INFINITY; \
+                UNROLL for (int e = 0; e < 4; ++e) { \
+                    float v_ = staged[r * LDS + c + e]; \
+                    ADD_BIAS(v_, BIAS_INDEX(b, m, n)) \
+                    const REAL r_ = (REAL)v_; \
+                    best_ = fmax(best_, (float)(ACT(r_))); \
+                } \
+                STORE(out, OUT_INDEX(b, m, n), (REAL)best_); \
+            } \
+        }
 #elif defined(OUT_NHWC)
 /* Channels-last outputs: a column's rows are consecutive outputs, so the lanes take the band's 16
  * rows of two columns at a time (32-byte runs of float16) instead of a row's columns. */
