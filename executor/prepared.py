@@ -151,11 +151,12 @@ class PreparedProgram:
             for step in self._steps:
                 start = time.perf_counter()
                 try:
-                    if step.timed is not None:
+                    if step.run is None:  # a view: no work
+                        seconds = 0.0
+                    elif step.timed is not None:
                         seconds = step.timed()
                     else:
-                        if step.run is not None:
-                            step.run(state)
+                        step.run(state)
                         self.backend.finish(state)
                         seconds = time.perf_counter() - start
                 except Exception as e:

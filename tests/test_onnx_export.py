@@ -187,6 +187,22 @@ def test_save_onnx_writes_the_model_atomically(tmp_path):
     assert _rel_error(got, want) <= RTOL
 
 
+@pytest.mark.parametrize("act, kind", [("relu", "max"), ("relu6", "avg"), ("", "max")])
+def test_convolutions_with_their_pool_export(act, kind):
+    """fused_conv2d_pool (odd maps: the last row and column dropped) as Conv, its activation and a pool."""
+    program = halfway.Program()
+    with halfway.program_guard(program):
+        y = halfway.layers.conv2d(halfway.layers.data("x", [2, 4, 11, 9]), num_filters=6, filter_size=3, padding=1,
+                                  act=act or None)
+        y = halfway.layers.pool2d(y, pool_size=2, pool_type=kind, pool_stride=2)
+    fused = halfway.PassManager(f"{halfway.passes.DEFAULT_PIPELINE},fuse_conv_pool").run(
+        program, halfway.init_scope(program, seed=2), fetch=[y.name])
+    assert [op.type for op in fused.program.global_block().ops][0] == "fused_conv2d_pool"
+    inputs = [{"x": np.random.default_rng(3).standard_normal((2, 4, 11, 9)).astype(np.float32)}]
+    _round_trip(fused.program, fused.scope, ["x"], [y.name], inputs,
+                _halfway_outputs(fused.program, fused.scope, ["x"], [y.name], inputs))
+
+
 @pytest.mark.parametrize("opset, contrib", [(14, False), (17, False), (17, True)])
 def test_skip_layer_norm_exports_with_its_sum(opset, contrib):
     from tests.test_fuse_norm import _opset14_pre_norm_block

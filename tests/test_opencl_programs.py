@@ -213,6 +213,16 @@ def test_profile_counts_the_device_time_of_each_op(place):
     assert 0 < small < large
 
 
+def test_profile_gives_a_view_no_time(place):
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        y = layers.flatten(layers.conv2d(layers.data("x", [1, 8, 6, 6]), num_filters=4, filter_size=3), 1, 3)
+    prepared = Executor(place).prepare(prog, ["x"], [y.name], halfway.init_scope(prog, seed=0))
+    times = dict(prepared.profile({"x": RNG.standard_normal((1, 8, 6, 6)).astype(np.float32)}))
+    assert [s for op, s in times.items() if "flatten_contiguous_range(" in op] == [0.0]
+    assert all(s > 0 for op, s in times.items() if "conv2d(" in op)
+
+
 def test_each_kernel_variant_compiles_once(place):
     prog, scope, fetch = small_cnn()
     Executor(place).prepare(prog, ["x"], [fetch], scope)

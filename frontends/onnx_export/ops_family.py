@@ -55,16 +55,17 @@ for _row in (*UNARY.values(), *BINARY.values(), *COMPARE.values()):
         exports(_row.name)(_one_to_one)
 
 
-def activation(ctx: ExportContext, op_type: str, attrs: dict[str, float], x: str, out: str | None = None) -> str:
+def activation(ctx: ExportContext, op_type: str, attrs: dict[str, float], x: str, out: str | None = None,
+               like: str | None = None) -> str:
     """Write activation ``op_type`` (a UNARY row's name) with ``attrs`` of ``x``; returns its output.
-    The constants take the dtype of var ``out`` (else of ``x``, then a var)."""
+    The constants take the dtype of var ``like``, else ``out``, else ``x`` (then a var)."""
     row = UNARY[op_type]
     outputs = [out] if out else None
     if row.onnx is not None:
         mapped: dict[str, Any] = {theirs: float(attrs.get(ours, row.defaults()[ours])) for ours, (theirs, _) in row.onnx.attrs.items()}
         return ctx.node(row.onnx.name, [x], outputs, **mapped)
     full = row.defaults() | attrs
-    return _DECOMPOSED[op_type](ctx, full, x, outputs, out or x)
+    return _DECOMPOSED[op_type](ctx, full, x, outputs, like or out or x)
 
 
 def _relu6(ctx: ExportContext, attrs: dict[str, float], x: str, outputs: list[str] | None, like: str) -> str:

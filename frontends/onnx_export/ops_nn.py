@@ -99,6 +99,19 @@ def fused_conv2d(ctx: ExportContext, op: Operator) -> None:
         activation(ctx, act[0], act[1], value, out)
 
 
+@exports("fused_conv2d_pool")
+def fused_conv2d_pool(ctx: ExportContext, op: Operator) -> None:
+    """act(Conv(Input, Filter, Bias)), then MaxPool or AveragePool of pool_size windows at their own stride."""
+    out = op.output("Output")[0]
+    value = _conv(ctx, op, None, op.input("Bias")[0] if op.input("Bias") else None)
+    act = epilogue_op(op.attr("fuse_activation"), op.attr("fuse_alpha"), op.attr("fuse_beta"))
+    if act:
+        value = activation(ctx, act[0], act[1], value, like=out)
+    size = list(op.attr("pool_size"))
+    ctx.node("MaxPool" if op.attr("pool_type") == "max" else "AveragePool", [value], [out], kernel_shape=size,
+             strides=size)
+
+
 @exports("pool2d", "pool3d")
 def pool(ctx: ExportContext, op: Operator) -> None:
     x, out = op.input("X")[0], op.output("Out")[0]
