@@ -135,7 +135,9 @@ def _conv_pool(spec: KernelSpec) -> Binder:
     full = conv_spec.output("Output").shape
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        if outs[0] is not None and _pools_in_epilogue(rt, spec.dtype, g, spec):
+        if outs[0] is None:  # nothing reads the pooled output
+            return []
+        if _pools_in_epilogue(rt, spec.dtype, g, spec):
             return _conv_launch(rt, spec.dtype, g, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"), None,
                                 spec.constant("Filter"), pool=True)
         storage = rt.storage(spec.dtype)
