@@ -6,10 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.passes.base import get_pass
-from halfway.passes.float16 import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, Float16Report
+from ..ir.program import Program
+from ..ir.scope import Scope
+from ..passes.base import get_pass
+from ..passes.float16 import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, Float16Report
 
 __all__ = ["float16_transpile"]
 

@@ -6,7 +6,8 @@ back to their Haswell (AVX2) kernels there, at half the float32 GEMM speed of th
 (SkylakeX) kernels on the same CPU (2048x2048 sgemm, 2 cores: 260 against 490 GF/s). On Zen 4
 OpenBLAS itself already picks SkylakeX.
 
-So, when halfway is imported before numpy, an AMD CPU with the AVX-512 subsets those kernels use
+So, when ``tune()`` runs before numpy is imported (the ``halfway`` command does so first; a
+program of the user's may call ``halfway.openblas.tune()`` before its first ``import numpy``), an AMD CPU with the AVX-512 subsets those kernels use
 gets ``OPENBLAS_CORETYPE=SkylakeX``. A value the user set is kept, and once numpy is imported
 OpenBLAS has made its choice, so nothing is changed then.
 
@@ -23,7 +24,7 @@ import os
 import sys
 from collections.abc import MutableMapping
 
-__all__ = ["SKYLAKEX_FLAGS", "THREAD_TIMEOUT", "core_for", "choose_core", "choose_thread_timeout"]
+__all__ = ["SKYLAKEX_FLAGS", "THREAD_TIMEOUT", "core_for", "choose_core", "choose_thread_timeout", "tune"]
 
 SKYLAKEX_FLAGS = frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})
 """The AVX-512 subsets OpenBLAS's SkylakeX kernels use (its own test before choosing them)."""
@@ -66,3 +67,9 @@ def choose_thread_timeout(environ: MutableMapping[str, str] = os.environ) -> str
         return None
     environ["OPENBLAS_THREAD_TIMEOUT"] = THREAD_TIMEOUT
     return THREAD_TIMEOUT
+
+
+def tune(environ: MutableMapping[str, str] = os.environ) -> None:
+    """``choose_core`` and ``choose_thread_timeout``: a no-op once numpy is loaded."""
+    choose_core(environ)
+    choose_thread_timeout(environ)

@@ -3,9 +3,9 @@ actors, each holding the model prepared once (``Predictor``), over a ``ray.data.
 CPUs or GPUs, one node or many. Actors that die are replaced and their batches run again, so each
 row comes out once.
 
-    import ray, halfway.ray
+    import ray, halfway.api.ray
     ds = ray.data.read_parquet("tokens.parquet")
-    out = halfway.ray.predict(ds, "model.onnx", fp16=True, concurrency=4)
+    out = halfway.api.ray.predict(ds, "model.onnx", fp16=True, concurrency=4)
     out.write_parquet("out/")
 """
 
@@ -14,16 +14,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from halfway.batch.predictor import Calibration, Predictor
-from halfway.batch.tables import MissingExtraError
-from halfway.ir import errors
-from halfway.ir.errors import HalfwayError
+from ..ir import errors
+from ..ir.errors import HalfwayError
+from .batch.predictor import Calibration, Predictor
+from .batch.tables import MissingExtraError
 
 try:
     import ray
     import ray.data
 except ImportError:
-    raise MissingExtraError("halfway.ray needs Ray Data: pip install 'halfway[ray]'") from None
+    raise MissingExtraError("halfway.api.ray needs Ray Data: pip install 'halfway[ray]'") from None
 
 __all__ = ["predict", "Predictor", "actor_pool", "cause"]
 

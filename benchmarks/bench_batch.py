@@ -1,6 +1,6 @@
 """Batch inference throughput: rows/s of the demo model (``halfway demo``'s ResNet-18, 128x128)
-over N seeded random images, in this process (``halfway.batch.Predictor``, batch by batch) and on
-a local Ray runtime with 1 and 2 actors (``halfway.ray.predict``). Each figure is the wall time
+over N seeded random images, in this process (``halfway.api.batch.Predictor``, batch by batch) and on
+a local Ray runtime with 1 and 2 actors (``halfway.api.ray.predict``). Each figure is the wall time
 from the model's load to the last row's outputs, so Ray's includes starting its actors (the
 runtime itself is started once, before timing). Ray gives each actor one CPU, so its OpenBLAS
 runs one thread per actor; in this process OpenBLAS uses every core.
@@ -16,13 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-import halfway  # noqa: F401 (before numpy, so that halfway.openblas can pick OpenBLAS's kernels)
 import numpy as np
+
+import halfway  # noqa: F401 (before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from halfway.batch import Predictor  # noqa: E402
-from halfway.demo import demo_model_path  # noqa: E402
+from halfway.api.batch import Predictor  # noqa: E402
+from halfway.cli.demo import demo_model_path  # noqa: E402
 
 
 def images(rows: int) -> np.ndarray:
@@ -41,7 +42,8 @@ def in_process(model: str, data: np.ndarray, batch_size: int, place: str) -> flo
 def on_ray(model: str, data: np.ndarray, batch_size: int, place: str, actors: int, gpus: float) -> float:
     """Seconds for ``actors`` Ray actors to start, prepare the model and run every row."""
     import ray
-    from halfway.ray import predict
+
+    from halfway.api.ray import predict
 
     dataset = ray.data.from_items([{"id": i, "image": row} for i, row in enumerate(data)])
     dataset = dataset.materialize()  # the rows in the object store before timing

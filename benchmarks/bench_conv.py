@@ -20,10 +20,9 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-import halfway  # noqa: F401 (before numpy, so that halfway.openblas can pick OpenBLAS's kernels)
-
 import numpy as np
 
+import halfway  # noqa: F401 (before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels)
 from halfway.ir.dtypes import DType
 from halfway.ir.schema import InferContext, TensorInfo, get_schema
 from halfway.kernels.registry import KernelSpec, find_kernel

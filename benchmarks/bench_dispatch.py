@@ -11,12 +11,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-import halfway  # before numpy, so that halfway.openblas can pick OpenBLAS's kernels
-
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+import halfway  # before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels
 from halfway import layers
 from halfway.executor import Executor
 

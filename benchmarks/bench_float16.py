@@ -37,16 +37,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import halfway  # before numpy, so that halfway.openblas can pick OpenBLAS's kernels
-
 import numpy as np
 import onnx
 from onnxconverter_common.float16 import convert_float_to_float16
 
+import halfway  # before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from halfway.executor import Executor  # noqa: E402
-from tests.modern import FIXTURE_DIR, cases as modern_cases, expected_failure, fixtures  # noqa: E402
+from tests.modern import FIXTURE_DIR, expected_failure, fixtures  # noqa: E402
+from tests.modern import cases as modern_cases
 from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
 
 MODERN_MODELS = [e["name"] for e in fixtures() if expected_failure(e["name"]) is None]

@@ -17,8 +17,9 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
-import halfway  # noqa: E402,F401 (before numpy, so that halfway.openblas can pick OpenBLAS's kernels)
 import numpy as np  # noqa: E402
+
+import halfway  # noqa: E402,F401 (before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -25,15 +25,16 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
-import halfway  # noqa: E402,F401 (before numpy, so that halfway.openblas can pick OpenBLAS's kernels)
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
+
+import halfway  # noqa: E402,F401 (before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_zoo import (alternate, geomean, paired_ratio, prepare_halfway, print_profiles,  # noqa: E402
-                       profile_by_op_type)
+from bench_zoo import alternate, geomean, paired_ratio, prepare_halfway, print_profiles, profile_by_op_type  # noqa: E402
+
 from tests.onnx_zoo import ort_session  # noqa: E402
 
 MODELS = ["bert_base", "gpt2_small", "t5_small_encoder", "vit_b16", "convnext_tiny", "mobilenetv3_large", "yolo_640"]

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from torch_peers import eager_and_graph_ms, median_ms
 
 import halfway
 from halfway.executor import Executor, OpenCLPlace
 from halfway.passes import PassManager
-from torch_peers import eager_and_graph_ms, median_ms
 
 HIDDEN, LAYERS, HEADS, MLP, VOCAB = 768, 12, 12, 3072, 30522
 

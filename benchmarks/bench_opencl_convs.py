@@ -17,8 +17,8 @@ import statistics
 from unittest import mock
 
 import numpy as np
-
 from bench_opencl_kernels import bound_launches, profiling_runtime
+
 from halfway.kernels.opencl import gemm as _gemm
 from halfway.kernels.opencl.base import Launch
 from halfway.kernels.opencl.runtime import Runtime, get_runtime

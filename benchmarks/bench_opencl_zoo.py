@@ -8,7 +8,7 @@ same run:
 * ``--onnx``: the nine models of ONNX's light zoo (shipped with the onnx package; batch 1, as
   their graphs fix it) against ONNX Runtime (its CUDA provider where it has one).
 
-Each network is built with ``halfway.layers`` in torchvision's module order and given the
+Each network is built with ``halfway.api.layers`` in torchvision's module order and given the
 torchvision model's own (randomly initialised) weights, so both compute the same function; our
 float32 output is checked against PyTorch's strict float32 one. Our program goes through the
 default pass pipeline (conv+bn folding, fused_conv2d epilogues, fc) and, for float16, through
@@ -42,13 +42,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
+from torch_peers import eager_and_graph_ms, graph_host_to_host_ms, median_ms
 
 import halfway
 from halfway import layers
 from halfway.executor import Executor, OpenCLPlace
 from halfway.kernels.opencl import tuning
 from halfway.passes import DEFAULT_PIPELINE, PassManager
-from torch_peers import eager_and_graph_ms, graph_host_to_host_ms, median_ms
 
 Var = halfway.Variable
 FUSIONS = ",".join(name for name in DEFAULT_PIPELINE.split(",") if name != "dce")

@@ -15,7 +15,7 @@ spells (seconds long, up to 1.5x) then slow both sides of each ratio alike. Outp
 to agree before timing.
 
 numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2, as ONNX Runtime's intra-op threads), with
-the kernels ``halfway.openblas`` picks (AVX-512 ones on AMD CPUs OpenBLAS does not recognise).
+the kernels ``halfway.api.openblas`` picks (AVX-512 ones on AMD CPUs OpenBLAS does not recognise).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
-import halfway  # noqa: E402 (before numpy, so that halfway.openblas can pick OpenBLAS's kernels)
 import numpy as np  # noqa: E402
+
+import halfway  # noqa: E402 (before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

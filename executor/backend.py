@@ -24,13 +24,13 @@ from typing import Any, ClassVar
 import numpy as np
 from attrs import define, frozen
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.schema import OpSchema, TensorInfo
-from halfway.kernels.registry import KernelSpec, load_backend
-from halfway.executor.memory import MemoryPlan
-from halfway.executor.place import Place
+from ..ir.dtypes import DType
+from ..ir.errors import HalfwayError
+from ..ir.operator import Operator
+from ..ir.schema import OpSchema, TensorInfo
+from ..kernels.registry import KernelSpec, load_backend
+from .memory import MemoryPlan
+from .place import Place
 
 __all__ = ["Backend", "Binding", "ResolvedOp", "Run", "register_backend", "backend_for", "registered_backends",
            "BUILTIN_BACKENDS"]

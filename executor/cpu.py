@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.schema import TensorInfo
-from halfway.kernels.numpy.heap import keep_freed_memory
-from halfway.kernels.registry import Kernel
-from halfway.executor.backend import Backend, Binding, Run, register_backend
-from halfway.executor.memory import MemoryPlan
+from ..ir.dtypes import DType
+from ..ir.schema import TensorInfo
+from ..kernels.numpy.heap import keep_freed_memory
+from ..kernels.registry import Kernel
+from .backend import Backend, Binding, Run, register_backend
+from .memory import MemoryPlan
 
 __all__ = ["NumpyBackend"]
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from attrs import frozen
 
-from halfway.ir.dtypes import DType
+from ..ir.dtypes import DType
 
 if TYPE_CHECKING:
-    from halfway.executor.backend import Backend
+    from .backend import Backend
 
 __all__ = ["DeviceTensor"]
 

@@ -8,16 +8,16 @@ from functools import partial
 
 import numpy as np
 
-from halfway.ir.block import Block
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.ir.variable import Variable
-from halfway.ir.verifier import verify
-from halfway.executor.backend import backend_for
-from halfway.executor.place import CPUPlace, Place
-from halfway.executor.prepared import PreparedProgram, check_feeds
-from halfway.executor.preparer import Preparer
-from halfway.executor.signatures import PreparedBySignature
+from ..ir.block import Block
+from ..ir.program import Program
+from ..ir.scope import Scope
+from ..ir.variable import Variable
+from ..ir.verifier import verify
+from .backend import backend_for
+from .place import CPUPlace, Place
+from .prepared import PreparedProgram, check_feeds
+from .preparer import Preparer
+from .signatures import PreparedBySignature
 
 __all__ = ["Executor"]
 

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from attrs import frozen
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.schema import TensorInfo
-from halfway.kernels.evaluate import evaluate_op
+from ..ir.dtypes import DType
+from ..ir.errors import HalfwayError
+from ..ir.operator import Operator
+from ..ir.schema import TensorInfo
+from ..kernels.evaluate import evaluate_op
 
 __all__ = ["FLOAT16_MAX", "Float16RangeError", "Float16Range", "float16_range"]
 

@@ -16,19 +16,18 @@
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.schema import TensorInfo
-from halfway.kernels.opencl.base import ALIAS, INPLACE_OPS, Binder, DeviceArray, Launch
-from halfway.kernels.opencl.runtime import Runtime, cl
-from halfway.kernels.opencl.tuning import tuner
-from halfway.executor.backend import Backend, Binding, ResolvedOp, Run, register_backend
-from halfway.executor.memory import MemoryPlan
+from ..ir.dtypes import DType
+from ..ir.schema import TensorInfo
+from ..kernels.opencl.base import ALIAS, INPLACE_OPS, Binder, DeviceArray, Launch
+from ..kernels.opencl.runtime import Runtime, cl
+from ..kernels.opencl.tuning import tuner
+from .backend import Backend, Binding, ResolvedOp, Run, register_backend
+from .memory import MemoryPlan
 
 __all__ = ["OpenCLBackend"]
 

@@ -51,7 +51,7 @@ class OpenCLPlace(Place):
     @property
     def runtime(self) -> Any:
         """The device's runtime (``halfway.kernels.opencl.Runtime``), created on first use."""
-        from halfway.kernels.opencl.runtime import get_runtime
+        from ..kernels.opencl.runtime import get_runtime
 
         return get_runtime(self.device, self.precision)
 

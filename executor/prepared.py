@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 from attrs import define, field
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import FeedError, HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.schema import TensorInfo
-from halfway.kernels.registry import KernelKey
-from halfway.executor.backend import Backend, Run
-from halfway.executor.device_tensor import DeviceTensor
-from halfway.executor.float16_range import Float16Range
-from halfway.executor.memory import MemoryPlan
+from ..ir.dtypes import DType
+from ..ir.errors import FeedError, HalfwayError
+from ..ir.operator import Operator
+from ..ir.schema import TensorInfo
+from ..kernels.registry import KernelKey
+from .backend import Backend, Run
+from .device_tensor import DeviceTensor
+from .float16_range import Float16Range
+from .memory import MemoryPlan
 
 __all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feeds", "check_feed", "read_only"]
 

@@ -27,20 +27,20 @@ from typing import Any
 import numpy as np
 from attrs import evolve
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import FeedError, HalfwayError, KernelNotFoundError
-from halfway.ir.op_dtype import op_dtype
-from halfway.ir.operator import Operator
-from halfway.ir.infer import infer_outputs
-from halfway.ir.schema import RANDOM_OPS, TensorInfo, get_schema
-from halfway.ir.scope import Scope
-from halfway.kernels.evaluate import evaluate_op
-from halfway.kernels.registry import KernelSpec, Selection, select_kernel
-from halfway.executor.backend import Backend, ResolvedOp, Run
-from halfway.executor.float16_range import float16_range
-from halfway.executor.memory import Value, plan_memory
-from halfway.executor.prepared import PreparedProgram, PrepareReport, Step, read_only
+from ..ir.block import Block
+from ..ir.dtypes import DType
+from ..ir.errors import FeedError, HalfwayError, KernelNotFoundError
+from ..ir.infer import infer_outputs
+from ..ir.op_dtype import op_dtype
+from ..ir.operator import Operator
+from ..ir.schema import RANDOM_OPS, TensorInfo, get_schema
+from ..ir.scope import Scope
+from ..kernels.evaluate import evaluate_op
+from ..kernels.registry import KernelSpec, Selection, select_kernel
+from .backend import Backend, ResolvedOp, Run
+from .float16_range import float16_range
+from .memory import Value, plan_memory
+from .prepared import PreparedProgram, PrepareReport, Step, read_only
 
 __all__ = ["Preparer", "SKIPPED_OPS", "HOST_VALUE_LIMIT"]
 

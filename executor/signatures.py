@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.errors import FeedError
-from halfway.executor.device_tensor import DeviceTensor
-from halfway.executor.prepared import PreparedProgram, PrepareReport, check_feeds
+from ..ir.errors import FeedError
+from .device_tensor import DeviceTensor
+from .prepared import PreparedProgram, PrepareReport, check_feeds
 
 __all__ = ["Signature", "PreparedBySignature"]
 

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from halfway.frontends.paddle.importer import pir_files
-from halfway.ir.errors import SerdeError
-from halfway.ir.io import load_inference_model
-from halfway.ir.program import Program
-from halfway.ir.schema import has_schema
-from halfway.ir.scope import Scope
+from ..ir.errors import SerdeError
+from ..ir.io import load_inference_model
+from ..ir.program import Program
+from ..ir.schema import has_schema
+from ..ir.scope import Scope
+from .paddle.importer import pir_files
 
 __all__ = ["load", "model_format", "UnknownOpError", "check_known_ops"]
 
@@ -78,7 +78,7 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
         if paddle_options:
             raise SerdeError(f"{model if is_path else '<ModelProto>'}: {sorted(paddle_options)} apply to "
                              f"Paddle models only")
-        from halfway.frontends.onnx import load as load_onnx
+        from .onnx import load as load_onnx
 
         return load_onnx(model, input_shapes=input_shapes, max_tensor_bytes=max_tensor_bytes)
     if input_shapes:
@@ -86,7 +86,7 @@ def load(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
     if model_format(model) == "pir":
         if paddle_options:
             raise SerdeError(f"{model}: {sorted(paddle_options)} apply to .pdmodel models only")
-        from halfway.frontends.paddle import load as load_pir
+        from .paddle import load as load_pir
 
         return load_pir(model)
     loaded = load_inference_model(model, **paddle_options)

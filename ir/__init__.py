@@ -1,20 +1,30 @@
 """The program IR: Program / Block / Variable / Operator, dtypes, attrs, schemas and serde."""
 
-from halfway.ir import ops  # noqa: F401  (registers the built-in op schemas)
-from halfway.ir.attrs import Attr, AttrType
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType, VarKind
-from halfway.ir.errors import (FeedError, HalfwayError, IRError, KernelNotFoundError, PassError,
-                               SchemaError, SerdeError, VerifyError)
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program, topological_order
-from halfway.ir.variable import Variable
-from halfway.ir.scope import Scope
-from halfway.ir.builder import program_guard, default_main_program, init_scope
-from halfway.ir import layers
-from halfway.ir.verifier import verify
-from halfway.ir.prune import prune
-from halfway.ir.io import load_inference_model, save_inference_model
+from . import (
+                               layers,
+                               ops,  # noqa: F401  (registers the built-in op schemas)
+)
+from .attrs import Attr, AttrType
+from .block import Block
+from .builder import default_main_program, init_scope, program_guard
+from .dtypes import DType, VarKind
+from .errors import (
+                               FeedError,
+                               HalfwayError,
+                               IRError,
+                               KernelNotFoundError,
+                               PassError,
+                               SchemaError,
+                               SerdeError,
+                               VerifyError,
+)
+from .io import load_inference_model, save_inference_model
+from .operator import Operator
+from .program import Program, topological_order
+from .prune import prune
+from .scope import Scope
+from .variable import Variable
+from .verifier import verify
 
 __all__ = [
     "Attr", "AttrType", "Block", "DType", "VarKind", "Operator", "Program", "Variable", "Scope",

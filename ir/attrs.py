@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.ir.errors import IRError
+from .errors import IRError
 
 __all__ = ["AttrType", "Attr", "normalize", "infer_type"]
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from halfway.ir.errors import IRError
-from halfway.ir.operator import Operator
-from halfway.ir.variable import Use, Variable
+from .errors import IRError
+from .operator import Operator
+from .variable import Use, Variable
 
 if TYPE_CHECKING:
-    from halfway.ir.program import Program
+    from .program import Program
 
 __all__ = ["Block"]
 

@@ -6,7 +6,7 @@
         y = layers.conv2d(x, num_filters=8, filter_size=3, padding=1, act="relu")
     scope = init_scope(prog, seed=0)
 
-Layer functions (``halfway.layers``) are thin: they turn friendly arguments into slots and attrs
+Layer functions (``halfway.api.layers``) are thin: they turn friendly arguments into slots and attrs
 and call ``append_op`` here, which validates against the op's schema, creates output vars with
 the inferred shapes and dtypes, and appends the op.
 """
@@ -20,14 +20,14 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import IRError, SchemaError
-from halfway.ir.initializers import Initializer, default_for
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.schema import InferContext, TensorInfo, get_schema
-from halfway.ir.scope import Scope
-from halfway.ir.variable import Variable
+from .dtypes import DType
+from .errors import IRError, SchemaError
+from .initializers import Initializer, default_for
+from .operator import Operator
+from .program import Program
+from .schema import InferContext, TensorInfo, get_schema
+from .scope import Scope
+from .variable import Variable
 
 __all__ = ["program_guard", "default_main_program", "append_op", "atomic", "apply_act", "create_parameter", "data",
            "init_scope"]

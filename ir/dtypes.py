@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.errors import IRError
+from .errors import IRError
 
 __all__ = ["DType", "VarKind", "FLOATING"]
 

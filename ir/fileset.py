@@ -33,7 +33,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from halfway.ir.errors import SerdeError
+from .errors import SerdeError
 
 __all__ = ["MANIFEST_SUFFIX", "Manifest", "manifest_path", "read_file", "write_files", "folder_lock"]
 

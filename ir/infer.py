@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.block import Block
-from halfway.ir.errors import HalfwayError
-from halfway.ir.limits import check_tensor_size
-from halfway.ir.operator import Operator
-from halfway.ir.schema import InferContext, OpSchema, TensorInfo, get_schema
-from halfway.ir.scope import Scope
+from .block import Block
+from .errors import HalfwayError
+from .limits import check_tensor_size
+from .operator import Operator
+from .schema import InferContext, OpSchema, TensorInfo, get_schema
+from .scope import Scope
 
 __all__ = ["infer_outputs", "infer_new_op"]
 

@@ -33,17 +33,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from halfway.ir import serde
-from halfway.ir.attrs import AttrType
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType, VarKind
-from halfway.ir.errors import HalfwayError, IRError, SerdeError
-from halfway.ir.fileset import Manifest, folder_lock, read_file, write_files
-from halfway.ir.operator import Operator
-from halfway.ir.params import (ParamSpec, encode_tensor, param_mismatch, param_specs, read_param_file,
-                               read_params, write_params)
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
+from . import serde
+from .attrs import AttrType
+from .block import Block
+from .dtypes import DType, VarKind
+from .errors import HalfwayError, IRError, SerdeError
+from .fileset import Manifest, folder_lock, read_file, write_files
+from .operator import Operator
+from .params import ParamSpec, encode_tensor, param_mismatch, param_specs, read_param_file, read_params, write_params
+from .program import Program
+from .scope import Scope
 
 __all__ = ["save_inference_model", "load_inference_model", "set_feed_fetch"]
 

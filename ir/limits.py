@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.errors import HalfwayError
+from .errors import HalfwayError
 
 __all__ = ["TensorSizeError", "MAX_TENSOR_BYTES_ENV", "DEFAULT_MAX_TENSOR_BYTES", "max_tensor_bytes",
            "check_tensor_size"]

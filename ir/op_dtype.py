@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.schema import OpSchema, TensorInfo
+from .dtypes import DType
+from .errors import HalfwayError
+from .operator import Operator
+from .schema import OpSchema, TensorInfo
 
 __all__ = ["op_dtype"]
 

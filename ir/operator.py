@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from halfway.ir.attrs import Attr, AttrType, infer_type, normalize
-from halfway.ir.errors import IRError
+from .attrs import Attr, AttrType, infer_type, normalize
+from .errors import IRError
 
 if TYPE_CHECKING:
-    from halfway.ir.block import Block
-    from halfway.ir.variable import Variable
+    from .block import Block
+    from .variable import Variable
 
 __all__ = ["Operator"]
 
@@ -134,7 +134,7 @@ class Operator:
             return self._attrs[name].value
         if default is not ...:
             return default
-        from halfway.ir.schema import schema_default
+        from .schema import schema_default
 
         return schema_default(self.type, name)
 
@@ -154,7 +154,7 @@ class Operator:
             raise IRError(f"op {self.type}, attr {name!r}: {e}") from None
 
     def _declared_type(self, name: str, value: Any) -> AttrType:
-        from halfway.ir.schema import declared_attr_type
+        from .schema import declared_attr_type
 
         declared = declared_attr_type(self.type, name)
         return declared if declared is not None else infer_type(value)
@@ -195,7 +195,7 @@ class Operator:
 
 
 def _names(op_type: str, slot: str, value: Any) -> tuple[str, ...]:
-    from halfway.ir.variable import Variable
+    from .variable import Variable
 
     items = [value] if isinstance(value, (str, Variable)) else list(value if value is not None else ())
     names = tuple(v.name if isinstance(v, Variable) else v for v in items)

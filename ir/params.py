@@ -31,10 +31,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.ir import serde
-from halfway.ir.dtypes import DType, VarKind
-from halfway.ir.errors import HalfwayError, SerdeError
-from halfway.ir.program import Program
+from . import serde
+from .dtypes import DType, VarKind
+from .errors import HalfwayError, SerdeError
+from .program import Program
 
 __all__ = ["ParamSpec", "TensorRecord", "param_specs", "param_mismatch", "encode_tensor", "decode_tensor",
            "write_params", "read_params", "read_param_file"]

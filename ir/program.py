@@ -6,11 +6,11 @@ import heapq
 import itertools
 from collections.abc import Iterator
 
-from halfway.ir.block import Block
-from halfway.ir.errors import IRError
-from halfway.ir.initializers import Initializer
-from halfway.ir.operator import Operator
-from halfway.ir.variable import Variable
+from .block import Block
+from .errors import IRError
+from .initializers import Initializer
+from .operator import Operator
+from .variable import Variable
 
 __all__ = ["Program", "topological_order", "sub_block_ops"]
 
@@ -89,24 +89,24 @@ class Program:
         return copy
 
     def to_bytes(self) -> bytes:
-        from halfway.ir import serde
+        from . import serde
 
         return serde.program_to_bytes(self)
 
     @staticmethod
     def from_bytes(data: bytes, *, source: str = "<bytes>") -> Program:
-        from halfway.ir import serde
+        from . import serde
 
         return serde.program_from_bytes(data, source=source)
 
     def prune(self, fetch_names: list[str], feed_names: list[str] | None = None) -> Program:
         """A copy holding only what computing ``fetch_names`` needs (see ``halfway.ir.prune``)."""
-        from halfway.ir.prune import prune
+        from .prune import prune
 
         return prune(self, fetch_names, feed_names)
 
     def to_text(self) -> str:
-        from halfway.ir.text import program_to_text
+        from .text import program_to_text
 
         return program_to_text(self)
 

@@ -32,12 +32,12 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.block import Block
-from halfway.ir.dtypes import VarKind
-from halfway.ir.errors import IRError
-from halfway.ir.operator import Operator
-from halfway.ir.program import FEED_VAR, FETCH_VAR, Program, sub_block_ops
+from .attrs import AttrType
+from .block import Block
+from .dtypes import VarKind
+from .errors import IRError
+from .operator import Operator
+from .program import FEED_VAR, FETCH_VAR, Program, sub_block_ops
 
 __all__ = ["prune"]
 

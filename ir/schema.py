@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple, NoReturn
 
-from attrs import field, frozen
 import numpy as np
+from attrs import field, frozen
 
-from halfway.ir.attrs import AttrType, normalize
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError, IRError, SchemaError
+from .attrs import AttrType, normalize
+from .dtypes import DType
+from .errors import HalfwayError, IRError, SchemaError
 
 __all__ = [
     "RANDOM_OPS", "Slot", "AttrSpec", "OpSchema", "TensorInfo", "InferContext", "InferError", "REQUIRED",

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from halfway.ir.errors import IRError
+from .errors import IRError
 
 __all__ = ["Scope"]
 

@@ -13,14 +13,14 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, EncodeError
 
-from halfway.ir.attrs import Attr, AttrType
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType, VarKind
-from halfway.ir.errors import HalfwayError, SerdeError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.variable import Variable
-from halfway.proto import framework_pb2 as pb
+from ..proto import framework_pb2 as pb
+from .attrs import Attr, AttrType
+from .block import Block
+from .dtypes import DType, VarKind
+from .errors import HalfwayError, SerdeError
+from .operator import Operator
+from .program import Program
+from .variable import Variable
 
 __all__ = ["program_from_bytes", "program_to_bytes", "program_from_proto", "program_to_proto",
            "tensor_desc_from_bytes", "tensor_desc_to_bytes"]

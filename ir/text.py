@@ -41,13 +41,13 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from halfway.ir.attrs import Attr, AttrType, normalize
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType, VarKind
-from halfway.ir.errors import HalfwayError, SerdeError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.variable import Variable
+from .attrs import Attr, AttrType, normalize
+from .block import Block
+from .dtypes import DType, VarKind
+from .errors import HalfwayError, SerdeError
+from .operator import Operator
+from .program import Program
+from .variable import Variable
 
 __all__ = ["program_to_text", "program_from_text", "op_to_text", "var_to_text", "BOOKKEEPING_ATTRS"]
 

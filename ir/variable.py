@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from halfway.ir.dtypes import DType, VarKind
-from halfway.ir.errors import IRError
+from .dtypes import DType, VarKind
+from .errors import IRError
 
 if TYPE_CHECKING:
-    from halfway.ir.block import Block
-    from halfway.ir.operator import Operator
+    from .block import Block
+    from .operator import Operator
 
 __all__ = ["Variable", "Use", "DIM_NAMES"]
 

@@ -50,16 +50,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from halfway.ir.attrs import AttrType, normalize
-from halfway.ir.block import Block
-from halfway.ir.dtypes import VarKind
-from halfway.ir.errors import HalfwayError, IRError, SchemaError, VerifyError
-from halfway.ir.operator import Operator
-from halfway.ir.program import FEED_VAR, FETCH_VAR, Program
-from halfway.ir.schema import (AttrSpec, InferContext, OpSchema, Slot, TensorInfo,
-                               compatible_attr_types, get_schema, has_schema)
-from halfway.ir.text import op_to_text
-from halfway.ir.variable import Variable
+from .attrs import AttrType, normalize
+from .block import Block
+from .dtypes import VarKind
+from .errors import HalfwayError, IRError, SchemaError, VerifyError
+from .operator import Operator
+from .program import FEED_VAR, FETCH_VAR, Program
+from .schema import AttrSpec, InferContext, OpSchema, Slot, TensorInfo, compatible_attr_types, get_schema, has_schema
+from .text import op_to_text
+from .variable import Variable
 
 __all__ = ["verify"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import attrs
 
-from halfway.ir.ops.nn import window_geometry
-from halfway.ir.schema import TensorInfo, get_schema, schema_default
-from halfway.kernels.registry import KernelSpec
+from ..ir.ops.nn import window_geometry
+from ..ir.schema import TensorInfo, get_schema, schema_default
+from .registry import KernelSpec
 
 __all__ = ["conv_and_pool"]
 

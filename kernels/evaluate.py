@@ -16,15 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.op_dtype import op_dtype
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.infer import infer_outputs
-from halfway.ir.schema import TensorInfo, get_schema
-from halfway.ir.scope import Scope
-from halfway.kernels.registry import KernelSpec, find_kernel
+from ..ir.dtypes import DType
+from ..ir.errors import HalfwayError
+from ..ir.infer import infer_outputs
+from ..ir.op_dtype import op_dtype
+from ..ir.operator import Operator
+from ..ir.program import Program
+from ..ir.schema import TensorInfo, get_schema
+from ..ir.scope import Scope
+from .registry import KernelSpec, find_kernel
 
 __all__ = ["evaluate", "evaluate_op"]
 

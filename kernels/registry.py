@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 from attrs import field, frozen
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError, KernelNotFoundError, SchemaError
-from halfway.ir.schema import TensorInfo
+from ..ir.dtypes import DType
+from ..ir.errors import HalfwayError, KernelNotFoundError, SchemaError
+from ..ir.schema import TensorInfo
 
 __all__ = ["KernelKey", "KernelSpec", "Selection", "Unsupported", "register_kernel", "find_kernel", "select_kernel",
            "registered_kernels", "has_kernel", "load_backend", "BUILTIN_KERNEL_MODULES", "ENTRY_POINT_GROUP",

@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from halfway.ir.block import Block
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.passes.base import PassResult, register_pass
-from halfway.passes.pattern import pattern
-from halfway.passes.rewire import Guard, remove_unused_vars, sole_writer, spare, written_between
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
+from ..ir.block import Block
+from ..ir.operator import Operator
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .pattern import pattern
+from .rewire import Guard, remove_unused_vars, sole_writer, spare, written_between
+from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
 __all__ = ["RULES", "fuse_attention_heads"]
 

@@ -32,9 +32,9 @@ from typing import Any, ClassVar
 
 import attrs
 
-from halfway.ir.errors import PassError
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
+from ..ir.errors import PassError
+from ..ir.program import Program
+from ..ir.scope import Scope
 
 __all__ = ["Pass", "PassResult", "PassInfo", "register_pass", "get_pass", "registered_passes"]
 

@@ -32,14 +32,14 @@ from collections.abc import Iterator
 
 import attrs
 
-from halfway.ir.block import Block
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.passes.base import PassResult, register_pass
-from halfway.passes.pattern import pattern
-from halfway.passes.rewire import Guard
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules, copy_op
+from ..ir.block import Block
+from ..ir.operator import Operator
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .pattern import pattern
+from .rewire import Guard
+from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules, copy_op
 
 __all__ = ["ChannelsLastOptions", "channels_last"]
 

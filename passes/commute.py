@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from halfway.passes.pattern import OpPattern, VarPattern, op
+from .pattern import OpPattern, VarPattern, op
 
 __all__ = ["Operand", "commuted", "products"]
 

@@ -34,17 +34,17 @@ from collections.abc import Mapping
 import attrs
 import numpy as np
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import VarKind
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.kernels.evaluate import evaluate_op
-from halfway.passes.base import PassResult, register_pass
-from halfway.ir.schema import RANDOM_OPS
-from halfway.passes.dce import has_side_effects
-from halfway.passes.rewire import Guard, remove_unused_vars, sole_writer
+from ..ir.block import Block
+from ..ir.dtypes import VarKind
+from ..ir.errors import HalfwayError
+from ..ir.operator import Operator
+from ..ir.program import Program
+from ..ir.schema import RANDOM_OPS
+from ..ir.scope import Scope
+from ..kernels.evaluate import evaluate_op
+from .base import PassResult, register_pass
+from .dce import has_side_effects
+from .rewire import Guard, remove_unused_vars, sole_writer
 
 __all__ = ["FoldOptions", "RANDOM_OPS", "fold_constants"]
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import attrs
 
-from halfway.ir.block import Block
-from halfway.ir.errors import PassError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program, sub_block_ops
-from halfway.ir.scope import Scope
-from halfway.passes.base import PassResult, register_pass
-from halfway.passes.rewire import Guard
+from ..ir.block import Block
+from ..ir.errors import PassError
+from ..ir.operator import Operator
+from ..ir.program import Program, sub_block_ops
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .rewire import Guard
 
 __all__ = ["DCEOptions", "SIDE_EFFECT_OPS", "dce", "has_side_effects"]
 

@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.schema import InferContext, TensorInfo, get_schema, has_schema
-from halfway.ir.scope import Scope
-from halfway.ir.variable import DIM_NAMES, Variable
-from halfway.kernels.evaluate import evaluate_op
+from ..ir.block import Block
+from ..ir.dtypes import DType
+from ..ir.errors import HalfwayError
+from ..ir.operator import Operator
+from ..ir.schema import InferContext, TensorInfo, get_schema, has_schema
+from ..ir.scope import Scope
+from ..ir.variable import DIM_NAMES, Variable
+from ..kernels.evaluate import evaluate_op
 
 __all__ = ["Symbol", "Dim", "DimTable", "EXACT_OPS", "probe_dims"]
 

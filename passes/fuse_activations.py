@@ -22,10 +22,10 @@ import math
 
 import numpy as np
 
-from halfway.ir.operator import Operator
-from halfway.passes.commute import commuted, products
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, register_rules
-from halfway.passes.pattern import Pattern, VarPattern, op, var
+from ..ir.operator import Operator
+from .commute import commuted, products
+from .pattern import Pattern, VarPattern, op, var
+from .rewrite import Decline, RewriteContext, Rule, Rules, register_rules
 
 __all__ = ["RULES", "GATED_RULES", "check_constant"]
 

@@ -34,11 +34,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.operator import Operator
-from halfway.ir.ops.math import broadcast_shape
-from halfway.ir.schema import InferError
-from halfway.passes.pattern import OpPattern, Pattern, VarPattern, op, pattern, var
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from ..ir.operator import Operator
+from ..ir.ops.math import broadcast_shape
+from ..ir.schema import InferError
+from .pattern import OpPattern, Pattern, VarPattern, op, pattern, var
+from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 

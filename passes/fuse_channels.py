@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from halfway.ir.operator import Operator
-from halfway.ir.ops.math import numpy_operand_shapes
-from halfway.ir.schema import InferError
-from halfway.passes.rewrite import RewriteContext
+from ..ir.operator import Operator
+from ..ir.ops.math import numpy_operand_shapes
+from ..ir.schema import InferError
+from .rewrite import RewriteContext
 
 __all__ = ["CONVS", "conv_channel_dim", "is_channel_bias", "channel_vector", "is_pointwise"]
 

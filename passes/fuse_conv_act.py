@@ -19,12 +19,12 @@ whose attrs no pair expresses is left alone.
 
 from __future__ import annotations
 
-from halfway.ir.operator import Operator
-from halfway.ir.ops.families import EPILOGUE_ALIASES, UNARY, absorbable
-from halfway.ir.ops.family import fused_params
-from halfway.passes.fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
-from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from ..ir.operator import Operator
+from ..ir.ops.families import EPILOGUE_ALIASES, UNARY, absorbable
+from ..ir.ops.family import fused_params
+from .fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
+from .pattern import pattern
+from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES", "fused_activation"]
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from halfway.ir.operator import Operator
-from halfway.passes.fuse_channels import CONVS, conv_channel_dim, is_channel_bias
-from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from ..ir.operator import Operator
+from .fuse_channels import CONVS, conv_channel_dim, is_channel_bias
+from .pattern import pattern
+from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 

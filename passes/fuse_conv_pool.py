@@ -15,10 +15,10 @@ before. Not in the default pipeline: run it after ``channels_last``.
 
 from __future__ import annotations
 
-from halfway.ir.ops.nn import window_geometry
-from halfway.ir.operator import Operator
-from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from ..ir.operator import Operator
+from ..ir.ops.nn import window_geometry
+from .pattern import pattern
+from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from halfway.ir.operator import Operator
-from halfway.ir.ops.families import UNARY, fc_absorbable
-from halfway.passes.fuse_channels import is_channel_bias
-from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from ..ir.operator import Operator
+from ..ir.ops.families import UNARY, fc_absorbable
+from .fuse_channels import is_channel_bias
+from .pattern import pattern
+from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 

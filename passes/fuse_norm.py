@@ -28,11 +28,11 @@ Every product and sum in either operand order (``passes.commute``).
 
 from __future__ import annotations
 
-from halfway.ir.operator import Operator
-from halfway.passes.commute import Operand, commuted
-from halfway.passes.fuse_activations import check_constant
-from halfway.passes.pattern import OpPattern, Pattern, op, var
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, register_rules
+from ..ir.operator import Operator
+from .commute import Operand, commuted
+from .fuse_activations import check_constant
+from .pattern import OpPattern, Pattern, op, var
+from .rewrite import Decline, RewriteContext, Rule, Rules, register_rules
 
 __all__ = ["RULES", "SKIP_RULES"]
 

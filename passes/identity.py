@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import attrs
 
-from halfway.ir.block import Block
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.passes.base import PassResult, register_pass
-from halfway.passes.pattern import pattern
-from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
+from ..ir.block import Block
+from ..ir.operator import Operator
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .pattern import pattern
+from .rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
+from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
 __all__ = ["IdentityOptions", "RULES", "remove_identity"]
 

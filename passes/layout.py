@@ -26,16 +26,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from halfway.ir.block import Block
-from halfway.ir.operator import Operator
-from halfway.ir.ops.families import BINARY
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.passes.base import PassResult, register_pass
-from halfway.passes.dims import DimTable, probe_dims
-from halfway.passes.pattern import pattern
-from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, spare, written_between
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
+from ..ir.block import Block
+from ..ir.operator import Operator
+from ..ir.ops.families import BINARY
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .dims import DimTable, probe_dims
+from .pattern import pattern
+from .rewire import Guard, bypass, remove_unused_vars, sole_writer, spare, written_between
+from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
 __all__ = ["RULES", "simplify_layout"]
 

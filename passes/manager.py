@@ -36,14 +36,14 @@ from typing import Any
 import attrs
 import numpy as np
 
-from halfway.ir.errors import HalfwayError, PassError
-from halfway.ir.dtypes import VarKind
-from halfway.ir.program import FETCH_VAR, Program
-from halfway.ir.scope import Scope
-from halfway.ir.verifier import verify as verify_program
-from halfway.kernels.evaluate import evaluate
-from halfway.passes.base import Pass, PassResult, get_pass
-from halfway.passes.rewrite import NearMiss, collect_near_misses
+from ..ir.dtypes import VarKind
+from ..ir.errors import HalfwayError, PassError
+from ..ir.program import FETCH_VAR, Program
+from ..ir.scope import Scope
+from ..ir.verifier import verify as verify_program
+from ..kernels.evaluate import evaluate
+from .base import Pass, PassResult, get_pass
+from .rewrite import NearMiss, collect_near_misses
 
 __all__ = ["PassManager", "PassRecord", "PipelineResult", "parse_pipeline"]
 
@@ -92,7 +92,7 @@ class PipelineResult:
 
 def parse_pipeline(pipeline: Pipeline) -> list[Pass]:
     """Pass instances for a pipeline: a comma-separated string or a list of names / Passes."""
-    from halfway.passes.pipeline import DEFAULT_PIPELINE
+    from .pipeline import DEFAULT_PIPELINE
 
     if pipeline is None:
         pipeline = DEFAULT_PIPELINE

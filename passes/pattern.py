@@ -41,12 +41,12 @@ from typing import Any, Union
 
 import attrs
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import IRError, PassError
-from halfway.ir.operator import Operator
-from halfway.ir.schema import get_schema, has_schema
-from halfway.ir.variable import Variable
+from ..ir.block import Block
+from ..ir.dtypes import DType
+from ..ir.errors import IRError, PassError
+from ..ir.operator import Operator
+from ..ir.schema import get_schema, has_schema
+from ..ir.variable import Variable
 
 __all__ = ["OpPattern", "VarPattern", "Pattern", "Match", "op", "var", "pattern"]
 

@@ -24,11 +24,11 @@ padded or strided convs and layouts that disagree.
 
 from __future__ import annotations
 
-from halfway.ir.ops.nn import window_geometry
-from halfway.ir.operator import Operator
-from halfway.passes.fuse_channels import conv_channel_dim, is_channel_bias, is_pointwise
-from halfway.passes.pattern import pattern
-from halfway.passes.rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from ..ir.operator import Operator
+from ..ir.ops.nn import window_geometry
+from .fuse_channels import conv_channel_dim, is_channel_bias, is_pointwise
+from .pattern import pattern
+from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
 __all__ = ["RULES"]
 

@@ -12,11 +12,11 @@ from collections.abc import Iterable
 
 import attrs
 
-from halfway.ir.block import Block
-from halfway.ir.errors import PassError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.passes.rewrite import Decline
+from ..ir.block import Block
+from ..ir.errors import PassError
+from ..ir.operator import Operator
+from ..ir.program import Program
+from .rewrite import Decline
 
 __all__ = ["Guard", "bypass", "sole_writer", "spare", "written_between", "remove_unused_vars"]
 

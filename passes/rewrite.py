@@ -40,10 +40,10 @@ already has. A rule breaking this is a PassError naming the rule.
 
 from __future__ import annotations
 
-import logging
 import contextlib
 import contextvars
 import inspect
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -51,15 +51,15 @@ from typing import Any
 import attrs
 import numpy as np
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import PassError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.ir.variable import Variable
-from halfway.passes.base import PassResult, register_pass
-from halfway.passes.pattern import Match, Pattern
+from ..ir.block import Block
+from ..ir.dtypes import DType
+from ..ir.errors import PassError
+from ..ir.operator import Operator
+from ..ir.program import Program
+from ..ir.scope import Scope
+from ..ir.variable import Variable
+from .base import PassResult, register_pass
+from .pattern import Match, Pattern
 
 __all__ = ["Rule", "Rules", "RewriteContext", "RewriteStats", "Decline", "NearMiss", "apply_rules", "copy_op",
            "register_rules", "collect_near_misses"]

@@ -31,15 +31,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from halfway.ir.block import Block
-from halfway.ir.operator import Operator
-from halfway.ir.ops.families import UNARY
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.passes.base import PassResult, register_pass
-from halfway.passes.dims import Dim, DimTable, probe_dims
-from halfway.passes.rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
-from halfway.passes.rewrite import Decline
+from ..ir.block import Block
+from ..ir.operator import Operator
+from ..ir.ops.families import UNARY
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .dims import Dim, DimTable, probe_dims
+from .rewire import Guard, bypass, remove_unused_vars, sole_writer, written_between
+from .rewrite import Decline
 
 __all__ = ["simplify_shapes"]
 

@@ -1,5 +1,5 @@
 """The ProgramDesc wire format (generated from framework.proto by scripts/gen_proto.py)."""
 
-from halfway.proto import framework_pb2
+from . import framework_pb2
 
 __all__ = ["framework_pb2"]

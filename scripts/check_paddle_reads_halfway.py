@@ -7,7 +7,7 @@ Run with halfway's interpreter, naming one that has paddlepaddle (3.3.1 was used
 
 1. (halfway) writes into ``tests/fixtures/paddle3/``:
    ``float16/<model>.pdmodel`` + ``.pdiparams``: the legacy ResNet and encoder fixtures transpiled
-   to float16 (``halfway.float16.float16_transpile``, float32 inputs and outputs kept);
+   to float16 (``halfway.api.float16.float16_transpile``, float32 inputs and outputs kept);
    ``from_pir/<model>.pdmodel`` + ``.pdiparams``: the PIR ResNet, encoder, detector and ops
    fixtures as halfway imports them;
 2. (paddle, ``--check``) gives each to ``paddle.inference.Config`` and ``create_predictor``, runs it
@@ -35,7 +35,7 @@ SOURCES = {"float16": (FIXTURES / "legacy", FLOAT16), "from_pir": (FIXTURES / "p
 
 def write_models() -> None:
     import halfway
-    from halfway.float16 import float16_transpile
+    from halfway.api.float16 import float16_transpile
     from halfway.ir.io import save_inference_model
 
     for folder in SOURCES:

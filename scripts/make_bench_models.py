@@ -32,9 +32,8 @@ import numpy as np
 import onnx
 import torch
 import transformers
-from torch import nn
-
 from make_modern_fixtures import HFOutput, ImageModel, MobileNetV3, TextModel, TinyYolo, build
+from torch import nn
 
 DEFAULT_DIR = Path(os.environ.get("HALFWAY_BENCH_MODELS", Path.home() / ".cache" / "halfway" / "bench_models"))
 SEQUENCE = 128

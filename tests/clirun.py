@@ -40,7 +40,7 @@ def halfway(*args: Any, env: dict[str, str] | None = None, cwd: Path | None = No
 def halfway_without(modules: tuple[str, ...], *args: Any) -> subprocess.CompletedProcess:
     """``halfway ARGS`` in a process where ``modules`` cannot be imported, as if not installed."""
     code = (f"import sys; sys.modules.update(dict.fromkeys({list(modules)!r})); "
-            "from halfway.cli import main; sys.exit(main())")
+            "from halfway.cli.main import main; sys.exit(main())")
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
                           env=os.environ | {"COLUMNS": "200"}, timeout=600, check=False)
 

@@ -1,4 +1,4 @@
-"""Batch inference in one process: halfway.batch.Predictor and ``halfway batch`` without Ray,
+"""Batch inference in one process: halfway.api.batch.Predictor and ``halfway batch`` without Ray,
 against halfway's Executor run one row at a time and against numpy."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from halfway.batch import Predictor
-from halfway.batch.tables import read_rows, write_rows
+from halfway.api.batch import Predictor
+from halfway.api.batch.tables import read_rows, write_rows
 from halfway.ir.errors import FeedError, SerdeError
 from tests.batchdata import FEATURES, mlp_model, mlp_numpy, mlp_rows, reference_rows
 from tests.clirun import halfway, one_line_error

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from tests.clirun import BIN, PLUGIN, RESNET_TINY, halfway, halfway_json, one_line_error
-from halfway.cli import COMMANDS
+from halfway.cli.main import COMMANDS
 from halfway.passes import DEFAULT_PIPELINE
+from tests.clirun import BIN, PLUGIN, RESNET_TINY, halfway, halfway_json, one_line_error
 
 NAMES = [c.name for c in COMMANDS]
 

@@ -6,7 +6,8 @@ import numpy as np
 
 import halfway
 from halfway.executor import Executor
-from tests.clirun import RESNET_TINY, halfway as cli, halfway_json, one_line_error
+from tests.clirun import RESNET_TINY, halfway_json, one_line_error
+from tests.clirun import halfway as cli
 
 IO = np.load(RESNET_TINY.with_name("resnet_tiny_io.npz"))
 FETCH = str(IO["__fetch_names__"][0])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tests.clirun import halfway, halfway_json
 from tests.extras import import_pyopencl
 

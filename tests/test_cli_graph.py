@@ -8,7 +8,7 @@ import stat
 import xml.dom.minidom
 from collections import Counter
 
-from halfway.report.graph import STYLES
+from halfway.cli.report.graph import STYLES
 from tests.clirun import RESNET_TINY, halfway, one_line_error, proto_op_types
 
 NODE = re.compile(r'^  "(op\d+|in:[^"]+|out:[^"]+)" \[label="([^"\\]*)', re.M)

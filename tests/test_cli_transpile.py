@@ -11,7 +11,8 @@ import pytest
 import halfway
 from halfway.executor import Executor
 from halfway.proto import framework_pb2
-from tests.clirun import PLUGIN, RESNET_TINY, halfway as cli, halfway_json, one_line_error, proto_of, proto_op_types
+from tests.clirun import PLUGIN, RESNET_TINY, halfway_json, one_line_error, proto_of, proto_op_types
+from tests.clirun import halfway as cli
 
 IO = np.load(RESNET_TINY.with_name("resnet_tiny_io.npz"))
 FETCH = str(IO["__fetch_names__"][0])

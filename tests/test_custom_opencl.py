@@ -19,8 +19,7 @@ from halfway.ir.builder import append_op, program_guard
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError, KernelNotFoundError
 from halfway.ir.schema import AttrSpec, OpSchema, Slot, register_op, same_as
-from halfway.kernels.opencl.custom import (Attr, Constant, CustomKernelError, Input, Output, Size, numel,
-                                           opencl_kernel)
+from halfway.kernels.opencl.custom import Attr, Constant, CustomKernelError, Input, Output, Size, numel, opencl_kernel
 from halfway.kernels.registry import register_kernel
 from tests.oprun import run_op
 

@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 import pytest
 
-from halfway.commands.execution import prepare
-from halfway.commands.modelfile import load_model
-from halfway.demo import DEMO_MODEL, DEMO_MODELS, demo_inputs, demo_model_path
+from halfway.cli.commands.execution import prepare
+from halfway.cli.commands.modelfile import load_model
+from halfway.cli.demo import DEMO_MODEL, DEMO_MODELS, demo_inputs, demo_model_path
 from halfway.executor.place import CPUPlace
 from halfway.ir.errors import HalfwayError
 from tests.clirun import DEMO_BERT, DEMO_ONNX, RESNET_TINY, ROOT, halfway, halfway_json, proto_op_types

@@ -40,7 +40,7 @@ def _interrupted(tmp_path: Path, command: list[str], module: str) -> subprocess.
     return subprocess.run([*command, "ops"], capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
-@pytest.mark.parametrize("module", ["numpy", "halfway.ir", "halfway.cli", "halfway.commands.run", "rich.console"])
+@pytest.mark.parametrize("module", ["numpy", "halfway.ir", "halfway.cli.main", "halfway.cli.commands.run", "rich.console"])
 @pytest.mark.parametrize("how", ["console script", "python -m halfway"])
 def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path, how, module):
     command = [str(BIN)] if how == "console script" else [sys.executable, "-m", "halfway"]
@@ -51,6 +51,6 @@ def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path, how, module):
 
 def test_the_hook_interrupts_where_it_is_told(tmp_path):
     """Without the entry point's handling the same interrupt is a traceback from the import."""
-    code = "import halfway.cli"
-    done = _interrupted(tmp_path, [sys.executable, "-c", code], "halfway.commands.run")
+    code = "import halfway.cli.main"
+    done = _interrupted(tmp_path, [sys.executable, "-c", code], "halfway.cli.commands.run")
     assert done.returncode != 0 and "Traceback" in done.stderr and "KeyboardInterrupt" in done.stderr

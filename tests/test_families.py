@@ -25,8 +25,8 @@ from halfway.ir.schema import get_schema
 from halfway.kernels import opencl  # noqa: F401  (registers the OpenCL kernels)
 from halfway.kernels.registry import has_kernel
 from halfway.passes import PassManager
-from tests.passcheck import fuse_and_compare, op_types
 from tests.oprun import run_op
+from tests.passcheck import fuse_and_compare, op_types
 
 RNG = np.random.default_rng(21)
 ELEMENTWISE: dict[str, Elementwise] = {**BINARY, **UNARY, **COMPARE}

@@ -10,7 +10,8 @@ import pytest
 import halfway
 from halfway import layers
 from halfway.executor import Executor, Float16RangeError
-from tests.clirun import RESNET_TINY, halfway as cli, one_line_error
+from tests.clirun import RESNET_TINY, one_line_error
+from tests.clirun import halfway as cli
 
 F16_MAX = float(np.finfo(np.float16).max)
 

@@ -14,8 +14,15 @@ import pytest
 
 from halfway.ir import DType, KernelNotFoundError
 from halfway.ir.schema import TensorInfo
-from halfway.kernels.registry import (KernelSpec, Unsupported, find_kernel, has_kernel, register_kernel,
-                                      registered_kernels, select_kernel)
+from halfway.kernels.registry import (
+    KernelSpec,
+    Unsupported,
+    find_kernel,
+    has_kernel,
+    register_kernel,
+    registered_kernels,
+    select_kernel,
+)
 
 
 def _spec(op_type: str, dtype: DType = DType.float32, **attrs) -> KernelSpec:

@@ -20,8 +20,8 @@ from onnx.reference import ReferenceEvaluator
 from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
-from halfway.ir.schema import TensorInfo
 from halfway.ir.ops.numpy_math import erfc
+from halfway.ir.schema import TensorInfo
 from halfway.kernels.numpy.math import KERNELS
 from halfway.kernels.registry import KernelSpec, find_kernel, has_kernel
 from tests.oprun import float16_tolerance, run_op

@@ -15,11 +15,11 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from halfway.ir.dtypes import DType
+from halfway.ir.errors import SchemaError
+from halfway.ir.schema import TensorInfo
 from halfway.kernels.numpy import conv as conv_kernels
 from halfway.kernels.numpy.conv import make_epilogue
 from halfway.kernels.registry import KernelSpec, find_kernel
-from halfway.ir.errors import SchemaError
-from halfway.ir.schema import TensorInfo
 from tests.oprun import float16_tolerance, run_op
 
 RNG = np.random.default_rng(11)

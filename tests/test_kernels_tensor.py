@@ -27,7 +27,8 @@ from halfway.ir.errors import HalfwayError
 from halfway.ir.schema import TensorInfo
 from halfway.kernels.numpy.tensor import DATA_DTYPES
 from halfway.kernels.registry import KernelSpec, find_kernel
-from tests.oprun import Ran, read_only, run_op as run
+from tests.oprun import Ran, read_only
+from tests.oprun import run_op as run
 
 RNG = np.random.default_rng(7)
 OPS = ["concat", "split", "reshape2", "flatten_contiguous_range", "transpose2", "squeeze2", "unsqueeze2",

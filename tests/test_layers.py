@@ -44,28 +44,22 @@ EXTRA = {"passes": {"halfway.kernels.registry", "halfway.kernels.evaluate"}}
 """Single modules of another layer that a layer may import besides."""
 
 
-def _package_dirs() -> dict[str, Path]:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return {name: ROOT / folder for name, folder in config["tool"]["setuptools"]["package-dir"].items()}
-
-
-PACKAGE_DIRS = _package_dirs()
+def _packages() -> list[str]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
 
 
 def _module_name(path: Path) -> str:
-    """The import name of ``path``, from the longest package-dir holding it."""
-    package, folder = max(((n, d) for n, d in PACKAGE_DIRS.items() if path.is_relative_to(d)),
-                          key=lambda item: len(item[1].parts))
-    parts = list(path.relative_to(folder).with_suffix("").parts)
+    """The import name of ``path``: the root is the package ``halfway``."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join([package, *parts])
+    return ".".join(["halfway", *parts])
 
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for folder in set(PACKAGE_DIRS.values()):
-        for path in folder.rglob("*.py"):
+    for package in _packages():
+        for path in ROOT.joinpath(*package.split(".")[1:]).glob("*.py"):
             found[_module_name(path)] = path
     return found
 
@@ -114,8 +108,8 @@ def _violations() -> list[str]:
 def test_the_scan_sees_every_layer():
     layers = {layer_of(m) for m in MODULES}
     assert layers == set(ALLOWED)
-    assert layer_of("halfway.kernels.numpy.conv") == "kernels" and layer_of("halfway.commands.transpile") == "api"
-    assert _module_name(ROOT / "api" / "commands" / "transpile.py") == "halfway.commands.transpile"
+    assert layer_of("halfway.kernels.numpy.conv") == "kernels" and layer_of("halfway.cli.commands.transpile") == "api"
+    assert _module_name(ROOT / "cli" / "commands" / "transpile.py") == "halfway.cli.commands.transpile"
 
 
 def test_a_forbidden_import_is_reported_with_its_line(tmp_path, monkeypatch):
@@ -141,7 +135,7 @@ def _loaded_after(statement: str) -> list[str]:
 
 
 @pytest.mark.parametrize("package", ["halfway.executor", "halfway.kernels", "halfway.passes", "halfway.frontends",
-                                     "halfway.cli", "halfway.commands"])
+                                     "halfway.cli.main", "halfway.cli.commands"])
 def test_import_ir_loads_nothing_above_it(package):
     loaded = _loaded_after("import halfway.ir")
     assert "halfway.ir" in loaded
@@ -150,7 +144,7 @@ def test_import_ir_loads_nothing_above_it(package):
 
 def test_import_halfway_loads_only_the_ir():
     loaded = _loaded_after("import halfway")
-    outside = [m for m in loaded if layer_of(m) not in ("ir", "proto") and m not in ("halfway", "halfway.openblas")]
+    outside = [m for m in loaded if layer_of(m) not in ("ir", "proto") and m not in ("halfway", "halfway.api.openblas")]
     assert not outside
 
 

@@ -9,7 +9,16 @@ import onnx
 import pytest
 
 import halfway
-from tests.modern import EXPECTED_FAILURES, FIXTURE_DIR, STAGES, cases, check_fixture, compare, expected_failure, fixtures
+from tests.modern import (
+    EXPECTED_FAILURES,
+    FIXTURE_DIR,
+    STAGES,
+    cases,
+    check_fixture,
+    compare,
+    expected_failure,
+    fixtures,
+)
 
 NAMES = [entry["name"] for entry in fixtures()]
 

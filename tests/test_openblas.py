@@ -1,4 +1,4 @@
-"""The OpenBLAS core type halfway forces before numpy loads (halfway.openblas)."""
+"""The OpenBLAS core type halfway forces before numpy loads (halfway.api.openblas)."""
 
 import os
 import subprocess
@@ -56,9 +56,9 @@ def test_too_late_once_numpy_is_loaded(tmp_path):
     assert env == {}
 
 
-def test_importing_halfway_first_configures_openblas():
+def test_tune_first_configures_openblas():
     """In a fresh interpreter, the variable OpenBLAS reads is set (or not) before numpy loads."""
-    code = ("import os, halfway, halfway.openblas as o; "
+    code = ("import os, halfway; halfway.openblas.tune(); import halfway.api.openblas as o; "
             "print(os.environ.get('OPENBLAS_CORETYPE'), o.core_for(open('/proc/cpuinfo').read()))")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     try:
@@ -83,8 +83,15 @@ def test_thread_timeout_is_set_only_when_unset_and_before_numpy(monkeypatch):
     assert openblas.choose_thread_timeout({}) is None
 
 
-def test_importing_halfway_first_shortens_openblas_spin():
+def test_importing_halfway_changes_no_environment():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")}
+    code = "import os, halfway.ir, halfway.kernels; print(sorted(k for k in os.environ if k.startswith('OPENBLAS_')))"
+    seen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert seen.strip() == "[]"
+
+
+def test_tune_first_shortens_openblas_spin():
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
-    code = "import os, halfway, numpy; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    code = "import os, halfway; halfway.openblas.tune(); import numpy; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
     seen = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert seen.strip() == openblas.THREAD_TIMEOUT

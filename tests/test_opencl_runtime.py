@@ -17,7 +17,7 @@ from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.kernels.opencl import runtime
 from halfway.kernels.opencl.gemm import Gemm, choose_tile, split_k, uses_tensor_cores
-from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, float16_mode, find_device
+from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, find_device, float16_mode
 
 Mode = Float16Mode
 

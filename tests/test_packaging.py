@@ -15,37 +15,42 @@ import pytest
 from tests.clirun import ROOT, halfway
 
 SOURCE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
-DATA = {"halfway": ["data/*.onnx"], "halfway.kernels.opencl": ["cl/*"]}
+DATA = {"halfway.api": ["data/*.onnx"], "halfway.kernels.opencl": ["cl/*"]}
 """Package data the package needs at run time, by package: the demo model and the OpenCL sources."""
+OUTSIDE = {"tests", "benchmarks", "scripts", "examples", "docs", "build", "dist"}
+"""The root's folders that are not part of the package."""
 
 
-def package_roots() -> dict[str, Path]:
-    """``package-dir`` of ``pyproject.toml``: package name -> folder."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    return {name: ROOT / folder for name, folder in config["tool"]["setuptools"]["package-dir"].items()}
+def listed_packages() -> list[str]:
+    """``packages`` of ``[tool.setuptools]``, each a folder under the root (the package ``halfway``)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {"halfway": "."}
+    return config["packages"]
 
 
-def folder_of(package: str, roots: dict[str, Path]) -> Path:
-    """The source folder of ``package``: its root's folder, and the rest of its name as folders."""
-    root = max((name for name in roots if package == name or package.startswith(name + ".")), key=len)
-    return roots[root].joinpath(*package[len(root):].split(".")[1:])
+def folder_of(package: str) -> Path:
+    return ROOT.joinpath(*package.split(".")[1:])
 
 
 def source_files() -> set[str]:
-    """Every module of every package folder (one with an ``__init__.py``) under the roots, and every
-    data file, as paths inside the wheel."""
-    roots = package_roots()
+    """Every module of every listed package, and every data file, as paths inside the wheel."""
     expected = set()
-    for name, folder in roots.items():
-        for init in folder.rglob("__init__.py"):
-            inside = Path(*name.split(".")) / init.parent.relative_to(folder)
-            expected |= {(inside / module.name).as_posix() for module in init.parent.glob("*.py")}
+    for package in listed_packages():
+        inside = Path(*package.split("."))
+        expected |= {(inside / module.name).as_posix() for module in folder_of(package).glob("*.py")}
     for package, patterns in DATA.items():
-        folder = folder_of(package, roots)
+        folder = folder_of(package)
         files = [f for pattern in patterns for f in folder.glob(pattern) if f.is_file()]
         assert files, f"no data file of {package} matches {patterns}"
         expected |= {(Path(*package.split(".")) / f.relative_to(folder)).as_posix() for f in files}
     return expected
+
+
+def test_every_package_folder_is_listed() -> None:
+    folders = {init.parent for init in ROOT.rglob("__init__.py")
+               if not ({".venv", ".git"} | OUTSIDE) & set(init.relative_to(ROOT).parts)}
+    found = {".".join(["halfway", *folder.relative_to(ROOT).parts]) for folder in folders}
+    assert found == set(listed_packages())
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import halfway
+from halfway.api.float16 import float16_transpile
 from halfway.executor import Executor
-from halfway.float16 import float16_transpile
 from halfway.ir.dtypes import DType
 from halfway.ir.io import save_inference_model
 

@@ -8,8 +8,16 @@ import numpy as np
 import pytest
 
 from halfway.ir import DType, Program, SerdeError, VarKind, serde
-from halfway.ir.params import (MAX_RANK, ParamSpec, decode_tensor, encode_tensor, param_specs,
-                               read_param_file, read_params, write_params)
+from halfway.ir.params import (
+    MAX_RANK,
+    ParamSpec,
+    decode_tensor,
+    encode_tensor,
+    param_specs,
+    read_param_file,
+    read_params,
+    write_params,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "paddle"
 PDIPARAMS = FIXTURES / "resnet_tiny.pdiparams"

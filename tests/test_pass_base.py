@@ -2,8 +2,8 @@ import attrs
 import pytest
 
 import halfway
-from halfway.passes import Pass, PassResult, get_pass, register_pass, registered_passes
 from halfway.ir.errors import PassError
+from halfway.passes import Pass, PassResult, get_pass, register_pass, registered_passes
 
 
 @attrs.frozen

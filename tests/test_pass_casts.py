@@ -8,8 +8,8 @@ from halfway import layers
 from halfway.ir.dtypes import DType
 from halfway.ir.operator import Operator
 from halfway.passes import get_pass
-from halfway.passes.rewrite import collect_near_misses
 from halfway.passes.casts import exact_round_trip
+from halfway.passes.rewrite import collect_near_misses
 from tests.passcheck import add_fetch_ops, check_pass, fetch_options, insert_after, load_fixture, random_program, run
 
 VALUES = np.array([[-300.7, -1.3333, 0.1, 1e-6], [3.0, 6000.0, 2.5, 1234.567]])

@@ -1,4 +1,4 @@
-"""halfway.ray on a real local Ray cluster (two CPUs): each row's outputs equal halfway's
+"""halfway.api.ray on a real local Ray cluster (two CPUs): each row's outputs equal halfway's
 Executor run on that row alone, each row comes out exactly once, also when an actor is killed
 in the middle of the run, and a bad row fails with the error naming it."""
 
@@ -11,7 +11,7 @@ from tests.batchdata import mlp_model, mlp_rows, reference_rows
 from tests.clirun import halfway
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'halfway[ray]')")
-hray = pytest.importorskip("halfway.ray")
+hray = pytest.importorskip("halfway.api.ray")
 
 ROWS = 24
 

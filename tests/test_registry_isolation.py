@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from halfway.ir.dtypes import DType
 from halfway.ir.errors import HalfwayError
 from halfway.ir.schema import OpSchema, Slot, get_schema, has_schema, register_op, same_as
 from halfway.kernels.registry import has_kernel, register_kernel
-from halfway.ir.dtypes import DType
 from halfway.passes import PassResult, get_pass, register_pass
 
 PROBE = "t_registry_probe"

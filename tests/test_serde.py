@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import halfway
-from halfway.ir import AttrType, DType, Operator, Program, SerdeError, VarKind
-from halfway.ir import serde
+from halfway.ir import AttrType, DType, Operator, Program, SerdeError, VarKind, serde
 from halfway.proto import framework_pb2 as pb
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "paddle"

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from halfway.ir.errors import FeedError
+from ...ir.errors import FeedError
 
 __all__ = ["Columns", "row_count", "slice_rows", "concat_columns", "object_column"]
 

@@ -1,5 +1,5 @@
 """The model side of batch inference: a model loaded, passed, transpiled and prepared once, then
-called on batch after batch (``halfway batch``, and each actor of ``halfway.ray.predict``)."""
+called on batch after batch (``halfway batch``, and each actor of ``halfway.api.ray.predict``)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from halfway.batch.rows import FeedSpec, feed_specs
-from halfway.commands.feeds import parse_inputs
-from halfway.commands.modelfile import load_model
-from halfway.commands.places import parse_place
-from halfway.commands.transpile import float16_pass, run_passes
-from halfway.executor import Executor, PreparedBySignature, PreparedProgram
-from halfway.executor.place import Place
-from halfway.ir.errors import FeedError
+from ...cli.commands.feeds import parse_inputs
+from ...cli.commands.modelfile import load_model
+from ...cli.commands.places import parse_place
+from ...cli.commands.transpile import float16_pass, run_passes
+from ...executor import Executor, PreparedBySignature, PreparedProgram
+from ...executor.place import Place
+from ...ir.errors import FeedError
+from .rows import FeedSpec, feed_specs
 
 __all__ = ["Predictor"]
 

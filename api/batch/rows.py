@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from attrs import frozen
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import FeedError
-from halfway.ir.program import Program
+from ...ir.dtypes import DType
+from ...ir.errors import FeedError
+from ...ir.program import Program
 
 __all__ = ["FeedSpec", "feed_specs", "row_label"]
 

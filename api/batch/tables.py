@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from halfway.batch.columns import Columns, concat_columns, object_column
-from halfway.commands.files import write_file
-from halfway.ir.errors import FeedError, HalfwayError, SerdeError
+from ...cli.commands.files import write_file
+from ...ir.errors import FeedError, HalfwayError, SerdeError
+from .columns import Columns, concat_columns, object_column
 
 __all__ = ["FORMATS", "read_rows", "write_rows", "MissingExtraError", "require_pyarrow"]
 

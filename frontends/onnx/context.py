@@ -18,16 +18,16 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto, helper
 
-from halfway.frontends.onnx.tensors import tensor_array
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.infer import infer_new_op
-from halfway.ir.limits import check_tensor_size
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.schema import TensorInfo
-from halfway.ir.scope import Scope
+from ...ir.block import Block
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.infer import infer_new_op
+from ...ir.limits import check_tensor_size
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ...ir.schema import TensorInfo
+from ...ir.scope import Scope
+from .tensors import tensor_array
 
 __all__ = ["ConversionError", "UnsupportedOpError", "GraphContext", "node_label", "RESERVED_NAMES"]
 

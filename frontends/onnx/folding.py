@@ -20,7 +20,7 @@ import numpy as np
 from onnx import AttributeProto, NodeProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from halfway.frontends.onnx.context import GraphContext
+from .context import GraphContext
 
 __all__ = ["foldable", "fold"]
 

@@ -22,23 +22,33 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
-from halfway.frontends.onnx import (  # noqa: F401  (register converters)
-    ops_attention, ops_composed, ops_image, ops_indexing, ops_loss, ops_math, ops_nn, ops_norm, ops_quantize,
-    ops_resize, ops_tensor)
-from halfway.frontends.onnx.context import ConversionError, GraphContext, UnsupportedOpError, node_label
-from halfway.frontends.onnx.folding import fold, foldable
-from halfway.frontends.onnx.registry import CONVERTERS
-from halfway.frontends.onnx.spec import check_node
-from halfway.frontends.onnx.tensors import TensorError, elem_dtype, read_external_data, tensor_array
-from halfway.ir.attrs import AttrType
-from halfway.ir.errors import HalfwayError, SerdeError
-from halfway.ir.fileset import read_file
-from halfway.ir.io import set_feed_fetch
-from halfway.ir import limits
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.ir.variable import DIM_NAMES
-from halfway.ir.verifier import verify
+from ...ir import limits
+from ...ir.attrs import AttrType
+from ...ir.errors import HalfwayError, SerdeError
+from ...ir.fileset import read_file
+from ...ir.io import set_feed_fetch
+from ...ir.program import Program
+from ...ir.scope import Scope
+from ...ir.variable import DIM_NAMES
+from ...ir.verifier import verify
+from . import (  # noqa: F401  (register converters)
+    ops_attention,
+    ops_composed,
+    ops_image,
+    ops_indexing,
+    ops_loss,
+    ops_math,
+    ops_nn,
+    ops_norm,
+    ops_quantize,
+    ops_resize,
+    ops_tensor,
+)
+from .context import ConversionError, GraphContext, UnsupportedOpError, node_label
+from .folding import fold, foldable
+from .registry import CONVERTERS
+from .spec import check_node
+from .tensors import TensorError, elem_dtype, read_external_data, tensor_array
 
 __all__ = ["load", "read_model", "MIN_OPSET"]
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto
 
-from halfway.frontends.onnx.context import GraphContext
-from halfway.frontends.onnx.registry import converts
-from halfway.ir.dtypes import DType
+from ...ir.dtypes import DType
+from .context import GraphContext
+from .registry import converts
 
 __all__: list[str] = []
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto
 
-from halfway.frontends.onnx.context import GraphContext
-from halfway.frontends.onnx.registry import converts
+from .context import GraphContext
+from .registry import converts
 
 __all__: list[str] = []
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto, helper
 
-from halfway.frontends.onnx.context import GraphContext
-from halfway.frontends.onnx.registry import converts
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
-from halfway.ir.schema import get_schema
+from ...ir.dtypes import DType
+from ...ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
+from ...ir.schema import get_schema
+from .context import GraphContext
+from .registry import converts
 
 __all__ = ["cast_to"]
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto, helper
 
-from halfway.frontends.onnx.context import GraphContext
-from halfway.frontends.onnx.registry import Converter, converts
-from halfway.ir.dtypes import DType
+from ...ir.dtypes import DType
+from .context import GraphContext
+from .registry import Converter, converts
 
 __all__: list[str] = []
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto
 
-from halfway.frontends.onnx.context import GraphContext
-from halfway.frontends.onnx.ops_math import cast_to
-from halfway.frontends.onnx.registry import converts
-from halfway.frontends.onnx.tensors import elem_dtype
-from halfway.ir.dtypes import DType
+from ...ir.dtypes import DType
+from .context import GraphContext
+from .ops_math import cast_to
+from .registry import converts
+from .tensors import elem_dtype
 
 __all__: list[str] = []
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from onnx import NodeProto
 
-from halfway.frontends.onnx.context import GraphContext
-from halfway.frontends.table import registrar
+from ..table import registrar
+from .context import GraphContext
 
 __all__ = ["Converter", "CONVERTERS", "converts", "supported_ops"]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import onnx.defs
 from onnx import AttributeProto, NodeProto, TensorProto, helper
 
-from halfway.ir.errors import HalfwayError
+from ...ir.errors import HalfwayError
 
 __all__ = ["SpecError", "check_node"]
 

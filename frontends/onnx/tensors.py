@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
 
 __all__ = ["TensorError", "tensor_array", "elem_dtype", "read_external_data"]
 

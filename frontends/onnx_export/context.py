@@ -13,12 +13,12 @@ from typing import Any, NoReturn
 import numpy as np
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.ir.variable import Variable
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ...ir.scope import Scope
+from ...ir.variable import Variable
 
 __all__ = ["ExportError", "UnsupportedExportError", "ExportContext", "CONTRIB_DOMAIN", "onnx_type"]
 

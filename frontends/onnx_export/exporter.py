@@ -20,15 +20,24 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto, ValueInfoProto, helper, numpy_helper
 
-from halfway.frontends.onnx_export import (  # noqa: F401  (register exporters)
-    ops_attention, ops_family, ops_gated, ops_image, ops_indexing, ops_nn, ops_norm, ops_quantize, ops_resize, ops_tensor)
-from halfway.frontends.onnx_export.context import (CONTRIB_DOMAIN, ExportContext, ExportError,
-                                                   UnsupportedExportError, onnx_type)
-from halfway.frontends.onnx_export.registry import EXPORTERS
-from halfway.ir.errors import HalfwayError
-from halfway.ir.fileset import write_files
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
+from ...ir.errors import HalfwayError
+from ...ir.fileset import write_files
+from ...ir.program import Program
+from ...ir.scope import Scope
+from . import (  # noqa: F401  (register exporters)
+    ops_attention,
+    ops_family,
+    ops_gated,
+    ops_image,
+    ops_indexing,
+    ops_nn,
+    ops_norm,
+    ops_quantize,
+    ops_resize,
+    ops_tensor,
+)
+from .context import CONTRIB_DOMAIN, ExportContext, ExportError, UnsupportedExportError, onnx_type
+from .registry import EXPORTERS
 
 __all__ = ["to_onnx", "save_onnx", "DEFAULT_OPSET", "MIN_EXPORT_OPSET"]
 

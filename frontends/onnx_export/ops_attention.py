@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext, onnx_type
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.dtypes import DType
-from halfway.ir.operator import Operator
+from ...ir.dtypes import DType
+from ...ir.operator import Operator
+from .context import CONTRIB_DOMAIN, ExportContext, onnx_type
+from .registry import exports
 
 __all__: list[str] = []
 

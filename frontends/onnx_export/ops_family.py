@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.dtypes import DType
-from halfway.ir.operator import Operator
-from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
-from halfway.ir.ops.family import Elementwise
+from ...ir.dtypes import DType
+from ...ir.operator import Operator
+from ...ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
+from ...ir.ops.family import Elementwise
+from .context import CONTRIB_DOMAIN, ExportContext
+from .registry import exports
 
 __all__ = ["aligned_y", "activation", "reduce"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from halfway.frontends.onnx_export.context import ExportContext
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.operator import Operator
+from ...ir.operator import Operator
+from .context import ExportContext
+from .registry import exports
 
 __all__: list[str] = []
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from halfway.frontends.onnx_export.context import ExportContext
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.operator import Operator
+from ...ir.operator import Operator
+from .context import ExportContext
+from .registry import exports
 
 __all__: list[str] = []
 

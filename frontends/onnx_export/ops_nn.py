@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 from onnx import numpy_helper
 
-from halfway.frontends.onnx_export.context import CONTRIB_DOMAIN, ExportContext
-from halfway.frontends.onnx_export.ops_family import activation
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.dtypes import DType
-from halfway.ir.operator import Operator
-from halfway.ir.ops.families import epilogue_op
+from ...ir.dtypes import DType
+from ...ir.operator import Operator
+from ...ir.ops.families import epilogue_op
+from .context import CONTRIB_DOMAIN, ExportContext
+from .ops_family import activation
+from .registry import exports
 
 __all__: list[str] = []
 

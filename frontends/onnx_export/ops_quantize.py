@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from halfway.frontends.onnx_export.context import ExportContext
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.dtypes import DType
-from halfway.ir.operator import Operator
+from ...ir.dtypes import DType
+from ...ir.operator import Operator
+from .context import ExportContext
+from .registry import exports
 
 __all__: list[str] = []
 

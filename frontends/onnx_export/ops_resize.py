@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from halfway.frontends.onnx_export.context import ExportContext
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.operator import Operator
-from halfway.ir.ops.resize import INTERP_OPS, resized_axes
+from ...ir.operator import Operator
+from ...ir.ops.resize import INTERP_OPS, resized_axes
+from .context import ExportContext
+from .registry import exports
 
 __all__: list[str] = []
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 from onnx import numpy_helper
 
-from halfway.frontends.onnx_export.context import ExportContext, onnx_type
-from halfway.frontends.onnx_export.registry import exports
-from halfway.ir.dtypes import DType
-from halfway.ir.operator import Operator
+from ...ir.dtypes import DType
+from ...ir.operator import Operator
+from .context import ExportContext, onnx_type
+from .registry import exports
 
 __all__: list[str] = []
 

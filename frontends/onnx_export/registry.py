@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from halfway.frontends.onnx_export.context import ExportContext
-from halfway.frontends.table import registrar
-from halfway.ir.operator import Operator
+from ...ir.operator import Operator
+from ..table import registrar
+from .context import ExportContext
 
 __all__ = ["Exporter", "EXPORTERS", "exports", "exportable_ops"]
 

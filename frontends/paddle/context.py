@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from halfway.frontends.paddle.pir import MISSING, PirOp, PirType
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.infer import infer_new_op
-from halfway.ir.scope import Scope
+from ...ir.block import Block
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.infer import infer_new_op
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ...ir.scope import Scope
+from .pir import MISSING, PirOp, PirType
 
 __all__ = ["PirConversionError", "UnsupportedPirOpError", "PirContext"]
 

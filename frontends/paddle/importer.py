@@ -15,16 +15,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from halfway.frontends.paddle import ops as _ops
-from halfway.frontends.paddle.context import PirContext, UnsupportedPirOpError
-from halfway.frontends.paddle.pir import PirOp, read_program
-from halfway.ir.errors import HalfwayError, SerdeError
-from halfway.ir.fileset import read_file
-from halfway.ir.io import set_feed_fetch
-from halfway.ir.params import read_params
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.ir.verifier import verify
+from ...ir.errors import HalfwayError, SerdeError
+from ...ir.fileset import read_file
+from ...ir.io import set_feed_fetch
+from ...ir.params import read_params
+from ...ir.program import Program
+from ...ir.scope import Scope
+from ...ir.verifier import verify
+from . import ops as _ops
+from .context import PirContext, UnsupportedPirOpError
+from .pir import PirOp, read_program
 
 __all__ = ["load", "pir_files", "PIR_SUFFIX"]
 

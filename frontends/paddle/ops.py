@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from halfway.frontends.paddle.context import PirContext
-from halfway.frontends.paddle.pir import MISSING, PirOp
-from halfway.ir.dtypes import DType
+from ...ir.dtypes import DType
+from .context import PirContext
+from .pir import MISSING, PirOp
 
 __all__ = ["CONVERTERS", "supported_ops"]
 

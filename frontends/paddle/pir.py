@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import SerdeError
+from ...ir.dtypes import DType
+from ...ir.errors import SerdeError
 
 __all__ = ["PirOp", "PirType", "read_program", "MISSING"]
 

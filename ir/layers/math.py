@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.builder import append_op, apply_act
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
-from halfway.ir.ops.family import Elementwise
-from halfway.ir.variable import Variable
+from ..attrs import AttrType
+from ..builder import append_op, apply_act
+from ..dtypes import DType
+from ..ops.families import BINARY, COMPARE, REDUCE, UNARY
+from ..ops.family import Elementwise
+from ..variable import Variable
 
 __all__ = [*BINARY, *UNARY, *COMPARE, *REDUCE, "clip", "scale", "sums", "cast", "mean", "pow"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from halfway.ir.builder import append_op, apply_act, atomic, create_parameter, default_main_program
-from halfway.ir.errors import IRError
-from halfway.ir.initializers import Constant, Initializer, KaimingNormal, XavierUniform
-from halfway.ir.variable import Variable
+from ..builder import append_op, apply_act, atomic, create_parameter, default_main_program
+from ..errors import IRError
+from ..initializers import Constant, Initializer, KaimingNormal, XavierUniform
+from ..variable import Variable
 
 __all__ = ["conv2d", "conv2d_transpose", "pool2d", "adaptive_pool2d", "batch_norm", "lrn", "pad3d", "dropout",
            "softmax", "matmul", "mul", "fc"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from halfway.ir.builder import append_op
-from halfway.ir.dtypes import DType
-from halfway.ir.variable import Variable
+from ..builder import append_op
+from ..dtypes import DType
+from ..variable import Variable
 
 __all__ = ["concat", "split", "reshape", "flatten", "transpose", "squeeze", "unsqueeze", "fill_constant",
            "assign", "slice", "shape"]

@@ -14,9 +14,9 @@ follow their input (FOLLOW): their kernels compute in float32 too, and they are 
 
 from __future__ import annotations
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.ops.family import Float16
-from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from ..attrs import AttrType
+from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from .family import Float16
 
 __all__ = ["FLOAT16_CLASSES"]
 

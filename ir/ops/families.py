@@ -15,13 +15,25 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import SchemaError
-from halfway.ir.ops import numpy_math as nm
-from halfway.ir.ops.family import (ALL_DTYPES, FLOATS, NUMBERS, Absorb, Attrs, Elementwise, Float16, Onnx, Reduction,
-                                   fused_params, same_attrs, unfused)
-from halfway.ir.schema import AttrSpec
+from ..attrs import AttrType
+from ..dtypes import DType
+from ..errors import SchemaError
+from ..schema import AttrSpec
+from . import numpy_math as nm
+from .family import (
+    ALL_DTYPES,
+    FLOATS,
+    NUMBERS,
+    Absorb,
+    Attrs,
+    Elementwise,
+    Float16,
+    Onnx,
+    Reduction,
+    fused_params,
+    same_attrs,
+    unfused,
+)
 
 __all__ = ["UNARY", "BINARY", "COMPARE", "REDUCE", "EPILOGUE_ALIASES", "absorbable", "epilogue_op", "fc_absorbable",
            "float16_classes"]

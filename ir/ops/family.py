@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from attrs import field, frozen
 
-from halfway.ir.dtypes import DType
-from halfway.ir.schema import AttrSpec
+from ..dtypes import DType
+from ..schema import AttrSpec
 
 __all__ = ["Float16", "Absorb", "Onnx", "Elementwise", "Reduction", "fused_params", "unfused", "same_attrs",
            "FLOATS", "INTS", "NUMBERS", "ALL_DTYPES"]

@@ -6,7 +6,7 @@ float32 and it is elementwise.
 
 from __future__ import annotations
 
-from halfway.ir.schema import InferContext, OpSchema, Slot, register_op
+from ..schema import InferContext, OpSchema, Slot, register_op
 
 __all__: list[str] = []
 

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from ..attrs import AttrType
+from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 
 __all__: list[str] = []
 

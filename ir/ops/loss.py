@@ -7,8 +7,8 @@ beside them), Label the classes [N, d1, ..., dk]; Weight, when given, one weight
 
 from __future__ import annotations
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from ..attrs import AttrType
+from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 
 __all__: list[str] = []
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import IRError
-from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
-from halfway.ir.ops.family import Elementwise
-from halfway.ir.schema import (AttrSpec, InferContext, InferError, OpSchema, Slot, register_op,
-                               same_as)
+from ..attrs import AttrType
+from ..dtypes import DType
+from ..errors import IRError
+from ..schema import AttrSpec, InferContext, InferError, OpSchema, Slot, register_op, same_as
+from .families import BINARY, COMPARE, REDUCE, UNARY
+from .family import Elementwise
 
 __all__ = ["broadcast_shape", "paddle_axis_to_numpy", "numpy_operand_shapes"]
 

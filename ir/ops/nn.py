@@ -24,11 +24,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.families import UNARY, absorbable, fc_absorbable
-from halfway.ir.schema import (AttrSpec, InferContext, InferError, InferFn, OpSchema, Slot, TensorInfo,
-                               register_op)
+from ..attrs import AttrType
+from ..dtypes import DType
+from ..schema import AttrSpec, InferContext, InferError, InferFn, OpSchema, Slot, TensorInfo, register_op
+from .families import UNARY, absorbable, fc_absorbable
 
 __all__ = ["Window", "window_geometry", "pad_pairs", "FUSABLE_ACTIVATIONS"]
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from halfway.ir.errors import HalfwayError
+from ..errors import HalfwayError
 
 __all__ = ["relu", "relu6", "leaky_relu", "sigmoid", "hard_swish", "hard_sigmoid", "swish", "silu", "gelu",
            "softplus", "erfc", "erf", "ERF_P", "ERF_Q", "ERFC_COEFFS", "round_half_away", "elu", "celu",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.dtypes import DType
-from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from ..attrs import AttrType
+from ..dtypes import DType
+from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 
 __all__ = ["QUANTIZED"]
 

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.dtypes import DType
-from halfway.ir.schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from ..attrs import AttrType
+from ..dtypes import DType
+from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 
 __all__ = ["INTERP_OPS", "ResizeAxis", "resize_plan", "resized_axes"]
 

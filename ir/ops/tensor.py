@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.attrs import AttrType
-from halfway.ir.dtypes import DType
-from halfway.ir.schema import AttrSpec, InferContext, InferFn, OpSchema, Slot, register_op
+from ..attrs import AttrType
+from ..dtypes import DType
+from ..schema import AttrSpec, InferContext, InferFn, OpSchema, Slot, register_op
 
 __all__: list[str] = []
 

@@ -1,5 +1,5 @@
 """numpy kernels, one module per op family (as ``halfway.ir.ops``)."""
 
-from halfway.kernels.numpy import attention, gated, image, indexing, loss, math, nn, norm, pool, quantize, resize, tensor
+from . import attention, gated, image, indexing, loss, math, nn, norm, pool, quantize, resize, tensor
 
 __all__ = ["attention", "gated", "image", "indexing", "loss", "math", "nn", "norm", "pool", "quantize", "resize", "tensor"]

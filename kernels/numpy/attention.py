@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.numpy.jit import compiled_rms_norm, compiled_softmax
-from halfway.kernels.numpy.threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import Kernel, KernelSpec, register_kernel
+from .jit import compiled_rms_norm, compiled_softmax
+from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans
 
 __all__ = ["SCORE_BLOCK_BYTES"]
 

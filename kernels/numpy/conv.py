@@ -64,14 +64,19 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from halfway.ir.ops.families import UNARY, epilogue_op
-from halfway.ir.ops.nn import window_geometry
-from halfway.kernels.conv_pool import conv_and_pool
-from halfway.kernels.numpy.jit import (CompiledActivation, compiled_activation, compiled_dense, compiled_depthwise,
-                                      compiled_epilogue, dense_filter)
-from halfway.kernels.numpy.threads import (MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans,
-                                           thread_count)
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.ops.families import UNARY, epilogue_op
+from ...ir.ops.nn import window_geometry
+from ..conv_pool import conv_and_pool
+from ..registry import Kernel, KernelSpec, register_kernel
+from .jit import (
+    CompiledActivation,
+    compiled_activation,
+    compiled_dense,
+    compiled_depthwise,
+    compiled_epilogue,
+    dense_filter,
+)
+from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans, thread_count
 
 __all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv_geometry", "slot_positions"]
 
@@ -687,7 +692,7 @@ def fused_conv2d(spec: KernelSpec) -> Kernel:
 @register_kernel("fused_conv2d_pool")
 def fused_conv2d_pool(spec: KernelSpec) -> Kernel:
     """The convolution, then the pool of its output (``conv_and_pool``)."""
-    from halfway.kernels.numpy.nn import pool2d  # nn imports this module
+    from .nn import pool2d  # nn imports this module
 
     conv_spec, pool_spec = conv_and_pool(spec)
     conv, pool = fused_conv2d(conv_spec), pool2d(pool_spec)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.ops import numpy_math as nm
-from halfway.kernels.numpy.jit import compiled_unary
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.ops import numpy_math as nm
+from ..registry import Kernel, KernelSpec, register_kernel
+from .jit import compiled_unary
 
 __all__: list[str] = []
 

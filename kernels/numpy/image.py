@@ -15,10 +15,10 @@ import itertools
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.numpy.resize import cubic_kernel
-from halfway.kernels.numpy.tensor import register_data_kernel
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import Kernel, KernelSpec, register_kernel
+from .resize import cubic_kernel
+from .tensor import register_data_kernel
 
 __all__: list[str] = []
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.ops.family import NUMBERS
-from halfway.kernels.numpy.tensor import DATA_DTYPES, int_source, register_data_kernel
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.ops.family import NUMBERS
+from ..registry import Kernel, KernelSpec, register_kernel
+from .tensor import DATA_DTYPES, int_source, register_data_kernel
 
 __all__: list[str] = []
 

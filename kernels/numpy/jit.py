@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.kernels.numpy.threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, spans, thread_count
+from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, spans, thread_count
 
 __all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
            "dense_filter", "compiled_dense", "packed_weight", "compiled_product", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
@@ -83,7 +83,7 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from halfway.kernels.numpy import jit_direct, jit_epilogue, jit_gemm, jit_math, jit_rows, jit_spin, jit_windows
+        from . import jit_direct, jit_epilogue, jit_gemm, jit_math, jit_rows, jit_spin, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
@@ -231,7 +231,7 @@ def dense_filter(w: np.ndarray) -> np.ndarray:
     """``w[O, C, KH, KW]`` as ``compiled_dense`` takes it: ``[G, C * KH * KW, OUTS]`` float32, the
     filters of output channels ``g * OUTS:(g + 1) * OUTS`` side by side (``jit_tiles.OUTS``), the
     last group filled up with zero filters."""
-    from halfway.kernels.numpy.jit_tiles import OUTS
+    from .jit_tiles import OUTS
 
     o, c, kh, kw = w.shape
     groups = -(-o // OUTS)
@@ -316,7 +316,7 @@ def compiled_product(a: np.ndarray, panels: np.ndarray, n: int) -> np.ndarray | 
     loops = _loops()
     if loops is None or a.dtype != np.float32 or a.ndim != 2 or not a.flags.c_contiguous or a.shape[1] != panels.shape[1]:
         return None
-    from halfway.kernels.numpy.jit_tiles import OUTS
+    from .jit_tiles import OUTS
 
     m = a.shape[0]
     out = np.empty((m, n), np.float32)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_epilogue import finish
-from halfway.kernels.numpy.jit_tiles import OUTS, tile_sums
-from halfway.kernels.numpy.jit_windows import copy_channel, crop_rows, phases
+from .jit_epilogue import finish
+from .jit_tiles import OUTS, tile_sums
+from .jit_windows import copy_channel, crop_rows, phases
 
 __all__ = ["BLOCK_PIXELS", "layout", "fill", "dense"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_math import CONTRACT, gelu_erf_of, gelu_tanh_of, logistic, logistic_wide
+from .jit_math import CONTRACT, gelu_erf_of, gelu_tanh_of, logistic, logistic_wide
 
 __all__ = ["finish", "channels_mid", "channels_last"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_tiles import LANES, OUTS, VECTORS, tile_sums
+from .jit_tiles import LANES, OUTS, VECTORS, tile_sums
 
 __all__ = ["PANEL", "PANEL_BYTES", "pack", "product"]
 

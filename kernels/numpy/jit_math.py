@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
-from halfway.ir.ops.numpy_math import ERFC_COEFFS
+from ...ir.ops.numpy_math import ERFC_COEFFS
 
 __all__ = ["CONTRACT", "exp32", "float32_bits", "gelu_erf", "gelu_erf_of", "gelu_tanh", "gelu_tanh_of", "logistic", "logistic_wide", "sigmoid", "silu"]
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from halfway.kernels.numpy.jit_math import CONTRACT, exp32, float32_bits
+from .jit_math import CONTRACT, exp32, float32_bits
 
 __all__ = ["layer_norm", "rms_norm", "softmax"]
 

@@ -32,9 +32,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from halfway.kernels.numpy.jit_epilogue import finish
-from halfway.kernels.numpy.jit_math import CONTRACT
-from halfway.kernels.numpy.jit_tiles import window_sums
+from .jit_epilogue import finish
+from .jit_math import CONTRACT
+from .jit_tiles import window_sums
 
 __all__ = ["depthwise", "depthwise_small", "pool3x3"]
 

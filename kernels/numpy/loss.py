@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ..registry import Kernel, KernelSpec, register_kernel
 
 __all__: list[str] = []
 

@@ -35,14 +35,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
-from halfway.ir.ops.family import FLOATS, INTS, NUMBERS, Elementwise, Reduction
-from halfway.ir.ops.math import numpy_operand_shapes
-from halfway.ir.ops.numpy_math import power_via_double
-from halfway.kernels.numpy.jit import compiled_unary
-from halfway.kernels.registry import KernelFactory, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
+from ...ir.ops.family import FLOATS, INTS, NUMBERS, Elementwise, Reduction
+from ...ir.ops.math import numpy_operand_shapes
+from ...ir.ops.numpy_math import power_via_double
+from ..registry import KernelFactory, KernelSpec, register_kernel
+from .jit import compiled_unary
 
 __all__ = ["KERNELS", "Entry", "binary", "unary", "reduction"]
 

@@ -38,13 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.nn import window_geometry
-from halfway.kernels.numpy.conv import make_epilogue, slot_positions  # and registers the convolutions
-from halfway.kernels.numpy import jit, products
-from halfway.kernels.numpy.jit import compiled_pool, compiled_softmax
-from halfway.kernels.numpy.pool import general_pool
-from halfway.kernels.registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_float16
+from ...ir.dtypes import DType
+from ...ir.ops.nn import window_geometry
+from ..registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_float16
+from . import jit, products
+from .conv import make_epilogue, slot_positions  # and registers the convolutions
+from .jit import compiled_pool, compiled_softmax
+from .pool import general_pool
 
 __all__ = ["adaptive_bins", "pool_counts"]
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.numpy.jit import compiled_layer_norm
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import Kernel, KernelSpec, register_kernel
+from .jit import compiled_layer_norm
 
 __all__ = ["normalize"]
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.nn import window_geometry
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.ops.nn import window_geometry
+from ..registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["general_pool", "spatial_axes"]
 

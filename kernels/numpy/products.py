@@ -2,7 +2,7 @@
 block of rows (or, for few rows, of columns) with OpenBLAS on one thread; or, by a constant weight
 packed when the program is prepared (``pack``), in compiled loops (``jit.compiled_product``).
 
-OpenBLAS's own threads sleep a few microseconds after each product (``halfway.openblas`` keeps
+OpenBLAS's own threads sleep a few microseconds after each product (``halfway.api.openblas`` keeps
 them from spinning, which would take the cores from the backend's loops), and on a virtual
 machine waking them costs tens of microseconds per product: MobileNetV3's forty 1x1 convolutions
 paid it forty times. The backend's threads poll between parts, so a product cut among them
@@ -17,8 +17,8 @@ import weakref
 
 import numpy as np
 
-from halfway.kernels.numpy.jit import compiled_product, packed_weight
-from halfway.kernels.numpy.threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans, team_size
+from .jit import compiled_product, packed_weight
+from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans, team_size
 
 __all__ = ["PACKED_ROWS", "pack", "matmul"]
 

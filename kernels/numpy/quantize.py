@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.quantize import QUANTIZED
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.ops.quantize import QUANTIZED
+from ..registry import Kernel, KernelSpec, register_kernel
 
 __all__: list[str] = []
 

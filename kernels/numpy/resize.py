@@ -21,10 +21,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.ops.resize import INTERP_OPS, ResizeAxis, resize_plan
-from halfway.kernels.registry import Kernel, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.ops.resize import INTERP_OPS, ResizeAxis, resize_plan
+from ..registry import Kernel, KernelSpec, register_kernel
 
 __all__ = ["Taps", "cubic_kernel", "resize_taps", "run_time_sizes", "source_coordinates", "tap_options"]
 

@@ -38,11 +38,11 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.ops.family import INTS
-from halfway.ir.limits import check_tensor_size
-from halfway.kernels.registry import Kernel, KernelFactory, KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.limits import check_tensor_size
+from ...ir.ops.family import INTS
+from ..registry import Kernel, KernelFactory, KernelSpec, register_kernel
 
 __all__ = ["DATA_DTYPES", "register_data_kernel", "int_source"]
 

@@ -5,7 +5,7 @@ calling thread and the others on the team.
 numpy's BLAS already runs its GEMMs on every core, and an ONNX Runtime session runs every op on
 its intra-op threads; the memory-bound loops between GEMMs ran on one core. They now take as
 many threads as the BLAS (``thread_count``). OpenBLAS's idle threads spin for a while after each
-GEMM, which would take the cores these parts need: ``halfway.openblas`` shortens that spin before
+GEMM, which would take the cores these parts need: ``halfway.api.openblas`` shortens that spin before
 numpy loads.
 
 The team's workers poll for parts, yielding the core between polls, for about 1.5 ms after their
@@ -209,7 +209,7 @@ def _team() -> _Team | None:
     one thread."""
     pid = os.getpid()
     if pid not in _teams:  # a child after fork gets its own: the parent's threads are not in it
-        from halfway.kernels.numpy.jit import spin_loops
+        from .jit import spin_loops
 
         spin = spin_loops() if thread_count() > 1 else None
         _teams.clear()

@@ -7,9 +7,9 @@ protocol every kernel follows; one module per op family, as the numpy kernels; t
 sources live in ``cl/``.
 """
 
-from halfway.kernels.opencl import attention, elementwise, indexing, movement, nn, norm, reduce, resize
-from halfway.kernels.opencl.base import ALIAS, DeviceArray, Unsupported
-from halfway.kernels.opencl.runtime import DeviceCaps, Float16Mode, Runtime, float16_mode, find_device, get_runtime
+from . import attention, elementwise, indexing, movement, nn, norm, reduce, resize
+from .base import ALIAS, DeviceArray, Unsupported
+from .runtime import DeviceCaps, Float16Mode, Runtime, find_device, float16_mode, get_runtime
 
 __all__ = ["attention", "elementwise", "indexing", "movement", "nn", "norm", "reduce", "resize", "ALIAS", "DeviceArray", "Unsupported", "DeviceCaps", "Float16Mode",
            "Runtime", "float16_mode", "find_device", "get_runtime"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from halfway.ir.ops.families import UNARY, epilogue_op
+from ...ir.ops.families import UNARY, epilogue_op
 
 __all__ = ["Activation", "unary_activation", "fused_activation", "UNARY_OPS"]
 

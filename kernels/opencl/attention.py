@@ -24,12 +24,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, broadcast_strides, index_defines,
-                                         launch, param_defines, source)
-from halfway.kernels.opencl.gemm import uses_tensor_cores
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import KernelSpec, register_kernel
+from .base import (
+    Binder,
+    DeviceArray,
+    Launch,
+    Unsupported,
+    broadcast_strides,
+    index_defines,
+    launch,
+    param_defines,
+    source,
+)
+from .gemm import uses_tensor_cores
+from .runtime import Runtime
 
 __all__ = ["MAX_HEAD_SIZE", "MMA_MAX_HEAD_SIZE", "MMA_ROWS", "tensor_core_refusal"]
 

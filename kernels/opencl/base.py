@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.runtime import Runtime, cl
-from halfway.kernels.registry import Unsupported
+from ...ir.dtypes import DType
+from ..registry import Unsupported
+from .runtime import Runtime, cl
 
 __all__ = ["DeviceArray", "Launch", "Binder", "ALIAS", "INPLACE_OPS", "Unsupported", "source", "with_header", "launch",
            "launch_1d", "copy_launch", "meta", "element_type", "contiguous_strides", "C_TYPES", "element_options",

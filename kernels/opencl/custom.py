@@ -39,13 +39,12 @@ from typing import Any, Literal, NamedTuple, Union
 import numpy as np
 from attrs import field, frozen
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.schema import TensorInfo, get_schema, has_schema
-from halfway.kernels.opencl.base import (C_TYPES, Binder, DeviceArray, Launch, Unsupported, element_options, launch,
-                                         with_header)
-from halfway.kernels.opencl.runtime import Float16Mode, Runtime, cl
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.schema import TensorInfo, get_schema, has_schema
+from ..registry import KernelSpec, register_kernel
+from .base import C_TYPES, Binder, DeviceArray, Launch, Unsupported, element_options, launch, with_header
+from .runtime import Float16Mode, Runtime, cl
 
 __all__ = ["opencl_kernel", "CustomKernel", "CustomKernelError", "Input", "Output", "Attr", "Size", "Constant", "Arg",
            "Mode", "element_mode", "numel"]

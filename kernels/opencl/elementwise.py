@@ -16,15 +16,27 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.families import BINARY, COMPARE
-from halfway.ir.ops.family import FLOATS
-from halfway.ir.ops.math import numpy_operand_shapes
-from halfway.kernels.opencl.activations import UNARY_OPS, unary_activation
-from halfway.kernels.opencl.base import (C_TYPES, INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported,
-                                         broadcast_strides, copy_launch, element_options, launch_1d, meta, source)
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.ops.families import BINARY, COMPARE
+from ...ir.ops.family import FLOATS
+from ...ir.ops.math import numpy_operand_shapes
+from ..registry import KernelSpec, register_kernel
+from .activations import UNARY_OPS, unary_activation
+from .base import (
+    C_TYPES,
+    INPLACE_OPS,
+    Binder,
+    DeviceArray,
+    Launch,
+    Unsupported,
+    broadcast_strides,
+    copy_launch,
+    element_options,
+    launch_1d,
+    meta,
+    source,
+)
+from .runtime import Runtime
 
 __all__ = ["BINARY_OPS", "GATED_OPS", "INT_BINARY", "CAST_DTYPES"]
 

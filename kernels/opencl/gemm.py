@@ -31,11 +31,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.activations import Activation
-from halfway.kernels.opencl.base import DeviceArray, Launch, launch, source
-from halfway.kernels.opencl.runtime import Runtime, cl
-from halfway.kernels.opencl.tuning import tuner
+from ...ir.dtypes import DType
+from .activations import Activation
+from .base import DeviceArray, Launch, launch, source
+from .runtime import Runtime, cl
+from .tuning import tuner
 
 __all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores", "uses_gemv"]
 

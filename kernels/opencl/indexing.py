@@ -11,14 +11,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, broadcast_strides,
-                                         contiguous_strides, element_options, element_type, index_defines,
-                                         launch_1d, meta, source)
-from halfway.kernels.opencl.elementwise import INTEGERS
-from halfway.kernels.opencl.movement import DTYPES, constant_ints
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import KernelSpec, register_kernel
+from .base import (
+    Binder,
+    DeviceArray,
+    Launch,
+    Unsupported,
+    broadcast_strides,
+    contiguous_strides,
+    element_options,
+    element_type,
+    index_defines,
+    launch_1d,
+    meta,
+    source,
+)
+from .elementwise import INTEGERS
+from .movement import DTYPES, constant_ints
+from .runtime import Runtime
 
 __all__: list[str] = []
 

@@ -15,12 +15,25 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.base import (ALIAS, C_TYPES, INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported,
-                                         broadcast_strides, contiguous_strides, copy_launch, element_type, launch_1d,
-                                         meta, source)
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import KernelSpec, register_kernel
+from .base import (
+    ALIAS,
+    C_TYPES,
+    INPLACE_OPS,
+    Binder,
+    DeviceArray,
+    Launch,
+    Unsupported,
+    broadcast_strides,
+    contiguous_strides,
+    copy_launch,
+    element_type,
+    launch_1d,
+    meta,
+    source,
+)
+from .runtime import Runtime
 
 __all__ = ["DTYPES", "strided_copy", "fill", "constant_ints"]
 

@@ -29,16 +29,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.nn import window_geometry
-from halfway.kernels.conv_pool import conv_and_pool
-from halfway.kernels.numpy.conv import ConvGeometry, conv_geometry, slot_positions
-from halfway.kernels.opencl.activations import Activation, fused_activation
-from halfway.kernels.opencl.base import (INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch,
-                                         launch_1d, param_defines, source)
-from halfway.kernels.opencl.gemm import ConvShape, Gemm, gemm_launch, uses_tensor_cores
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.ops.nn import window_geometry
+from ..conv_pool import conv_and_pool
+from ..numpy.conv import ConvGeometry, conv_geometry, slot_positions
+from ..registry import KernelSpec, register_kernel
+from .activations import Activation, fused_activation
+from .base import INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch, launch_1d, param_defines, source
+from .gemm import ConvShape, Gemm, gemm_launch, uses_tensor_cores
+from .runtime import Runtime
 
 __all__: list[str] = []
 

@@ -12,11 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, launch, param_defines, source,
-                                         work_group)
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import KernelSpec, register_kernel
+from .base import Binder, DeviceArray, Launch, Unsupported, launch, param_defines, source, work_group
+from .runtime import Runtime
 
 __all__: list[str] = []
 

@@ -10,11 +10,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.kernels.opencl.base import (Binder, DeviceArray, Launch, Unsupported, contiguous_strides, launch_1d,
-                                         meta, source)
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ..registry import KernelSpec, register_kernel
+from .base import Binder, DeviceArray, Launch, Unsupported, contiguous_strides, launch_1d, meta, source
+from .runtime import Runtime
 
 __all__ = ["REDUCTIONS"]
 

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.ops.resize import ResizeAxis, resize_plan
-from halfway.kernels.numpy.resize import resize_taps, run_time_sizes, tap_options
-from halfway.kernels.opencl.base import Binder, DeviceArray, Launch, Unsupported, launch_1d, source
-from halfway.kernels.opencl.runtime import Runtime
-from halfway.kernels.registry import KernelSpec, register_kernel
+from ...ir.dtypes import DType
+from ...ir.ops.resize import ResizeAxis, resize_plan
+from ..numpy.resize import resize_taps, run_time_sizes, tap_options
+from ..registry import KernelSpec, register_kernel
+from .base import Binder, DeviceArray, Launch, Unsupported, launch_1d, source
+from .runtime import Runtime
 
 __all__: list[str] = []
 

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
 
 __all__ = ["Float16Mode", "DeviceCaps", "Runtime", "float16_mode", "find_device", "build_error", "get_runtime",
            "PRECISIONS", "DEVICE_ENV", "cl"]

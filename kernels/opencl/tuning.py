@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from halfway.ir.errors import HalfwayError
-from halfway.kernels.opencl.runtime import Runtime, cl
+from ...ir.errors import HalfwayError
+from .runtime import Runtime, cl
 
 __all__ = ["Tuner", "tuner", "cache_folder", "TIMED_RUNS"]
 

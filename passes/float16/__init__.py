@@ -8,11 +8,10 @@
 * ``report``: ``Float16Report``, which the pass returns in ``PassResult.report``.
 """
 
-from halfway.passes.float16.lists import (DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX, FLOAT16_TINY,
-                                          LARGE_REDUCTIONS)
-from halfway.passes.float16.report import CastEntry, Float16Report, OpEntry, ParamEntry
-from halfway.passes.float16.transpile import Float16Options, Float16Pass
-from halfway.passes.float16.values import Losses, to_float16
+from .lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX, FLOAT16_TINY, LARGE_REDUCTIONS
+from .report import CastEntry, Float16Report, OpEntry, ParamEntry
+from .transpile import Float16Options, Float16Pass
+from .values import Losses, to_float16
 
 __all__ = ["Float16Pass", "Float16Options", "Float16Report", "OpEntry", "CastEntry", "ParamEntry",
            "DEFAULT_WHITE_LIST", "DEFAULT_BLACK_LIST", "LARGE_REDUCTIONS", "FLOAT16_MAX", "FLOAT16_TINY",

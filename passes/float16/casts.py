@@ -24,15 +24,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from attrs import frozen
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.operator import Operator
-from halfway.ir.schema import get_schema
-from halfway.ir.scope import Scope
-from halfway.ir.variable import Variable
-from halfway.passes.float16.policy import IO_OPS, Plan, State
-from halfway.passes.float16.report import CastEntry, Float16Report, ParamEntry
-from halfway.passes.float16.values import Losses
+from ...ir.block import Block
+from ...ir.dtypes import DType
+from ...ir.operator import Operator
+from ...ir.schema import get_schema
+from ...ir.scope import Scope
+from ...ir.variable import Variable
+from .policy import IO_OPS, Plan, State
+from .report import CastEntry, Float16Report, ParamEntry
+from .values import Losses
 
 __all__ = ["Edges", "VarPlan", "plan_vars", "rewrite"]
 

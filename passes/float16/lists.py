@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from halfway.ir.ops.attention import FLOAT16_CLASSES
-from halfway.ir.ops.families import BINARY, float16_classes
-from halfway.ir.ops.family import Float16
+from ...ir.ops.attention import FLOAT16_CLASSES
+from ...ir.ops.families import BINARY, float16_classes
+from ...ir.ops.family import Float16
 
 __all__ = ["DEFAULT_WHITE_LIST", "DEFAULT_BLACK_LIST", "LARGE_REDUCTIONS", "FLOAT16_MAX", "FLOAT16_TINY"]
 

@@ -35,14 +35,14 @@ from collections.abc import Mapping
 
 from attrs import define, field, frozen
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.ir.schema import InferContext, OpSchema, TensorInfo, get_schema, has_schema
-from halfway.ir.variable import Variable
-from halfway.kernels.registry import has_kernel
-from halfway.passes.float16.lists import LARGE_REDUCTIONS
+from ...ir.block import Block
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.operator import Operator
+from ...ir.schema import InferContext, OpSchema, TensorInfo, get_schema, has_schema
+from ...ir.variable import Variable
+from ...kernels.registry import has_kernel
+from .lists import LARGE_REDUCTIONS
 
 __all__ = ["State", "Policy", "Decision", "Plan", "decide", "float_var", "is_same_dtype_cast", "IO_OPS"]
 

@@ -32,15 +32,15 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
-from halfway.ir.block import Block
-from halfway.ir.errors import HalfwayError, PassError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
-from halfway.kernels.evaluate import evaluate
-from halfway.passes.float16.lists import FLOAT16_MAX
-from halfway.passes.float16.policy import float_var
-from halfway.passes.float16.values import Losses
+from ...ir.block import Block
+from ...ir.errors import HalfwayError, PassError
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ...ir.scope import Scope
+from ...kernels.evaluate import evaluate
+from .lists import FLOAT16_MAX
+from .policy import float_var
+from .values import Losses
 
 __all__ = ["MASK_MAGNITUDE", "clamp_mask_constants", "parameter_pins", "calibrate", "calibration_pins",
            "ACCUMULATING"]

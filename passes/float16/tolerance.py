@@ -29,17 +29,17 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError, PassError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.schema import get_schema
-from halfway.ir.scope import Scope
-from halfway.kernels.evaluate import evaluate, evaluate_op
-from halfway.passes.float16.lists import FLOAT16_MAX
-from halfway.passes.float16.policy import compute_inputs
-from halfway.passes.float16.range import MASK_MAGNITUDE
-from halfway.passes.float16.report import Float16Report
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError, PassError
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ...ir.schema import get_schema
+from ...ir.scope import Scope
+from ...kernels.evaluate import evaluate, evaluate_op
+from .lists import FLOAT16_MAX
+from .policy import compute_inputs
+from .range import MASK_MAGNITUDE
+from .report import Float16Report
 
 __all__ = ["Trial", "relative_error", "search_float32_ops"]
 

@@ -29,22 +29,22 @@ from typing import Any
 import attrs
 import numpy as np
 
-from halfway.ir.block import Block
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import HalfwayError, PassError
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.schema import get_schema, has_schema
-from halfway.ir.scope import Scope
-from halfway.ir.verifier import verify
-from halfway.passes.base import Pass, PassResult, register_pass
-from halfway.passes.float16.casts import Edges, plan_vars, rewrite
-from halfway.passes.float16.lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
-from halfway.passes.float16.policy import IO_OPS, Plan, Policy, State, decide, float_var
-from halfway.passes.float16.range import calibrate, calibration_pins, clamp_mask_constants, parameter_pins
-from halfway.passes.float16.report import Float16Report, OpEntry
-from halfway.passes.float16.tolerance import search_float32_ops
-from halfway.passes.float16.values import Losses, to_float16
+from ...ir.block import Block
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError, PassError
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ...ir.schema import get_schema, has_schema
+from ...ir.scope import Scope
+from ...ir.verifier import verify
+from ..base import Pass, PassResult, register_pass
+from .casts import Edges, plan_vars, rewrite
+from .lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
+from .policy import IO_OPS, Plan, Policy, State, decide, float_var
+from .range import calibrate, calibration_pins, clamp_mask_constants, parameter_pins
+from .report import Float16Report, OpEntry
+from .tolerance import search_float32_ops
+from .values import Losses, to_float16
 
 __all__ = ["Float16Options", "Float16Pass"]
 

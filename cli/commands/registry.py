@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 
-from halfway.cli_plugins import Plugin
-from halfway.commands.base import Command, add_json
-from halfway.ir.schema import registered_ops
-from halfway.kernels import registered_kernels
-from halfway.passes import registered_passes
-from halfway.report.console import Output
-from halfway.report.tables import table
+from ...ir.schema import registered_ops
+from ...kernels import registered_kernels
+from ...passes import registered_passes
+from ..plugins import Plugin
+from ..report.console import Output
+from ..report.tables import table
+from .base import Command, add_json
 
 __all__ = ["PASSES", "OPS"]
 

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import numpy as np
 
-from halfway.commands.base import Command, add_inputs, add_json, add_model, add_places, add_repeat
-from halfway.commands.execution import feeds_for, prepare
-from halfway.commands.measure import Timing, time_runs
-from halfway.commands.modelfile import Model, load_model, param_bytes
-from halfway.commands.places import parse_places, place_label
-from halfway.ir.errors import HalfwayError
-from halfway.report.console import Output
-from halfway.report.tables import human_bytes, milliseconds, table
+from ...ir.errors import HalfwayError
+from ..report.console import Output
+from ..report.tables import human_bytes, milliseconds, table
+from .base import Command, add_inputs, add_json, add_model, add_places, add_repeat
+from .execution import feeds_for, prepare
+from .measure import Timing, time_runs
+from .modelfile import Model, load_model, param_bytes
+from .places import parse_places, place_label
 
 __all__ = ["COMMAND"]
 

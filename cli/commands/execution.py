@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from halfway.commands.feeds import parse_inputs, random_inputs
-from halfway.commands.modelfile import Model
-from halfway.executor import Executor, PreparedProgram
-from halfway.executor.place import Place
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
+from ...executor import Executor, PreparedProgram
+from ...executor.place import Place
+from ...ir.program import Program
+from ...ir.scope import Scope
+from .feeds import parse_inputs, random_inputs
+from .modelfile import Model
 
 __all__ = ["feeds_for", "prepare"]
 

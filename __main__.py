@@ -2,7 +2,7 @@
 
 import sys
 
-from halfway.entry import main
+from .cli.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,11 +1,11 @@
 """The demo: import models, fuse them, transpile them to float16, and run the float32 and float16
 programs on every place, in one table.
 
-Two models ship with halfway as package data (``halfway/data/``): ``demo_resnet18.onnx``, a
+Two models ship with halfway as package data (``halfway/api/data/``): ``demo_resnet18.onnx``, a
 ResNet-18 at quarter width with seeded weights (``scripts/make_demo_model.py``), and
 ``demo_bert.onnx``, a 4-layer BERT-style encoder and classifier with seeded weights
 (``scripts/make_demo_bert.py``). Each program runs once to warm up, then once on each of K seeded
-inputs (random images; for a text model, padded token batches: ``halfway.commands.tokens``): the
+inputs (random images; for a text model, padded token batches: ``halfway.cli.commands.tokens``): the
 latency is the median of those K timed runs, and the outputs are compared with the model as
 imported, run in float32 on numpy on the same inputs: max absolute error, max error relative to
 the largest reference magnitude, and how often the top-1 class agrees.
@@ -23,19 +23,19 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
-from halfway.commands.execution import prepare
-from halfway.commands.feeds import random_inputs
-from halfway.commands.measure import Comparison, Timing, compare, time_runs
-from halfway.commands.modelfile import Model, param_bytes, save_model
-from halfway.commands.tokens import SEQUENCE, is_text_model, token_inputs
-from halfway.commands.transpile import ops_fused, run_float16, run_passes
-from halfway.commands.places import place_label
-from halfway.executor import PreparedProgram
-from halfway.executor.place import CPUPlace, OpenCLPlace, Place
-from halfway.ir.errors import HalfwayError
-from halfway.ir.operator import Operator
-from halfway.report.console import Output
-from halfway.report.tables import error_text, human_bytes, milliseconds, percent, table
+from ..executor import PreparedProgram
+from ..executor.place import CPUPlace, OpenCLPlace, Place
+from ..ir.errors import HalfwayError
+from ..ir.operator import Operator
+from .commands.execution import prepare
+from .commands.feeds import random_inputs
+from .commands.measure import Comparison, Timing, compare, time_runs
+from .commands.modelfile import Model, param_bytes, save_model
+from .commands.places import place_label
+from .commands.tokens import SEQUENCE, is_text_model, token_inputs
+from .commands.transpile import ops_fused, run_float16, run_passes
+from .report.console import Output
+from .report.tables import error_text, human_bytes, milliseconds, percent, table
 
 __all__ = ["DEMO_MODEL", "DEMO_MODELS", "DemoModel", "demo_model_path", "demo_inputs", "run_demo", "DemoRow",
            "ModelSummary"]
@@ -52,7 +52,7 @@ FUSED_OPS = {"scaled_dot_product_attention": "attention", "skip_layer_norm": "sk
 
 def demo_model_path(name: str = DEMO_MODEL) -> Path:
     """A model shipped as package data."""
-    return Path(str(importlib.resources.files("halfway").joinpath("data", name)))
+    return Path(str(importlib.resources.files("halfway.api").joinpath("data", name)))
 
 
 @frozen

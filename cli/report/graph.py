@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from halfway.commands.modelfile import op_precision
-from halfway.ir.block import Block
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
+from ...ir.block import Block
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ..commands.modelfile import op_precision
 
 __all__ = ["Node", "Edge", "Graph", "program_graph", "to_dot", "STYLES", "FUSED_TYPES"]
 

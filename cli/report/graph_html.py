@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from html import escape
 
-from halfway.report.graph import STYLES, Graph, Node
+from .graph import STYLES, Graph, Node
 
 __all__ = ["layers", "to_svg", "to_html"]
 

@@ -11,10 +11,10 @@ from typing import BinaryIO
 
 import numpy as np
 
-from halfway.ir.dtypes import DType
-from halfway.ir.errors import FeedError
-from halfway.ir.program import Program
-from halfway.commands.base import UsageError
+from ...ir.dtypes import DType
+from ...ir.errors import FeedError
+from ...ir.program import Program
+from .base import UsageError
 
 __all__ = ["parse_inputs", "random_inputs", "feed_dims", "convert_feed"]
 

@@ -1,7 +1,6 @@
 """The ``halfway`` command's entry point (the console script and ``python -m halfway``).
 
-It is imported before anything heavy (``import halfway`` loads nothing but
-``halfway.openblas``), so Ctrl-C at any moment of the start-up, while numpy, the IR and the
+It is imported before anything heavy (``import halfway`` loads nothing), so Ctrl-C at any moment of the start-up, while numpy, the IR and the
 commands are being imported, ends the command like an interrupt while it runs: one line on
 stderr and exit code 130, no traceback.
 """
@@ -17,9 +16,12 @@ EXIT_INTERRUPTED = 130
 
 
 def main() -> int:
-    """Run the command line (``halfway.cli.main``), an interrupt while importing it included."""
+    """Run the command line (``halfway.cli.main.main``), an interrupt while importing it included."""
     try:
-        from halfway.cli import main as run
+        from ..api.openblas import tune
+
+        tune()  # before anything loads numpy, and with it OpenBLAS
+        from .main import main as run
 
         return run()
     except KeyboardInterrupt:

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from halfway.commands.base import Command, add_inputs, add_json, add_model, add_places
-from halfway.commands.execution import feeds_for, prepare
-from halfway.commands.files import write_npz
-from halfway.commands.modelfile import load_model
-from halfway.commands.places import parse_place, place_label
-from halfway.report.console import Output
-from halfway.report.tables import table
+from ..report.console import Output
+from ..report.tables import table
+from .base import Command, add_inputs, add_json, add_model, add_places
+from .execution import feeds_for, prepare
+from .files import write_npz
+from .modelfile import load_model
+from .places import parse_place, place_label
 
 __all__ = ["COMMAND", "array_stats"]
 

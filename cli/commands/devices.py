@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from halfway.commands.base import Command, add_json
-from halfway.report.console import Output
-from halfway.report.tables import human_bytes, table
+from ..report.console import Output
+from ..report.tables import human_bytes, table
+from .base import Command, add_json
 
 __all__ = ["COMMAND", "opencl_devices"]
 
@@ -15,7 +15,7 @@ __all__ = ["COMMAND", "opencl_devices"]
 def opencl_devices() -> list[dict[str, Any]]:
     """Every OpenCL device of every platform, numbered as ``--place opencl:N`` numbers them.
     A HalfwayError says how to install OpenCL support when pyopencl is missing."""
-    from halfway.kernels.opencl.runtime import PRECISIONS, DeviceCaps, build_error, cl, float16_mode
+    from ...kernels.opencl.runtime import PRECISIONS, DeviceCaps, build_error, cl, float16_mode
 
     try:
         platforms = cl.get_platforms()

@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 from rich.console import RenderableType
 
-from halfway.commands.base import Command, UsageError, add_json, add_model, tolerance
-from halfway.commands.feeds import parse_inputs
-from halfway.commands.modelfile import Model, load_model, save_model
-from halfway.float16 import float16_transpile
-from halfway.passes import Pass, PassManager, PipelineResult, get_pass
-from halfway.passes.float16 import DEFAULT_BLACK_LIST, Float16Report
-from halfway.passes.pipeline import DEFAULT_PIPELINE
-from halfway.report.console import Output
-from halfway.report.tables import table
+from ...api.float16 import float16_transpile
+from ...passes import Pass, PassManager, PipelineResult, get_pass
+from ...passes.float16 import DEFAULT_BLACK_LIST, Float16Report
+from ...passes.pipeline import DEFAULT_PIPELINE
+from ..report.console import Output
+from ..report.tables import table
+from .base import Command, UsageError, add_json, add_model, tolerance
+from .feeds import parse_inputs
+from .modelfile import Model, load_model, save_model
 
 __all__ = ["COMMAND", "run_passes", "float16_pass", "run_float16", "pass_rows", "pass_table", "ops_fused"]
 

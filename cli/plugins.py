@@ -31,7 +31,7 @@ from typing import Any
 
 from attrs import frozen
 
-from halfway.ir.errors import HalfwayError
+from ..ir.errors import HalfwayError
 
 __all__ = ["ENTRY_POINT_GROUP", "Plugin", "load_plugins", "registry_names"]
 
@@ -51,9 +51,9 @@ class Plugin:
 
 def registry_names() -> dict[str, set[str]]:
     """The names now in the pass, op schema and kernel registries (built-ins imported first)."""
-    from halfway.ir.schema import registered_ops
-    from halfway.kernels import registered_kernels
-    from halfway.passes import registered_passes
+    from ..ir.schema import registered_ops
+    from ..kernels import registered_kernels
+    from ..passes import registered_passes
 
     return {"passes": {p.name for p in registered_passes()}, "ops": set(registered_ops()),
             "kernels": {str(k) for k in registered_kernels()}}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from halfway.executor.place import CPUPlace, OpenCLPlace, Place
-from halfway.ir.errors import HalfwayError
-from halfway.commands.base import UsageError
-from halfway.report.console import Output
+from ...executor.place import CPUPlace, OpenCLPlace, Place
+from ...ir.errors import HalfwayError
+from ..report.console import Output
+from .base import UsageError
 
 __all__ = ["parse_place", "parse_places", "default_places", "place_label"]
 
@@ -32,7 +32,7 @@ def _opencl_place(index: int | None, tune: bool = False) -> OpenCLPlace:
     """Device ``index``, or the default device under its index; opened now, so a missing device
     or driver is reported here, by name."""
     if index is None:
-        from halfway.kernels.opencl.runtime import cl, find_device
+        from ...kernels.opencl.runtime import cl, find_device
 
         device = find_device(None)
         index = [d for p in cl.get_platforms() for d in p.get_devices()].index(device)

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from halfway.commands.feeds import random_inputs
-from halfway.ir.dtypes import DType
-from halfway.ir.program import Program
-from halfway.ir.variable import Variable
+from ...ir.dtypes import DType
+from ...ir.program import Program
+from ...ir.variable import Variable
+from .feeds import random_inputs
 
 __all__ = ["is_text_model", "token_inputs", "vocabulary_size"]
 

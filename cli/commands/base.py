@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from attrs import frozen
 
-from halfway.entry import EXIT_INTERRUPTED
-from halfway.report.console import Output
+from ..entry import EXIT_INTERRUPTED
+from ..report.console import Output
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "Command", "UsageError",
            "add_model", "add_json", "add_places", "add_inputs", "add_repeat", "positive", "non_negative",

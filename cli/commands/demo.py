@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from halfway.commands.base import Command, add_json, add_places, non_negative, positive
-from halfway.commands.places import parse_places
-from halfway.commands.tokens import SEQUENCE
-from halfway.commands.modelfile import load_model
-from halfway.demo import DEMO_MODELS, DemoModel, demo_model_path, run_demo
-from halfway.report.console import Output
+from ..demo import DEMO_MODELS, DemoModel, demo_model_path, run_demo
+from ..report.console import Output
+from .base import Command, add_json, add_places, non_negative, positive
+from .modelfile import load_model
+from .places import parse_places
+from .tokens import SEQUENCE
 
 __all__ = ["COMMAND"]
 

@@ -6,10 +6,10 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from halfway.commands.base import Command, add_json, add_model
-from halfway.commands.modelfile import Model, io_specs, load_model, op_counts
-from halfway.report.console import Output
-from halfway.report.tables import human_bytes, table
+from ..report.console import Output
+from ..report.tables import human_bytes, table
+from .base import Command, add_json, add_model
+from .modelfile import Model, io_specs, load_model, op_counts
 
 __all__ = ["COMMAND", "summary"]
 

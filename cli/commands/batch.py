@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from halfway.batch.columns import Columns, concat_columns, row_count, slice_rows
-from halfway.batch.predictor import Predictor
-from halfway.batch.tables import FORMATS, read_rows, write_rows
-from halfway.commands.base import Command, UsageError, add_json, add_model, positive
-from halfway.commands.modelfile import load_model
-from halfway.ir.errors import HalfwayError
-from halfway.report.console import Output
-from halfway.report.tables import table
+from ...api.batch.columns import Columns, concat_columns, row_count, slice_rows
+from ...api.batch.predictor import Predictor
+from ...api.batch.tables import FORMATS, read_rows, write_rows
+from ...ir.errors import HalfwayError
+from ..report.console import Output
+from ..report.tables import table
+from .base import Command, UsageError, add_json, add_model, positive
+from .modelfile import load_model
 
 __all__ = ["COMMAND", "INDEX"]
 
@@ -94,8 +94,9 @@ def _run_here(args: argparse.Namespace, columns: Columns, output: Output) -> Col
 
 
 def _run_on_ray(args: argparse.Namespace, columns: Columns, output: Output) -> Columns:
-    from halfway.ray import cause, predict
     import ray
+
+    from ...api.ray import cause, predict
 
     started = not ray.is_initialized()
     if started:

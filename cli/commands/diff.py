@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from halfway.commands.base import EXIT_DIFFERENT, Command, add_inputs, add_json, add_model, add_places, tolerance
-from halfway.commands.execution import feeds_for, prepare
-from halfway.commands.feeds import convert_feed
-from halfway.commands.measure import compare
-from halfway.commands.modelfile import Model, load_model
-from halfway.commands.places import parse_place, place_label
-from halfway.ir.errors import FeedError
-from halfway.report.console import Output
-from halfway.report.tables import error_text, percent, table
+from ...ir.errors import FeedError
+from ..report.console import Output
+from ..report.tables import error_text, percent, table
+from .base import EXIT_DIFFERENT, Command, add_inputs, add_json, add_model, add_places, tolerance
+from .execution import feeds_for, prepare
+from .feeds import convert_feed
+from .measure import compare
+from .modelfile import Model, load_model
+from .places import parse_place, place_label
 
 __all__ = ["COMMAND"]
 

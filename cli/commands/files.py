@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from halfway.ir.errors import SerdeError
+from ...ir.errors import SerdeError
 
 __all__ = ["write_file", "write_npz"]
 

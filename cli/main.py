@@ -9,21 +9,20 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from halfway.cli_plugins import load_plugins
-from halfway.commands.base import (EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command,
-                                   UsageError)
-from halfway.commands.batch import COMMAND as BATCH
-from halfway.commands.bench import COMMAND as BENCH
-from halfway.commands.demo import COMMAND as DEMO
-from halfway.commands.devices import COMMAND as DEVICES
-from halfway.commands.diff import COMMAND as DIFF
-from halfway.commands.graph import COMMAND as GRAPH
-from halfway.commands.inspect import COMMAND as INSPECT
-from halfway.commands.registry import OPS, PASSES
-from halfway.commands.run import COMMAND as RUN
-from halfway.commands.transpile import COMMAND as TRANSPILE
-from halfway.ir.errors import HalfwayError
-from halfway.report.console import Output
+from ..ir.errors import HalfwayError
+from .commands.base import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command, UsageError
+from .commands.batch import COMMAND as BATCH
+from .commands.bench import COMMAND as BENCH
+from .commands.demo import COMMAND as DEMO
+from .commands.devices import COMMAND as DEVICES
+from .commands.diff import COMMAND as DIFF
+from .commands.graph import COMMAND as GRAPH
+from .commands.inspect import COMMAND as INSPECT
+from .commands.registry import OPS, PASSES
+from .commands.run import COMMAND as RUN
+from .commands.transpile import COMMAND as TRANSPILE
+from .plugins import load_plugins
+from .report.console import Output
 
 __all__ = ["main", "build_parser", "one_line", "COMMANDS"]
 

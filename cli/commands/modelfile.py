@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 from attrs import define
 
-from halfway.ir.dtypes import DType
-from halfway.frontends.load import load, model_format
-from halfway.ir.io import save_inference_model
-from halfway.ir.operator import Operator
-from halfway.ir.program import Program
-from halfway.ir.scope import Scope
+from ...frontends.load import load, model_format
+from ...ir.dtypes import DType
+from ...ir.io import save_inference_model
+from ...ir.operator import Operator
+from ...ir.program import Program
+from ...ir.scope import Scope
 
 __all__ = ["Model", "load_model", "save_model", "param_bytes", "op_precision", "op_counts", "io_specs"]
 
@@ -47,7 +47,7 @@ def save_model(out: str, model: Model, *, onnx_opset: int | None = None, onnx_co
     model — a .pdmodel file, a path prefix or an existing folder. All files or none. Returns the
     files written."""
     if out.endswith(".onnx"):
-        from halfway.frontends.onnx_export import DEFAULT_OPSET, save_onnx
+        from ...frontends.onnx_export import DEFAULT_OPSET, save_onnx
 
         save_onnx(out, model.feed_names, model.fetch_names, model.program, model.scope,
                   opset=onnx_opset or DEFAULT_OPSET, contrib=onnx_contrib)

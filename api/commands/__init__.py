@@ -1,1 +1,0 @@
-"""The subcommands of the ``halfway`` command line, one module each (``halfway.cli`` lists them)."""

@@ -1,0 +1,1 @@
+"""The subcommands of the ``halfway`` command line, one module each (``halfway.cli.main`` lists them)."""
