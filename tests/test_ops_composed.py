@@ -1,4 +1,4 @@
-"""The ONNX ops halfway composes from its own (``frontends/onnx/ops_composed.py``), imported and
+"""The ONNX ops halfway composes from its own (``frontends/onnx/composed.py``), imported and
 run against onnx's reference implementation (numpy for the older opsets it does not follow)."""
 
 from __future__ import annotations

@@ -32,17 +32,17 @@ from ...ir.scope import Scope
 from ...ir.variable import DIM_NAMES
 from ...ir.verifier import verify
 from . import (  # noqa: F401  (register converters)
-    ops_attention,
-    ops_composed,
-    ops_image,
-    ops_indexing,
-    ops_loss,
-    ops_math,
-    ops_nn,
-    ops_norm,
-    ops_quantize,
-    ops_resize,
-    ops_tensor,
+    attention,
+    composed,
+    image,
+    indexing,
+    loss,
+    math,
+    nn,
+    norm,
+    quantize,
+    resize,
+    tensor,
 )
 from .context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from .folding import fold, foldable
@@ -117,19 +117,19 @@ def read_model(model: str | os.PathLike[str] | ModelProto) -> tuple[ModelProto, 
 def _external_tensors(proto: ModelProto) -> list[TensorProto]:
     from onnx.external_data_helper import _get_all_tensors, uses_external_data
 
-    return [tensor for tensor in _get_all_tensors(proto) if uses_external_data(tensor)]
+    return [item for item in _get_all_tensors(proto) if uses_external_data(item)]
 
 
 def _load_external_data(proto: ModelProto, base: Path, source: str) -> None:
-    for tensor in _external_tensors(proto):
+    for item in _external_tensors(proto):
         try:
-            read_external_data(tensor, base, f"tensor {tensor.name!r}")
+            read_external_data(item, base, f"tensor {item.name!r}")
         except TensorError as e:
             raise SerdeError(f"{source}: {e}") from None
 
 
 def _refuse_external_data(proto: ModelProto) -> None:
-    external = [tensor.name for tensor in _external_tensors(proto)]
+    external = [item.name for item in _external_tensors(proto)]
     if external:
         raise SerdeError(f"<ModelProto>: tensors {external[:4]} keep their data in external files, which a "
                          f"ModelProto has no folder to find; pass the model's path, or read the data first "
@@ -239,9 +239,9 @@ def _check_supported(nodes: list[NodeProto], graph: GraphProto, source: str) -> 
 
 # -- import ----------------------------------------------------------------------------------------
 def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequence[int]]) -> list[str]:
-    for tensor in graph.initializer:
+    for init in graph.initializer:
         try:
-            ctx.consts[tensor.name] = tensor_array(tensor, f"initializer {tensor.name!r}")
+            ctx.consts[init.name] = tensor_array(init, f"initializer {init.name!r}")
         except TensorError as e:
             raise ConversionError(f"{ctx.source}: {e}") from None
     feeds = []
@@ -289,7 +289,7 @@ def _inferred_dims(proto: ModelProto) -> dict[str, tuple[int, ...]]:
 def _declared_types(graph: GraphProto) -> dict[str, int]:
     """The element types the file states: of the graph inputs and the initializers."""
     types = {value.name: value.type.tensor_type.elem_type for value in graph.input if value.type.HasField("tensor_type")}
-    types.update((tensor.name, tensor.data_type) for tensor in graph.initializer)
+    types.update((init.name, init.data_type) for init in graph.initializer)
     return types
 
 

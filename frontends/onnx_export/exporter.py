@@ -25,16 +25,16 @@ from ...ir.fileset import write_files
 from ...ir.program import Program
 from ...ir.scope import Scope
 from . import (  # noqa: F401  (register exporters)
-    ops_attention,
-    ops_family,
-    ops_gated,
-    ops_image,
-    ops_indexing,
-    ops_nn,
-    ops_norm,
-    ops_quantize,
-    ops_resize,
-    ops_tensor,
+    attention,
+    family,
+    gated,
+    image,
+    indexing,
+    nn,
+    norm,
+    quantize,
+    resize,
+    tensor,
 )
 from .context import CONTRIB_DOMAIN, ExportContext, ExportError, UnsupportedExportError, onnx_type
 from .registry import EXPORTERS

@@ -13,7 +13,7 @@ import numpy as np
 from ...ir.dtypes import DType
 from ...ir.operator import Operator
 from .context import CONTRIB_DOMAIN, ExportContext, onnx_type
-from .ops_family import reduce
+from .family import reduce
 from .registry import exports
 
 __all__: list[str] = []

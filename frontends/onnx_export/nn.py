@@ -18,7 +18,7 @@ from ...ir.dtypes import DType
 from ...ir.operator import Operator
 from ...ir.ops.families import epilogue_op
 from .context import CONTRIB_DOMAIN, ExportContext
-from .ops_family import activation
+from .family import activation
 from .registry import exports
 
 __all__: list[str] = []

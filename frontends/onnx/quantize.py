@@ -13,7 +13,7 @@ from onnx import NodeProto
 
 from ...ir.dtypes import DType
 from .context import GraphContext
-from .ops_math import cast_to
+from .math import cast_to
 from .registry import converts
 from .tensors import elem_dtype
 
