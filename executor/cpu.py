@@ -42,7 +42,8 @@ class NumpyBackend(Backend):
         state[handle] = array
 
     def download(self, state: list[Any], handle: int, dtype: DType) -> np.ndarray:
-        return state[handle]
+        value: np.ndarray = state[handle]
+        return value
 
 
 def _run(kernel: Kernel, ins: tuple[int, ...], outs: tuple[int, ...], dying: tuple[int, ...]) -> Run:

@@ -117,8 +117,8 @@ class _Groups:
                 and self.values[source].nbytes == value.nbytes)
 
     def lifetimes(self) -> list[Lifetime]:
-        roots = [v for name, v in self.values.items() if name not in self.parent and v.first is not None]
-        return [Lifetime(v.name, v.nbytes, v.first, self.last[v.name]) for v in roots]
+        return [Lifetime(v.name, v.nbytes, v.first, self.last[v.name]) for name, v in self.values.items()
+                if name not in self.parent and v.first is not None]
 
 
 def _assign(lifetimes: list[Lifetime], plan: MemoryPlan, reuse: bool) -> dict[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -83,12 +83,14 @@ class OpenCLBackend(Backend):
     def _nbytes(self, info: TensorInfo) -> int:
         return int(np.prod(info.shape, dtype=np.int64)) * self.rt.storage(info.dtype).itemsize
 
-    def bind(self, kernel: Binder, inputs: Sequence[DeviceArray], outputs: Sequence[DeviceArray | None],
+    def bind(self, kernel: object, inputs: Sequence[DeviceArray], outputs: Sequence[DeviceArray | None],
              dying: Sequence[DeviceArray]) -> Binding:
+        """``kernel`` is what an OpenCL factory made: a ``Binder``, or ``ALIAS`` (a view, nothing to run)."""
         if kernel is ALIAS:
             return Binding(None, 0)
+        binder = cast(Binder, kernel)
         with tuner(self.rt).measure(self.tune):
-            launches = kernel(self.rt, inputs, [out if out is not None and out.nbytes else None for out in outputs])
+            launches = binder(self.rt, inputs, [out if out is not None and out.nbytes else None for out in outputs])
         return Binding(_enqueue(launches), len(launches), functools.partial(_device_seconds, self.rt, launches))
 
     def start(self) -> list[np.ndarray]:
@@ -147,7 +149,7 @@ def _device_seconds(rt: Runtime, launches: list[Launch]) -> float:
             enqueue()
             rt.finish()
     queue.finish()
-    return sum(event.profile.end - event.profile.start for event in events) * 1e-9
+    return float(sum(event.profile.end - event.profile.start for event in events)) * 1e-9
 
 
 def _enqueue(launches: list[Launch]) -> Run:

@@ -90,7 +90,7 @@ class PreparedProgram:
         self.backend = backend
         self._steps = steps
         self._running = [step for step in steps if step.run is not None]
-        self._runs = [step.run for step in self._running]
+        self._runs: list[Run] = [step.run for step in steps if step.run is not None]
         self._feeds = list(feeds)
         self._fetches = list(fetches)
         self.fetch_names = list(fetch_names)
@@ -247,7 +247,7 @@ def _fed(name: str, feed: Mapping[str, Any], info: TensorInfo) -> Feed:
     """The value fed for ``name``, checked against the var's dtype and fixed dims."""
     if name not in feed:
         raise FeedError(f"missing feed {name!r} ({info.dtype.name}{list(info.shape)})")
-    value = feed[name]
+    value: Feed = feed[name]
     dtype = value.dtype.numpy if isinstance(value, DeviceTensor) else value.dtype
     if dtype != info.dtype.numpy:
         raise FeedError(f"feed {name!r} has dtype {dtype}, expected {info.dtype.name}")

@@ -167,7 +167,8 @@ class Preparer:
               or sum(_numel(self.infos[n].shape) for n in op.output_names()) > HOST_VALUE_LIMIT):
             return False
         else:
-            values = evaluate_op(op, {n: self.host_values.get(n, self.parameters.get(n)) for n in names})
+            values = evaluate_op(op, {n: self.host_values[n] if n in self.host_values else self.parameters[n]
+                                      for n in names})
         for name, value in values.items():
             self.host_values[name] = self.parameters[name] = read_only(np.array(value, order="C"))
         return True
