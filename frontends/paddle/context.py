@@ -11,7 +11,7 @@ becomes a persistable var holding it. ``builtin.combine`` results are lists of v
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class PirContext:
         self._last_scratch = 0
 
     # -- errors ----------------------------------------------------------------------------------
-    def fail(self, message: str) -> Any:
+    def fail(self, message: str) -> NoReturn:
         where = f"op #{self.index} {self.op.name}" if self.op is not None else "program"
         raise PirConversionError(f"{self.source}: {where}: {message}")
 

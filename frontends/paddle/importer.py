@@ -120,7 +120,7 @@ def _declare_parameters(ctx: PirContext, pir_ops: list[PirOp], params_file: Path
 
 def _fetch(ctx: PirContext, op: PirOp) -> str:
     """The var fetched as ``op``'s name: the operand itself, or a copy when it has another name."""
-    name = op.attrs["name"]
+    name: str = op.attrs["name"]
     if ctx.var(op.inputs[0]) != name:
         ctx.emit("assign", {"X": op.inputs[0]}, {"Out": op.outputs[0]})
     return ctx.names.get(op.outputs[0], name)

@@ -188,7 +188,7 @@ def _scale(ctx: PirContext, op: PirOp) -> None:
 
 @converts("cast")
 def _cast(ctx: PirContext, op: PirOp) -> None:
-    source = ctx.block.var(ctx.var(op.inputs[0])).dtype
+    source = ctx.block.var(ctx.var(op.inputs[0])).tensor_dtype
     ctx.emit("cast", {"X": op.inputs[0]}, {"Out": op.outputs[0]},
              {"in_dtype": int(source), "out_dtype": int(_dtype(op.attrs["dtype"]))})
 

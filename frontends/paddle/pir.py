@@ -89,7 +89,7 @@ def _op(raw: dict[str, Any]) -> PirOp:
 
 
 def _attr(value: dict[str, Any]) -> Any:
-    kind, data = value["#"], value.get("D")
+    kind, data = value["#"], _data(value)
     if kind.endswith(".a_array"):
         return [_attr(item) for item in data]
     if kind.endswith(".a_intarray"):
@@ -100,10 +100,15 @@ def _attr(value: dict[str, Any]) -> Any:
 def _type(raw: dict[str, Any] | None) -> PirType:
     if not raw:
         return PirType(None, ())
-    kind, data = raw["#"], raw.get("D")
+    kind, data = raw["#"], _data(raw)
     if kind.endswith(".t_vec"):
         return PirType(None, (), tuple(_type(item) for item in data))
     if kind.endswith(".t_dtensor"):
         code = data[0]["#"].split(".t_", 1)[-1]
         return PirType(_DTYPES.get(code), tuple(int(d) for d in data[1]))
     return PirType(None, ())
+
+
+def _data(raw: dict[str, Any]) -> Any:
+    """An attr's or a type's ``D``: JSON of its kind's form (malformed data fails in read_program)."""
+    return raw.get("D")
