@@ -7,6 +7,7 @@ runs one thread per actor; in this process OpenBLAS uses every core.
 
     .venv/bin/python benchmarks/bench_batch.py [--rows 256] [--batch-size 32] [--actors 1,2]
         [--place opencl --gpus 1]   # one OpenCL actor per GPU, on a GPU machine
+        [--json OUT]                # the figures as JSON, for the documentation's benchmark pages
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import halfway  # noqa: F401 (before numpy, so that halfway.api.openblas can pic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.api.batch import Predictor  # noqa: E402
 from halfway.cli.demo import demo_model_path  # noqa: E402
 
@@ -63,12 +65,16 @@ def main() -> None:
     parser.add_argument("--place", default="cpu")
     parser.add_argument("--gpus", type=float, default=0, help="GPUs per Ray actor")
     parser.add_argument("--no-local", action="store_true", help="skip the in-process run")
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_batch", args.json)
     model, data = str(demo_model_path()), images(args.rows)
     print(f"{args.rows} rows of the demo model, batch size {args.batch_size}, place {args.place}")
     if not args.no_local:
         seconds = in_process(model, data, args.batch_size, args.place)
         print(f"in process          {seconds:7.2f} s  {args.rows / seconds:7.1f} rows/s")
+        results.add("throughput", runtime="in process", actors=0, rows=args.rows, batch_size=args.batch_size,
+                    place=args.place, seconds=seconds, rows_per_s=args.rows / seconds)
     import ray
 
     ray.init(include_dashboard=False, log_to_driver=False, logging_level="warning")
@@ -76,7 +82,10 @@ def main() -> None:
     for actors in (int(a) for a in args.actors.split(",")):
         seconds = on_ray(model, data, args.batch_size, args.place, actors, args.gpus)
         print(f"ray, {actors} actor(s)      {seconds:7.2f} s  {args.rows / seconds:7.1f} rows/s")
+        results.add("throughput", runtime="ray", actors=actors, rows=args.rows, batch_size=args.batch_size,
+                    place=args.place, seconds=seconds, rows_per_s=args.rows / seconds)
     ray.shutdown()
+    results.write()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ an [M, K] x [K, N] float32 product of the same FLOPs (M = out channels, K = C * 
 N = OH * OW). Both are warmed up and timed alternately, so a busy machine slows both alike;
 each figure is the median of the runs.
 
-    .venv/bin/python benchmarks/bench_conv.py [--runs 15]
+    .venv/bin/python benchmarks/bench_conv.py [--runs 15] [--json OUT]
 
 The total ratio weights every shape by its FLOPs times the number of times it occurs in the
 network: it is the GEMMs' total time over ours.
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -26,6 +28,9 @@ import halfway  # noqa: F401 (before numpy, so that halfway.api.openblas can pic
 from halfway.ir.dtypes import DType
 from halfway.ir.schema import InferContext, TensorInfo, get_schema
 from halfway.kernels.registry import KernelSpec, find_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.results import Results, add_json_option  # noqa: E402
 
 
 class Conv(NamedTuple):
@@ -111,7 +116,9 @@ def median_times(runs: int, *fns: Callable[[], object]) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_conv", args.json)
     rng = np.random.default_rng(0)
     print(f"{'shape':<22} {'n':>2} {'C>O':>10} {'HxW':>7} {'k/s':>5} {'MFLOP':>7} {'ours ms':>8} "
           f"{'ours GF/s':>9} {'GEMM GF/s':>9} {'ratio':>6}")
@@ -131,11 +138,16 @@ def main() -> None:
         print(f"{conv.name:<22} {conv.count:>2} {f'{conv.c}>{conv.o}':>10} {f'{conv.size}x{conv.size}':>7} "
               f"{f'{conv.k}/{conv.stride}':>5} {conv.flops / 1e6:>7.1f} {ours * 1e3:>8.3f} "
               f"{conv.flops / ours / 1e9:>9.1f} {conv.flops / gemm / 1e9:>9.1f} {gemm / ours:>6.2f}")
+        results.add("convolutions", shape=conv.name, count=conv.count, mflop=conv.flops / 1e6, halfway_ms=ours * 1e3,
+                    halfway_gflops=conv.flops / ours / 1e9, gemm_gflops=conv.flops / gemm / 1e9, ratio=gemm / ours)
     flops = sum(c.count * c.flops for c in RESNET50)
     print(f"\nResNet-50 convs (each shape times its count, {flops / 1e9:.2f} GFLOP): ours {total_ours * 1e3:.1f} ms "
           f"({flops / total_ours / 1e9:.1f} GF/s), GEMM {total_gemm * 1e3:.1f} ms "
           f"({flops / total_gemm / 1e9:.1f} GF/s); FLOP-weighted ratio {total_gemm / total_ours:.2f}")
     print(f"distinct shapes once each: FLOP-weighted ratio {distinct_gemm / distinct_ours:.2f}")
+    results.summary(resnet50_gflop=flops / 1e9, halfway_ms=total_ours * 1e3, gemm_ms=total_gemm * 1e3,
+                    weighted_ratio=total_gemm / total_ours, distinct_ratio=distinct_gemm / distinct_ours)
+    results.write()
 
 
 if __name__ == "__main__":

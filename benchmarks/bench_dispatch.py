@@ -1,15 +1,17 @@
 """Dispatch overhead: a chain of tiny elementwise ops, microseconds per op, side by side with
 ONNX Runtime and onnx.reference on the same chain in the same run.
 
-    .venv/bin/python benchmarks/bench_dispatch.py [--ops 1000] [--repeats 20]
+    .venv/bin/python benchmarks/bench_dispatch.py [--ops 1000] [--repeats 20] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,6 +20,9 @@ from onnx import TensorProto, helper
 import halfway  # before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels
 from halfway import layers
 from halfway.executor import Executor
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.results import Results, add_json_option  # noqa: E402
 
 SHAPE = [1, 4]
 
@@ -57,7 +62,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=20)
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_dispatch", args.json)
     x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
 
     prog, out = build_halfway(args.ops)
@@ -83,6 +90,9 @@ def main() -> None:
     print(f"{'runtime':<24}{'us/op':>10}{'vs halfway':>12}")
     for name, seconds in rows:
         print(f"{name:<24}{seconds / args.ops * 1e6:>10.2f}{seconds / ours:>11.2f}x")
+        results.add("dispatch", runtime=name, ops=args.ops, us_per_op=seconds / args.ops * 1e6,
+                    vs_halfway=seconds / ours)
+    results.write()
 
 
 if __name__ == "__main__":

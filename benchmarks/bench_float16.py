@@ -10,7 +10,7 @@ and runs on ONNX Runtime. Loading the model is timed for neither. ``fp32 ops``: 
 float32. With random weights some zoo models (ShuffleNet) compute float32 values beyond float16's
 range; only a calibrated conversion stays finite there.
 
-    .venv/bin/python benchmarks/bench_float16.py [--models vgg19,bvlc_alexnet] [--repeats 3]
+    .venv/bin/python benchmarks/bench_float16.py [--models vgg19,bvlc_alexnet] [--repeats 3] [--json OUT]
 
 ``--suite modern`` compares instead on today's architectures (``tests/modern.py``'s fixtures,
 every saved case): halfway's float16 (plain; calibrated on the cases; ``tolerance=1e-3`` on them)
@@ -45,6 +45,7 @@ import halfway  # before numpy, so that halfway.api.openblas can pick OpenBLAS's
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.executor import Executor  # noqa: E402
 from tests.modern import FIXTURE_DIR, expected_failure, fixtures  # noqa: E402
 from tests.modern import cases as modern_cases
@@ -189,7 +190,7 @@ def modern_rows(name: str) -> list[tuple[str, dict[str, object]]]:
             (f"occ auto_mixed_precision {MODERN_TOLERANCE:g}", onnx_row(model, auto, cases))]
 
 
-def modern(models: list[str]) -> None:
+def modern(models: list[str], results: Results) -> None:
     import onnxruntime
 
     onnxruntime.set_default_logger_severity(3)  # the peers' own sessions warn about their casts
@@ -201,9 +202,12 @@ def modern(models: list[str]) -> None:
         for system, row in modern_rows(name):
             if "failed" in row:
                 print(f"{name:<34} {system:<32} failed: {row['failed']}")
+                results.add("modern", model=name, system=system, failed=row["failed"])
                 continue
             print(f"{name:<34} {system:<32} {row['seconds']:>10.3f} {row['error']:>9.2e} {str(row['finite']):>6} "
                   f"{row['casts']:>6} {row['float32_ops']:>8}")
+            results.add("modern", model=name, system=system, convert_s=row["seconds"], error=row["error"],
+                        finite=row["finite"], casts=row["casts"], float32_ops=row["float32_ops"])
         sys.stdout.flush()
 
 
@@ -212,9 +216,12 @@ def main() -> None:
     parser.add_argument("--suite", choices=("zoo", "modern"), default="zoo")
     parser.add_argument("--models", default=None, help="comma-separated (default: every model of the suite)")
     parser.add_argument("--repeats", type=int, default=3)
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_float16", args.json)
     if args.suite == "modern":
-        modern(args.models.split(",") if args.models else MODERN_MODELS)
+        modern(args.models.split(",") if args.models else MODERN_MODELS, results)
+        results.write()
         return
     header = (f"{'model':<14} {'system':<22} {'convert s':>10} {'speedup':>8} {'casts':>6} {'fp32 ops':>8} "
               f"{'param MiB':>10} "
@@ -233,7 +240,11 @@ def main() -> None:
             print(f"{name:<14} {system:<22} {row['seconds']:>10.4f} {speedup:>7.1f}x {row['casts']:>6} "
                   f"{kept:>8} {row['param_bytes'] / 2 ** 20:>10.2f} {row['max_error']:>10.3g} "
                   f"{str(row['finite']):>6} {row['top1']:>6.2f}")
+            results.add("zoo", model=name, system=system, convert_s=row["seconds"], speedup=speedup,
+                        casts=row["casts"], float32_ops=row.get("float32_ops"), param_mib=row["param_bytes"] / 2 ** 20,
+                        max_error=row["max_error"], finite=row["finite"], top1=row["top1"])
         sys.stdout.flush()
+    results.write()
 
 
 if __name__ == "__main__":

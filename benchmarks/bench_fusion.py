@@ -1,7 +1,7 @@
 """Transformer fusion: op counts before and after the default pipeline, against ONNX Runtime's
 transformers optimizer, and fused vs unfused latency on numpy.
 
-    python -m benchmarks.bench_fusion [--latency] [--rounds N] [names...]
+    python -m benchmarks.bench_fusion [--latency] [--rounds N] [--json OUT] [names...]
 
 Counts: every op of block 0 but feed and fetch, shape arithmetic included (``shape``, ``slice``,
 ``concat``, ``reshape2`` with a Shape input all count, though prepare computes them on the host);
@@ -21,6 +21,7 @@ from pathlib import Path
 import halfway
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.results import Results, add_json_option  # noqa: E402
 from tests.modern import FIXTURE_DIR, cases, fixtures  # noqa: E402
 
 MODEL_TYPES = {"bert": "bert", "distilbert": "bert", "roberta": "bert", "gpt2": "gpt2", "vit": "vit", "swin": "swin",
@@ -65,7 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("names", nargs="*", help="fixture names (default: every transformer fixture)")
     parser.add_argument("--latency", action="store_true", help="also time fused vs unfused (BERT, GPT-2, ViT)")
     parser.add_argument("--rounds", type=int, default=20)
+    add_json_option(parser)
     args = parser.parse_args(argv)
+    results = Results("bench_fusion", args.json)
     print("| fixture | imported | fused | onnxruntime optimizer | unfused / fused time |")
     print("| --- | --- | --- | --- | --- |")
     for entry in fixtures():
@@ -79,8 +82,13 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {name} | {type(e).__name__} | - | {_ort_nodes(path, family)} | - |", flush=True)
             continue
         fused = halfway.PassManager().run(program, scope, fetch=fetches).program
-        timing = f"{_latency(name, args.rounds):.2f}x" if args.latency and family in LATENCY else "-"
-        print(f"| {name} | {_ops(program)} | {_ops(fused)} | {_ort_nodes(path, family)} | {timing} |", flush=True)
+        speedup = _latency(name, args.rounds) if args.latency and family in LATENCY else None
+        timing = f"{speedup:.2f}x" if speedup is not None else "-"
+        theirs = _ort_nodes(path, family)
+        print(f"| {name} | {_ops(program)} | {_ops(fused)} | {theirs} | {timing} |", flush=True)
+        results.add("ops", fixture=name, imported=_ops(program), fused=_ops(fused), onnxruntime_optimizer=theirs,
+                    unfused_over_fused=speedup)
+    results.write()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ process, with and without them, and run in alternating blocks as ``bench_zoo`` r
 runtimes; per model, the median over rounds of the paired ratio (compiled / numpy passes) and
 each side's median time.
 
-    .venv/bin/python benchmarks/bench_jit.py [--models resnet50,squeezenet] [--repeats 36] [--block 3]
+    .venv/bin/python benchmarks/bench_jit.py [--models resnet50,squeezenet] [--repeats 36] [--block 3] [--json OUT]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import halfway  # noqa: E402,F401 (before numpy, so that halfway.api.openblas ca
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_zoo import alternate, paired_ratio, prepare_halfway  # noqa: E402
+from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.kernels.numpy import jit  # noqa: E402
 from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, with_random_weights  # noqa: E402
 
@@ -45,7 +46,9 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(LIGHT_MODELS))
     parser.add_argument("--repeats", type=int, default=36, help="timed runs of each side")
     parser.add_argument("--block", type=int, default=3)
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_jit", args.json)
     if not jit.JIT:
         sys.exit("numba is not installed, or HALFWAY_JIT=0: nothing to compare")
     print(f"{'model':14} {'numpy passes ms':>16} {'compiled ms':>12} {'ratio':>7}")
@@ -57,6 +60,9 @@ def main() -> None:
                           args.block)
         medians = [statistics.median(t for block in side for t in block) * 1e3 for side in times]
         print(f"{name:14} {medians[0]:16.1f} {medians[1]:12.1f} {paired_ratio(times[1], times[0]):7.2f}", flush=True)
+        results.add("latency", model=name, numpy_passes_ms=medians[0], compiled_ms=medians[1],
+                    ratio=paired_ratio(times[1], times[0]))
+    results.write()
 
 
 if __name__ == "__main__":

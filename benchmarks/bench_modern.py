@@ -4,7 +4,7 @@ fp32, batch 1, same inputs, in the same run, with the default pass pipeline appl
 program; the geomean ratio; and where halfway is slower, the time per op type of its prepared run.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python benchmarks/bench_modern.py \\
-        [--models bert_base,vit_b16] [--repeats 20] [--block 2] [--dir DIR]
+        [--models bert_base,vit_b16] [--repeats 20] [--block 2] [--dir DIR] [--json OUT]
 
 The models (BERT-base, GPT-2 small, the T5-small encoder, ViT-B/16, ConvNeXt-T, MobileNetV3-Large
 and a YOLO-style detector at 640 px) are made by ``scripts/make_bench_models.py`` into ``DIR``
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_zoo import alternate, geomean, paired_ratio, prepare_halfway, print_profiles, profile_by_op_type  # noqa: E402
 
+from benchmarks.results import Results, add_json_option  # noqa: E402
 from tests.onnx_zoo import ort_session  # noqa: E402
 
 MODELS = ["bert_base", "gpt2_small", "t5_small_encoder", "vit_b16", "convnext_tiny", "mobilenetv3_large", "yolo_640"]
@@ -72,7 +73,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20, help="timed runs of each runtime")
     parser.add_argument("--block", type=int, default=2, help="runs of one runtime before the other's")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where make_bench_models.py wrote the models")
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_modern", args.json)
     paths = [args.dir / f"{name}.onnx" for name in args.models.split(",")]
     missing = [p.stem for p in paths if not p.exists()]
     if missing:
@@ -95,11 +98,14 @@ def main() -> None:
     print(f"\n{'model':20} {'halfway ms':>11} {'onnxruntime ms':>15} {'ratio':>7}")
     for name, t_ours, t_ort, ratio in rows:
         print(f"{name:20} {t_ours:11.1f} {t_ort:15.1f} {ratio:7.2f}")
+        results.add("latency", model=name, halfway_ms=t_ours, onnxruntime_ms=t_ort, ratio=ratio)
     if rows:
         print(f"geomean ratio (halfway / onnxruntime) over {len(rows)} models: {geomean([r[3] for r in rows]):.2f}")
+        results.summary(geomean_ratio=geomean([r[3] for r in rows]), threads=THREADS)
     for name, why in failed.items():
         print(f"{name}: not measured: {why}")
     print_profiles(slow, 6)
+    results.write()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 ONNX Runtime's transformers optimizer leaves, and the ops halfway's default pipeline leaves.
 
     .venv/bin/python benchmarks/bench_op_counts.py [--only gpt2,bert] [--no-ort | --ort-python PYTHON]
-                                                   [--histogram]
+                                                   [--histogram] [--json OUT]
 
 ONNX Runtime's count is ``onnxruntime.transformers.optimizer.optimize_model(path, model_type=...,
 num_heads=0, hidden_size=0)`` with the model type of the fixture's family (``MODEL_TYPES``,
@@ -29,6 +29,7 @@ import halfway
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.results import Results, add_json_option  # noqa: E402
 from tests.modern import FIXTURE_DIR, fixtures  # noqa: E402
 
 MODEL_TYPES = {"bert": "bert", "distilbert": "bert", "roberta": "bert", "gpt2": "gpt2", "t5_encoder": "t5",
@@ -85,7 +86,9 @@ def main() -> None:
     parser.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime's optimizer")
     parser.add_argument("--ort-python", help="run ONNX Runtime's optimizer with this Python (it needs torch)")
     parser.add_argument("--histogram", action="store_true", help="print the op types halfway leaves")
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_op_counts", args.json)
     wanted = {w for w in args.only.split(",") if w}
     entries = [e for e in fixtures() if not wanted or e["family"] in wanted or e["name"] in wanted]
     print(f"{'fixture':36} {'onnx':>6} {'ort':>6} {'halfway':>8} {'ratio':>6}")
@@ -100,10 +103,14 @@ def main() -> None:
             measured += 1
             fewer += ours < theirs
         print(f"{entry['name']:36} {onnx_nodes(path):6d} {str(theirs):>6} {ours:8d} {ratio:>6}", flush=True)
+        results.add("ops", fixture=entry["name"], onnx=onnx_nodes(path), onnxruntime_optimizer=theirs, halfway=ours,
+                    ratio=ours / theirs if isinstance(theirs, int) else None)
         if args.histogram:
             print("    " + ", ".join(f"{t} {n}" for t, n in ops.most_common()))
     if measured:
         print(f"halfway leaves fewer ops than ONNX Runtime's optimizer on {fewer} of {measured} fixtures")
+        results.summary(fewer=fewer, measured=measured)
+    results.write()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ difference of halfway's pooler output from PyTorch's float32 one over its larges
 device memory column is what preparing took from the GPU (free memory before and after, as
 ``torch.cuda.mem_get_info`` reads it): parameters, activations and kernels' buffers.
 
-    python benchmarks/bench_opencl_bert.py [--batches 1,32] [--sequence 128] [--runs 20]
+    python benchmarks/bench_opencl_bert.py [--batches 1,32] [--sequence 128] [--runs 20] [--json OUT]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results import Results, add_json_option
 from torch_peers import eager_and_graph_ms, median_ms
 
 import halfway
@@ -102,7 +103,9 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--sequence", type=int, default=128)
     parser.add_argument("--runs", type=int, default=20)
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_opencl_bert", args.json)
     import torch
 
     torch.backends.cudnn.benchmark = True
@@ -118,6 +121,7 @@ def main() -> None:
           f"after the passes ({', '.join(f'{k} {v}' for k, v in counts.items())})")
     half, _ = halfway.float16_transpile(fused.program, fused.scope)
     place = OpenCLPlace()
+    results.opencl_device = place.runtime.caps.name
     models = {"float32": model.cuda(), "float16": copy.deepcopy(model).half()}
     warm = np.ones((1, 8), np.int64)
     for prog in (fused.program, half):  # the OpenCL context and the kernels' builds, outside the measures
@@ -136,6 +140,10 @@ def main() -> None:
             ours, out, taken = _halfway_row(prog, fused.scope, feeds, "pooler_output", place, args.runs)
             print(f"{batch:>5} {dtype:>7} {ours:>10.2f} {eager:>11.2f} {graph:>11.2f} {eager / ours:>8.2f} "
                   f"{graph / ours:>8.2f} {_error(out, reference):>8.1e} {taken / 2**20:>10.0f}")
+            results.add("bert", model=f"BERT-base, sequence {args.sequence}", batch=batch, dtype=dtype,
+                        halfway_ms=ours, torch_eager_ms=eager, torch_graph_ms=graph, rel_error=_error(out, reference),
+                        device_memory_mib=taken / 2**20)
+    results.write()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ again with only the given tensor-core tile (warps along m and n, fragments along
 stages) in the table.
 
     python benchmarks/bench_opencl_convs.py [--batch 32] [--dtype float16] [--tiles 2,2,4,8,3 2,2,2,8,3]
+                                            [--json OUT]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from unittest import mock
 
 import numpy as np
 from bench_opencl_kernels import bound_launches, profiling_runtime
+from results import Results, add_json_option
 
 from halfway.kernels.opencl import gemm as _gemm
 from halfway.kernels.opencl.base import Launch
@@ -85,8 +87,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--dtype", default="float16", choices=["float16", "float32"])
     parser.add_argument("--tiles", nargs="*", default=[], help="tensor-core tiles to time each shape with")
+    add_json_option(parser)
     args = parser.parse_args()
     rt = profiling_runtime(get_runtime())
+    results = Results("bench_opencl_convs", args.json)
+    results.opencl_device = rt.caps.name
     dtype = np.float16 if args.dtype == "float16" else np.float32
     variants = [("table", None)] + [(t, [tuple(int(v) for v in t.split(","))]) for t in args.tiles]
     print(f"{args.dtype} batch {args.batch} on {rt.caps.name}: us per launch (copy + GEMM [+ split-K sum])")
@@ -101,7 +106,11 @@ def main() -> None:
                 times = launch_seconds(bound_launches(rt, "fused_conv2d", arrays, attrs, fetch=("Output",)), rt)
             row.append(f"[{name}] {'+'.join(f'{t * 1e6:.0f}' for t in times)} = {sum(times) * 1e6:.0f} "
                        f"({flops / sum(times) / 1e12:.0f} TFLOP/s)")
+            results.add("convolutions", shape=row[0].split("  torch")[0].strip(), batch=args.batch, dtype=args.dtype,
+                        tiles=name, launches_us=[t * 1e6 for t in times], halfway_us=sum(times) * 1e6,
+                        tflops=flops / sum(times) / 1e12, torch_us=theirs * 1e6 if theirs else None)
         print("  |  ".join(row), flush=True)
+    results.write()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ m and n, 16 x 8 fragments per warp along m and n, stages of local memory) in pla
 
     python benchmarks/bench_opencl_kernels.py [--device N] [--elements 67108864] [--size 4096]
                                               [--tiles 2,2,4,8,3 2,4,4,4,3] [--attention 32,12,128,64 ...]
-                                              [--only bandwidth gemm attention]
+                                              [--only bandwidth gemm attention] [--json OUT]
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from unittest import mock
 
 import numpy as np
 import pyopencl as cl
+from results import Results, add_json_option
 
 from halfway.ir.dtypes import DType
 from halfway.ir.schema import InferContext, TensorInfo, get_schema
@@ -89,7 +90,7 @@ def bound_op(rt: Runtime, op_type: str, arrays: dict[str, np.ndarray], attrs: di
     return run
 
 
-def bandwidth(rt: Runtime, n: int) -> None:
+def bandwidth(rt: Runtime, n: int, results: Results) -> None:
     rng = np.random.default_rng(0)
     print(f"bandwidth over {n} elements on {rt.caps.name} (float16 mode {rt.mode.value})")
     for dtype in (np.float32, np.float16):
@@ -98,10 +99,12 @@ def bandwidth(rt: Runtime, n: int) -> None:
         copy = seconds(lambda: cl.enqueue_copy(rt.queue, dst, src), rt.finish, 20)
         copy_rate = 2 * x.nbytes / copy / 1e9
         print(f"  {np.dtype(dtype).name:8} device copy          {copy_rate:8.1f} GB/s")
+        results.add("bandwidth", dtype=np.dtype(dtype).name, kernel="device copy", gb_per_s=copy_rate, of_copy=1.0)
         for op_type, arrays, moved in (("elementwise_add", {"X": x, "Y": y}, 3), ("relu", {"X": x}, 2)):
             t = seconds(bound_op(rt, op_type, arrays), rt.finish, 20)
             rate = moved * x.nbytes / t / 1e9
             print(f"  {np.dtype(dtype).name:8} {op_type:20} {rate:8.1f} GB/s  {rate / copy_rate:6.1%} of copy")
+            results.add("bandwidth", dtype=np.dtype(dtype).name, kernel=op_type, gb_per_s=rate, of_copy=rate / copy_rate)
 
 
 def torch_matmul(size: int) -> dict[str, float]:
@@ -121,7 +124,7 @@ def torch_matmul(size: int) -> dict[str, float]:
     return out
 
 
-def gemm(rt: Runtime, size: int, tiles: list[tuple[int, ...]]) -> None:
+def gemm(rt: Runtime, size: int, tiles: list[tuple[int, ...]], results: Results) -> None:
     rng = np.random.default_rng(1)
     flops = 2 * size ** 3
     peers = torch_matmul(size)
@@ -130,9 +133,11 @@ def gemm(rt: Runtime, size: int, tiles: list[tuple[int, ...]]) -> None:
         a, b = (rng.standard_normal((size, size)).astype(dtype) for _ in range(2))
         t = seconds(bound_op(rt, "matmul_v2", {"X": a, "Y": b}), rt.finish, 5)
         line = f"  {np.dtype(dtype).name:8} halfway {flops / t / 1e12:7.1f} TFLOP/s"
+        results.add("gemm", size=size, dtype=np.dtype(dtype).name, system="halfway", tflops=flops / t / 1e12)
         for name, peer in peers.items():
             if name.startswith(np.dtype(dtype).name):
                 line += f"   torch {name} {flops / peer / 1e12:7.1f} TFLOP/s (ours {peer / t:5.2f}x)"
+                results.add("gemm", size=size, dtype=name, system="torch.matmul", tflops=flops / peer / 1e12)
         print(line)
     if tiles and rt.caps.tensor_cores:
         a, b = (rng.standard_normal((size, size)).astype(np.float16) for _ in range(2))
@@ -142,6 +147,7 @@ def gemm(rt: Runtime, size: int, tiles: list[tuple[int, ...]]) -> None:
                 _gemm._MMA_TILES[:] = [sizes]
                 t = seconds(bound_op(rt, "matmul_v2", {"X": a, "Y": b}), rt.finish, 5)
                 print(f"  float16  tile {sizes} {flops / t / 1e12:7.1f} TFLOP/s")
+                results.add("gemm", size=size, dtype="float16", system=f"halfway, tile {sizes}", tflops=flops / t / 1e12)
         finally:
             _gemm._MMA_TILES[:] = table
 
@@ -216,7 +222,7 @@ def attention_cases(batch: int, heads: int, length: int, depth: int) -> dict[str
             "sequence-major, mask": ({**sequence_major, "Mask": padding}, {"q_num_heads": heads, "kv_num_heads": heads})}
 
 
-def attention(rt: Runtime, shapes: list[tuple[int, int, int, int]]) -> None:
+def attention(rt: Runtime, shapes: list[tuple[int, int, int, int]], results: Results) -> None:
     refusal = _attention.tensor_core_refusal(rt, DType.float16, 64, 64)
     profiled = profiling_runtime(rt)
     print(f"attention float16 on {rt.caps.name} (tensor cores: {refusal or 'yes'}); per call: ms in a loop of calls, "
@@ -239,6 +245,8 @@ def attention(rt: Runtime, shapes: list[tuple[int, int, int, int]]) -> None:
                 timings["torch sdpa"] = peer
             for kernel, (loop, device) in timings.items():
                 print(f"    {kernel:13} {loop * 1e3:8.3f} ms {device * 1e3:8.3f} ms {flops / device / 1e12:7.1f} TFLOP/s")
+                results.add("attention", shape=f"{batch}x{heads}x{length}x{depth}", layout=name, kernel=kernel,
+                            loop_us=loop * 1e6, device_us=device * 1e6, tflops=flops / device / 1e12)
 
 
 def main() -> None:
@@ -252,14 +260,18 @@ def main() -> None:
                         help="attention shapes: batch, heads, sequence, head size (default: BERT-base's)")
     parser.add_argument("--only", nargs="*", choices=("bandwidth", "gemm", "attention"),
                         default=["bandwidth", "gemm", "attention"], help="run these parts only")
+    add_json_option(parser)
     args = parser.parse_args()
     rt = get_runtime(args.device)
+    results = Results("bench_opencl_kernels", args.json)
+    results.opencl_device = rt.caps.name
     if "bandwidth" in args.only:
-        bandwidth(rt, args.elements)
+        bandwidth(rt, args.elements, results)
     if "gemm" in args.only:
-        gemm(rt, args.size, [tuple(int(v) for v in tile.split(",")) for tile in args.tiles])
+        gemm(rt, args.size, [tuple(int(v) for v in tile.split(",")) for tile in args.tiles], results)
     if "attention" in args.only:
-        attention(rt, [tuple(int(v) for v in shape.split(",")) for shape in args.attention])
+        attention(rt, [tuple(int(v) for v in shape.split(",")) for shape in args.attention], results)
+    results.write()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ transpile; their weights are the models' constant fills, which does not change t
     python benchmarks/bench_opencl_zoo.py --torch [--models resnet50,vgg19] [--batches 1,32] [--runs 20]
     python benchmarks/bench_opencl_zoo.py --onnx [--models squeezenet,resnet50] [--float32-only]
     python benchmarks/bench_opencl_zoo.py --tuning [--models resnet50,vgg19] [--batches 1,32]
+
+``--json OUT`` also writes the figures as JSON for the documentation's benchmark pages.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
+from results import Results, add_json_option
 from torch_peers import eager_and_graph_ms, graph_host_to_host_ms, median_ms
 
 import halfway
@@ -211,7 +214,7 @@ def _networks(name: str, build: Callable[[Var], Var], batch: int, channels_last:
     return Networks(model, prog32, prog16, io16, scope, out, x)
 
 
-def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace,
+def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: OpenCLPlace, results: Results,
           profile: bool = False, channels_last: bool = False) -> None:
     nets = _networks(name, build, batch, channels_last)
     model, scope, out, x = nets.model, nets.scope, nets.out, nets.x
@@ -231,12 +234,16 @@ def bench(name: str, build: Callable[[Var], Var], batch: int, runs: int, place: 
                    f"host to host {host * 1e3:7.2f} ms ({host / ours:4.2f}x)  "
                    f"ours on the device {resident * 1e3:7.2f} ms (graph {graph / resident:4.2f}x) max rel err {error:.1e}"
                    f"{f'  {falls} fallbacks' if falls else ''}")
+        results.add("torch", model=name, batch=batch, dtype="float16" if label == "fp16" else "float32",
+                    halfway_ms=ours * 1e3, halfway_on_device_ms=resident * 1e3, torch_eager_ms=eager * 1e3,
+                    torch_graph_ms=graph * 1e3, torch_graph_host_ms=host * 1e3, rel_error=error, fallbacks=falls,
+                    channels_last=channels_last)
         model.float()
     print(f"{name:9} batch {batch:3}  " + "  |  ".join(row), flush=True)
 
 
 def bench_tuning(name: str, build: Callable[[Var], Var], batch: int, runs: int, device: str | None,
-                 channels_last: bool = False) -> None:
+                 results: Results, channels_last: bool = False) -> None:
     """float16 on the device with the heuristic's tiles against tuned ones (prepared in that order,
     the tuner's cache in a fresh folder, so the first takes no measured choice; timed in alternating
     rounds), with the seconds the tuning took and PyTorch's CUDA graph beside them."""
@@ -266,6 +273,9 @@ def bench_tuning(name: str, build: Callable[[Var], Var], batch: int, runs: int, 
           f"{seconds['tuned'] - seconds['heuristic']:5.1f} s)  torch graph {graph * 1e3:6.3f} ms "
           f"(graph / tuned {graph * 1e3 / ms['tuned']:4.2f}x)  outputs differ by {spread:.1e} of their largest",
           flush=True)
+    results.add("tuning", model=name, batch=batch, heuristic_ms=ms["heuristic"], tuned_ms=ms["tuned"],
+                tuning_s=seconds["tuned"] - seconds["heuristic"], torch_graph_ms=graph * 1e3,
+                channels_last=channels_last)
 
 
 LIGHT_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
@@ -277,7 +287,7 @@ def _transpiled(program: halfway.Program, scope: halfway.Scope) -> tuple[halfway
     return fused.program, fused.scope if fused.scope is not None else scope
 
 
-def bench_onnx(name: str, runs: int, place: OpenCLPlace, float16: bool) -> None:
+def bench_onnx(name: str, runs: int, place: OpenCLPlace, float16: bool, results: Results) -> None:
     import onnx
     import onnxruntime
 
@@ -299,6 +309,8 @@ def bench_onnx(name: str, runs: int, place: OpenCLPlace, float16: bool) -> None:
         prepared = Executor(place).prepare(prog, feeds, fetches, scope)
         ours = median_ms(lambda: prepared.run({feeds[0]: x}), runs) / 1e3
         row.append(f"{label}: ours {ours * 1e3:8.2f} ms ({theirs / ours:5.2f}x)")
+        results.add("onnx", model=name, dtype="float16" if label == "fp16" else "float32", halfway_ms=ours * 1e3,
+                    onnxruntime_ms=theirs * 1e3, onnxruntime_provider=providers[0])
     print(f"{name:13} onnxruntime ({providers[0]}) {theirs * 1e3:8.2f} ms  |  " + "  |  ".join(row), flush=True)
 
 
@@ -319,20 +331,25 @@ def main() -> None:
                              "(the channels_last and fuse_conv_pool passes)")
     parser.add_argument("--no-tune", action="store_true",
                         help="take the kernels' heuristic tiles, not tiles timed on the device as PyTorch's cuDNN does")
+    add_json_option(parser)
     args = parser.parse_args()
     place = OpenCLPlace(args.device, tune=not args.no_tune)
     print(f"device {place.runtime.caps.name}, float16 mode {place.runtime.mode.value}")
+    results = Results("bench_opencl_zoo", args.json)
+    results.opencl_device = place.runtime.caps.name
     if args.onnx:
         for name in (args.models.split(",") if args.models else LIGHT_MODELS):
-            bench_onnx(name, args.runs, place, not args.float32_only)
+            bench_onnx(name, args.runs, place, not args.float32_only, results)
+        results.write()
         return
     builders = {"resnet50": resnet50, "vgg19": vgg19}
     for name in (args.models.split(",") if args.models else builders):
         for batch in (int(b) for b in args.batches.split(",")):
             if args.tuning:
-                bench_tuning(name, builders[name], batch, args.runs, args.device, args.channels_last)
+                bench_tuning(name, builders[name], batch, args.runs, args.device, results, args.channels_last)
             else:
-                bench(name, builders[name], batch, args.runs, place, args.profile, args.channels_last)
+                bench(name, builders[name], batch, args.runs, place, results, args.profile, args.channels_last)
+    results.write()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Runtime's graph optimisation (Conv+BatchNorm and Conv+activation fusion among ot
 same network in the same run.
 
     .venv/bin/python benchmarks/bench_passes.py [--ops 10000 50000] [--zoo densenet121] [--repeats 3] [--no-ort]
-                                                [--fold-ops 10000]
+                                                [--fold-ops 10000] [--json OUT]
 
 ``--zoo`` also times the pipeline on light ONNX zoo models shipped with the onnx package
 (``onnx/backend/test/data/light``), loaded with ``halfway.load``.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -32,6 +33,9 @@ import numpy as np
 import halfway
 from halfway import layers
 from halfway.passes import DEFAULT_PIPELINE, PassManager, get_pass
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.results import Results, add_json_option  # noqa: E402
 
 CHANNELS = 4
 OPS_PER_BLOCK = 9
@@ -133,8 +137,11 @@ def time_onnxruntime(model: bytes, repeats: int) -> float:
     return full - none
 
 
-def report(label: str, timing: tuple[int, float, float, dict[str, float]], ort_s: float | None) -> None:
+def report(label: str, timing: tuple[int, float, float, dict[str, float]], ort_s: float | None,
+           results: Results) -> None:
     ops, wall, passes, per_pass = timing
+    results.add("pipeline", program=label, ops=ops, pipeline_ms=wall * 1e3, passes_ms=passes * 1e3,
+                onnxruntime_ms=ort_s * 1e3 if ort_s is not None else None)
     detail = ", ".join(f"{name} {s * 1e3:.0f}" for name, s in per_pass.items())
     ort_text = f"  onnxruntime optimisation {ort_s * 1e3:8.1f} ms" if ort_s is not None else ""
     print(f"{label} {ops:6d} ops: pipeline {wall * 1e3:8.1f} ms, passes {passes * 1e3:8.1f} ms ({detail}){ort_text}")
@@ -147,12 +154,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-ort", action="store_true", help="skip the ONNX Runtime comparison")
     parser.add_argument("--fold-ops", type=int, nargs="*", default=[], help="time fold_constants on this many ops")
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_passes", args.json)
     for target in args.fold_ops:
         prog, scope, out = build_halfway(max(1, target // (OPS_PER_BLOCK + 3)), fold=True)
         ops, folded, seconds = time_folding(prog, scope, out, args.repeats)
         print(f"fold_constants {ops:6d} ops: {folded} folded in {seconds * 1e3:8.1f} ms "
               f"({seconds / max(folded, 1) * 1e6:.0f} us per folded op)")
+        results.add("fold_constants", ops=ops, folded=folded, ms=seconds * 1e3, us_per_folded_op=seconds / max(folded, 1) * 1e6)
     rows = []
     for target in args.ops:
         blocks = max(1, target // OPS_PER_BLOCK)
@@ -160,18 +170,20 @@ def main() -> None:
         timing = time_halfway(prog, scope, [out], args.repeats)
         ort_s = None if args.no_ort else time_onnxruntime(build_onnx(blocks), args.repeats)
         rows.append((timing[0], timing[1], timing[2], ort_s))
-        report("synthetic CNN", timing, ort_s)
+        report("synthetic CNN", timing, ort_s, results)
     if len(rows) > 1:
         (ops0, wall0, pass0, ort0), (ops1, wall1, pass1, ort1) = rows[0], rows[-1]
         growth = f"size x{ops1 / ops0:.2f}: pipeline x{wall1 / wall0:.2f}, passes x{pass1 / pass0:.2f}"
         if ort0 and ort1:
             growth += f", onnxruntime x{ort1 / ort0:.2f}"
         print(growth)
+        results.summary(size_growth=ops1 / ops0, pipeline_growth=wall1 / wall0, passes_growth=pass1 / pass0)
     for name in args.zoo:
         path = zoo_model(name)
         prog, _, fetches, scope = halfway.load(str(path))
         ort_s = None if args.no_ort else time_onnxruntime(path.read_bytes(), args.repeats)
-        report(name, time_halfway(prog, scope, fetches, args.repeats), ort_s)
+        report(name, time_halfway(prog, scope, fetches, args.repeats), ort_s, results)
+    results.write()
 
 
 if __name__ == "__main__":

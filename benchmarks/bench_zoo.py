@@ -4,6 +4,7 @@ pipeline applied to halfway's program; the geomean ratio; and where halfway is s
 per op type of its prepared run.
 
     .venv/bin/python benchmarks/bench_zoo.py [--models resnet50,vgg19] [--repeats 30] [--block 3] [--no-passes]
+                                             [--json OUT]
 
 Weights are seeded random values in place of the models' constant fills (the same model goes to
 both runtimes). Each runtime runs in blocks of ``--block`` runs of its own, the blocks of the two
@@ -37,6 +38,7 @@ import halfway  # noqa: E402 (before numpy, so that halfway.api.openblas can pic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.executor import Executor  # noqa: E402
 from halfway.executor.prepared import PreparedProgram  # noqa: E402
 from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
@@ -106,7 +108,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="timed runs of each runtime")
     parser.add_argument("--block", type=int, default=3, help="runs of one runtime before the other's")
     parser.add_argument("--no-passes", action="store_true", help="skip the default pass pipeline")
+    add_json_option(parser)
     args = parser.parse_args()
+    results = Results("bench_zoo", args.json)
     ratios, slow = [], {}
     print(f"numpy BLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}, "
           f"OpenBLAS core type: {os.environ.get('OPENBLAS_CORETYPE', 'its own choice')}, ONNX Runtime threads: {THREADS}, "
@@ -125,10 +129,13 @@ def main() -> None:
         ratio = paired_ratio(ours, theirs)
         ratios.append(ratio)
         print(f"{name:14} {t_ours * 1e3:11.1f} {t_ort * 1e3:15.1f} {ratio:7.2f}", flush=True)
+        results.add("latency", model=name, halfway_ms=t_ours * 1e3, onnxruntime_ms=t_ort * 1e3, ratio=ratio)
         if t_ours > t_ort:
             slow[name] = profile_by_op_type(prepared, feeds, max(3, args.repeats // 2))
     print(f"geomean ratio (halfway / onnxruntime): {geomean(ratios):.2f}")
     print_profiles(slow, 5)
+    results.summary(geomean_ratio=geomean(ratios), threads=THREADS, passes=not args.no_passes)
+    results.write()
 
 
 if __name__ == "__main__":
