@@ -5,7 +5,7 @@ Two models ship with halfway as package data (``halfway/api/data/``): ``demo_res
 ResNet-18 at quarter width with seeded weights (``scripts/make_demo_model.py``), and
 ``demo_bert.onnx``, a 4-layer BERT-style encoder and classifier with seeded weights
 (``scripts/make_demo_bert.py``). Each program runs once to warm up, then once on each of K seeded
-inputs (random images; for a text model, padded token batches: ``halfway.cli.commands.tokens``): the
+inputs (random images; for a text model, padded token batches: ``halfway.api.tokens``): the
 latency is the median of those K timed runs, and the outputs are compared with the model as
 imported, run in float32 on numpy on the same inputs: max absolute error, max error relative to
 the largest reference magnitude, and how often the top-1 class agrees.
@@ -23,17 +23,15 @@ from typing import Any
 import numpy as np
 from attrs import frozen
 
+from ..api.feeds import random_inputs
+from ..api.measure import Comparison, Timing, compare, time_runs
+from ..api.models import Model, ops_fused, param_bytes, prepare, run_float16, run_passes, save_model
+from ..api.places import place_label
+from ..api.tokens import SEQUENCE, is_text_model, token_inputs
 from ..executor import PreparedProgram
 from ..executor.place import CPUPlace, OpenCLPlace, Place
 from ..ir.errors import HalfwayError
 from ..ir.operator import Operator
-from .commands.execution import prepare
-from .commands.feeds import random_inputs
-from .commands.measure import Comparison, Timing, compare, time_runs
-from .commands.modelfile import Model, param_bytes, save_model
-from .commands.places import place_label
-from .commands.tokens import SEQUENCE, is_text_model, token_inputs
-from .commands.transpile import ops_fused, run_float16, run_passes
 from .report.console import Output
 from .report.tables import error_text, human_bytes, milliseconds, percent, table
 

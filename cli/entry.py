@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["EXIT_INTERRUPTED", "main"]
+from .exits import EXIT_INTERRUPTED
 
-EXIT_INTERRUPTED = 130
-"""The exit code of an interrupted command (128 + SIGINT, as shells report it)."""
+__all__ = ["main"]
 
 
 def main() -> int:

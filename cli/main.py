@@ -9,6 +9,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
+from ..api.errors import SpecError
 from ..ir.errors import HalfwayError
 from .commands.base import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command, UsageError
 from .commands.batch import COMMAND as BATCH
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`halfway inspect --text | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except UsageError as e:
+    except (UsageError, SpecError) as e:
         output.error(str(e))
         return EXIT_USAGE
     except (HalfwayError, OSError) as e:

@@ -92,7 +92,8 @@ def test_opencl_runs_match_paddle(tmp_path):
 
 @pytest.mark.opencl
 def test_tune_reaches_the_opencl_place(tmp_path):
-    from halfway.cli.commands.places import parse_place, parse_places
+    from halfway.api.places import parse_place
+    from halfway.cli.commands.places import parse_places
 
     assert parse_place("opencl:0", tune=True).tune and not parse_place("opencl:0").tune
     assert [getattr(p, "tune", None) for p in parse_places(["cpu", "opencl:0"], tune=True)] == [None, True]

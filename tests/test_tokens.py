@@ -1,4 +1,4 @@
-"""Seeded token batches for text models (``halfway.cli.commands.tokens``)."""
+"""Seeded token batches for text models (``halfway.api.tokens``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from halfway.cli.commands.modelfile import load_model
-from halfway.cli.commands.tokens import is_text_model, token_inputs, vocabulary_size
+from halfway.api.models import load_model
+from halfway.api.tokens import is_text_model, token_inputs, vocabulary_size
 from tests.clirun import DEMO_BERT, DEMO_ONNX, ROOT
 
 MODERN_BERT = ROOT / "tests" / "fixtures" / "modern" / "bert_eager_torchscript.onnx"

@@ -7,13 +7,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ...cli.commands.feeds import parse_inputs
-from ...cli.commands.modelfile import load_model
-from ...cli.commands.places import parse_place
-from ...cli.commands.transpile import float16_pass, run_passes
 from ...executor import Executor, PreparedBySignature, PreparedProgram
 from ...executor.place import Place
 from ...ir.errors import FeedError
+from ..feeds import parse_inputs
+from ..models import float16_pass, load_model, run_passes
+from ..places import parse_place
 from .rows import FeedSpec, feed_specs
 
 __all__ = ["Predictor"]

@@ -9,7 +9,6 @@ Results are written atomically as Parquet (tensors as fixed-shape tensor columns
 
 from __future__ import annotations
 
-import io
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ...cli.commands.files import write_file
 from ...ir.errors import FeedError, HalfwayError, SerdeError
+from ..files import npz_bytes, write_file
 from .columns import Columns, concat_columns, object_column
 
 __all__ = ["FORMATS", "read_rows", "write_rows", "MissingExtraError", "require_pyarrow"]
@@ -157,22 +156,11 @@ def write_rows(path: str, columns: Columns) -> None:
         if ragged:
             raise SerdeError(f"{path}: the columns {ragged} hold rows of different shapes, which .npz cannot store; "
                              f"write Parquet instead")
-        write_file(path, _npz_bytes(columns))
+        write_file(path, npz_bytes(columns))
     elif path.endswith(".parquet"):
         write_file(path, _parquet_bytes(columns))
     else:
         raise SerdeError(f"{path}: results are written as Parquet or .npz; give a name ending .parquet or .npz")
-
-
-def _npz_bytes(columns: Columns) -> bytes:
-    """``columns`` as an .npz archive (as ``np.savez`` writes it, which cannot take a column
-    named ``file``, its own argument)."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, values in columns.items():
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, values, allow_pickle=False)
-    return buffer.getvalue()
 
 
 def _parquet_bytes(columns: Columns) -> bytes:

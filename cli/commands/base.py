@@ -8,18 +8,12 @@ from collections.abc import Callable
 
 from attrs import frozen
 
-from ..entry import EXIT_INTERRUPTED
+from ..exits import EXIT_BROKEN_PIPE, EXIT_DIFFERENT, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ..report.console import Output
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "Command", "UsageError",
            "add_model", "add_json", "add_places", "add_inputs", "add_repeat", "positive", "non_negative",
            "tolerance"]
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_DIFFERENT = 3
-EXIT_BROKEN_PIPE = 141
 
 Run = Callable[[argparse.Namespace, Output], int]
 
@@ -36,7 +30,8 @@ class Command:
 
 
 class UsageError(Exception):
-    """A command line that makes no sense (a bad --input or --place spec): exit code 2."""
+    """A command line that makes no sense (options that do not go together): exit code 2, as for a
+    bad --input or --place spec (``halfway.api.errors.SpecError``)."""
 
 
 def add_model(parser: argparse.ArgumentParser, dest: str = "model", help: str | None = None) -> None:

@@ -13,11 +13,11 @@ import numpy as np
 from ...api.batch.columns import Columns, concat_columns, row_count, slice_rows
 from ...api.batch.predictor import Predictor
 from ...api.batch.tables import FORMATS, read_rows, write_rows
+from ...api.models import load_model
 from ...ir.errors import HalfwayError
 from ..report.console import Output
 from ..report.tables import table
 from .base import Command, UsageError, add_json, add_model, positive
-from .modelfile import load_model
 
 __all__ = ["COMMAND", "INDEX"]
 

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ...api.measure import Timing, time_runs
+from ...api.models import Model, load_model, param_bytes, prepare
+from ...api.places import place_label
 from ...ir.errors import HalfwayError
 from ..report.console import Output
 from ..report.tables import human_bytes, milliseconds, table
 from .base import Command, add_inputs, add_json, add_model, add_places, add_repeat
-from .execution import feeds_for, prepare
-from .measure import Timing, time_runs
-from .modelfile import Model, load_model, param_bytes
-from .places import parse_places, place_label
+from .execution import feeds_for
+from .places import parse_places
 
 __all__ = ["COMMAND"]
 

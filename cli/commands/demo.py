@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ...api.models import load_model
+from ...api.tokens import SEQUENCE
 from ..demo import DEMO_MODELS, DemoModel, demo_model_path, run_demo
 from ..report.console import Output
 from .base import Command, add_json, add_places, non_negative, positive
-from .modelfile import load_model
 from .places import parse_places
-from .tokens import SEQUENCE
 
 __all__ = ["COMMAND"]
 

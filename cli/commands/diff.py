@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ...api.feeds import convert_feed
+from ...api.measure import compare
+from ...api.models import Model, load_model, prepare
+from ...api.places import parse_place, place_label
 from ...ir.errors import FeedError
 from ..report.console import Output
 from ..report.tables import error_text, percent, table
 from .base import EXIT_DIFFERENT, Command, add_inputs, add_json, add_model, add_places, tolerance
-from .execution import feeds_for, prepare
-from .feeds import convert_feed
-from .measure import compare
-from .modelfile import Model, load_model
-from .places import parse_place, place_label
+from .execution import feeds_for
 
 __all__ = ["COMMAND"]
 

@@ -7,13 +7,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ...api.files import write_file
+from ...api.models import load_model
 from ...ir.errors import HalfwayError
 from ..report.console import Output
 from ..report.graph import program_graph, to_dot
 from ..report.graph_html import to_html
 from .base import Command, UsageError, add_model
-from .files import write_file
-from .modelfile import load_model
 
 __all__ = ["COMMAND", "render_svg"]
 

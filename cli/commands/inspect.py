@@ -6,10 +6,10 @@ import argparse
 from collections import Counter
 from typing import Any
 
+from ...api.models import Model, io_specs, load_model, op_counts
 from ..report.console import Output
 from ..report.tables import human_bytes, table
 from .base import Command, add_json, add_model
-from .modelfile import Model, io_specs, load_model, op_counts
 
 __all__ = ["COMMAND", "summary"]
 

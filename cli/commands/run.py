@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from ...api.files import write_npz
+from ...api.models import load_model, prepare
+from ...api.places import parse_place, place_label
 from ..report.console import Output
 from ..report.tables import table
 from .base import Command, add_inputs, add_json, add_model, add_places
-from .execution import feeds_for, prepare
-from .files import write_npz
-from .modelfile import load_model
-from .places import parse_place, place_label
+from .execution import feeds_for
 
 __all__ = ["COMMAND", "array_stats"]
 

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from rich.console import RenderableType
 
-from ...api.float16 import float16_transpile
-from ...passes import Pass, PassManager, PipelineResult, get_pass
-from ...passes.float16 import DEFAULT_BLACK_LIST, Float16Report
+from ...api.feeds import parse_inputs
+from ...api.models import NO_PASSES, float16_pass, load_model, ops_fused, run_passes, save_model
+from ...passes import Pass, PipelineResult
 from ...passes.pipeline import DEFAULT_PIPELINE
 from ..report.console import Output
 from ..report.tables import table
 from .base import Command, UsageError, add_json, add_model, tolerance
-from .feeds import parse_inputs
-from .modelfile import Model, load_model, save_model
 
-__all__ = ["COMMAND", "run_passes", "float16_pass", "run_float16", "pass_rows", "pass_table", "ops_fused"]
-
-NO_PASSES = "none"
+__all__ = ["COMMAND", "pass_rows", "pass_table"]
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -52,37 +46,6 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "FusedConv, Gelu, FastGelu, MultiHeadAttention) where they compute them")
     parser.add_argument("--dump-dir", metavar="DIR", help="write the program text before and after every pass")
     add_json(parser)
-
-
-def run_passes(model: Model, passes: str | None, dump_dir: str | None = None,
-               after: Sequence[Pass] = ()) -> tuple[Model, PipelineResult]:
-    """``model`` after the pipeline ``passes`` (None: the default; 'none': no pass), then ``after``."""
-    pipeline = [] if passes == NO_PASSES else passes
-    manager = PassManager(pipeline, after=after, timing=True, count_ops=True, dump_dir=dump_dir)
-    result = manager.run(model.program, model.scope, fetch=model.fetch_names)
-    scope = result.scope if result.scope is not None else model.scope
-    return Model(model.path, model.format, result.program, model.feed_names, model.fetch_names, scope), result
-
-
-def float16_pass(*, keep_io_types: bool = True, black_list: tuple[str, ...] = (),
-                 calibration: dict[str, np.ndarray] | None = None, tolerance: float | None = None) -> Pass:
-    """The ``float16`` pass with the command's options: ``black_list`` extends the default list."""
-    return get_pass("float16", keep_io_types=keep_io_types, black_list=tuple(DEFAULT_BLACK_LIST) + black_list,
-                    calibration_feeds=calibration, tolerance=tolerance)
-
-
-def run_float16(model: Model) -> tuple[Model, Float16Report]:
-    """``model`` transpiled to float16 with the default options, and the transpiler's report."""
-    program, report = float16_transpile(model.program, model.scope)
-    feeds, fetches = program.feed_names() or model.feed_names, program.fetch_names() or model.fetch_names
-    return Model(model.path, model.format, program, feeds, fetches, model.scope), report
-
-
-def ops_fused(result: PipelineResult, passes: int | None = None) -> int:
-    """How many ops fewer the first ``passes`` passes (default: all) left (ops folded into
-    others, or found dead)."""
-    return sum(sum(r.ops_before.values()) - sum(r.ops_after.values()) for r in result.records[:passes]
-               if r.ops_before is not None and r.ops_after is not None)
 
 
 def pass_rows(result: PipelineResult) -> list[dict[str, Any]]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from ...api.models import op_precision
 from ...ir.block import Block
 from ...ir.operator import Operator
 from ...ir.program import Program
-from ..commands.modelfile import op_precision
 
 __all__ = ["Node", "Edge", "Graph", "program_graph", "to_dot", "STYLES", "FUSED_TYPES"]
 

@@ -1,5 +1,5 @@
-"""Feeds from the command line: ``--input name=file.npy`` or ``--input file.npz``, or seeded
-random values shaped like the model's inputs."""
+"""Feeds for a model: arrays read from input specs (``name=file.npy`` or ``file.npz``, as
+``--input`` takes them), or seeded random values shaped like the model's inputs."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import math
 import os
 import zipfile
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
-from ...ir.dtypes import DType
-from ...ir.errors import FeedError
-from ...ir.program import Program
-from .base import UsageError
+from ..ir.dtypes import DType
+from ..ir.errors import FeedError
+from ..ir.program import Program
+from .errors import SpecError
 
 __all__ = ["parse_inputs", "random_inputs", "feed_dims", "convert_feed"]
 
@@ -27,7 +27,7 @@ def parse_inputs(specs: Sequence[str], program: Program, feed_names: Sequence[st
     feed name); floating arrays are converted to the feed's floating dtype, ints to its int dtype.
 
     Raises:
-        UsageError: a spec that is neither form.
+        SpecError: a spec that is neither form.
         FeedError: an unreadable file, an unknown or missing feed, an array of another kind.
     """
     arrays: dict[str, np.ndarray] = {}
@@ -46,11 +46,11 @@ def _read_spec(spec: str) -> dict[str, np.ndarray]:
     name, sep, path = spec.partition("=")
     if sep:
         if not name or not path:
-            raise UsageError(f"--input {spec!r}: expected name=file.npy")
+            raise SpecError(f"--input {spec!r}: expected name=file.npy")
         return {name: _load(path, spec)}
     if spec.endswith(".npz"):
         return _load_npz(spec)
-    raise UsageError(f"--input {spec!r}: expected name=file.npy or a .npz file holding arrays named after the inputs")
+    raise SpecError(f"--input {spec!r}: expected name=file.npy or a .npz file holding arrays named after the inputs")
 
 
 def _load(path: str, spec: str) -> np.ndarray:
@@ -69,7 +69,7 @@ def _load(path: str, spec: str) -> np.ndarray:
     return value
 
 
-def _check_header(f: BinaryIO, size: int, what: str) -> None:
+def _check_header(f: IO[bytes], size: int, what: str) -> None:
     """FeedError when the .npy header read from ``f`` claims more data than ``size`` bytes hold
     (checked before numpy allocates the array)."""
     version = np.lib.format.read_magic(f)

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...ir.dtypes import DType
-from ...ir.program import Program
-from ...ir.variable import Variable
+from ..ir.dtypes import DType
+from ..ir.program import Program
+from ..ir.variable import Variable
 from .feeds import random_inputs
 
 __all__ = ["is_text_model", "token_inputs", "vocabulary_size"]
@@ -54,7 +54,7 @@ def vocabulary_size(program: Program, default: int = 10) -> int:
         name = pending.pop()
         seen.add(name)
         for op, slot, _ in block.var(name).uses():
-            table_slot, ids_slot = _LOOKUPS.get(op.type, (None, None))
+            table_slot, ids_slot = _LOOKUPS.get(op.type, ("", ""))
             if slot == ids_slot and op.input(table_slot):
                 table = block.var(op.input(table_slot)[0])
                 if table.persistable and table.shape:
@@ -69,7 +69,7 @@ def token_inputs(program: Program, feed_names: Sequence[str], seed: int = 0, bat
     """A seeded padded batch for a text model (see the module docstring); dims the model fixes
     override ``batch`` and ``sequence``."""
     block = program.global_block()
-    dims = tuple(d if d > 0 else default for d, default in zip(block.var(IDS).shape, (batch, sequence)))
+    dims = tuple(d if d > 0 else default for d, default in zip(block.var(IDS).shape or (), (batch, sequence)))
     rng = np.random.default_rng(seed)
     lengths = rng.integers(max(1, dims[1] // 4), dims[1] + 1, dims[0])
     tokens = np.arange(dims[1])[None, :] < lengths[:, None]
@@ -87,5 +87,5 @@ def token_inputs(program: Program, feed_names: Sequence[str], seed: int = 0, bat
             value = np.broadcast_to(np.arange(dims[1]), dims)
         else:
             value = np.zeros(dims)
-        feeds[name] = np.ascontiguousarray(value, dtype=var.dtype.numpy)
+        feeds[name] = np.ascontiguousarray(value, dtype=feeds[name].dtype)  # random_inputs': the feed's dtype
     return feeds

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from attrs import frozen
 
-from ...ir.errors import HalfwayError
+from ..ir.errors import HalfwayError
 
 __all__ = ["Timing", "Comparison", "time_runs", "compare"]
 
