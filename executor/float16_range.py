@@ -24,9 +24,9 @@ from attrs import frozen
 
 from ..ir.dtypes import DType
 from ..ir.errors import HalfwayError
+from ..ir.evaluate import evaluate_op
 from ..ir.operator import Operator
 from ..ir.schema import TensorInfo
-from ..kernels.evaluate import evaluate_op
 
 __all__ = ["FLOAT16_MAX", "Float16RangeError", "Float16Range", "float16_range"]
 

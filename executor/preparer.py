@@ -30,12 +30,12 @@ from attrs import evolve
 from ..ir.block import Block
 from ..ir.dtypes import DType
 from ..ir.errors import FeedError, HalfwayError, KernelNotFoundError
+from ..ir.evaluate import evaluate_op
 from ..ir.infer import infer_outputs
 from ..ir.op_dtype import op_dtype
 from ..ir.operator import Operator
 from ..ir.schema import RANDOM_OPS, TensorInfo, get_schema
 from ..ir.scope import Scope
-from ..kernels.evaluate import evaluate_op
 from ..kernels.registry import KernelSpec, Selection, select_kernel
 from .backend import Backend, ResolvedOp, Run
 from .float16_range import float16_range

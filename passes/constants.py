@@ -8,16 +8,16 @@ sweep over block 0:
    value is computed only when an op that reads it is folded; a fill whose every reader was
    folded is removed.
 2. Any other op whose inputs are all constants is run by the reference evaluator
-   (``halfway.kernels.evaluate``) on the numpy kernels. Each output someone reads becomes a new
-   parameter with a new unique name (``<output>.folded_N``); its readers read that, and the op
-   and its old output vars go. A new parameter that a later fold leaves unread is removed again,
-   from the program and the scope.
+   (``halfway.ir.evaluate``: a family row's numpy math, the numpy kernels for the other ops).
+   Each output someone reads becomes a new parameter with a new unique name
+   (``<output>.folded_N``); its readers read that, and the op and its old output vars go. A new
+   parameter that a later fold leaves unread is removed again, from the program and the scope.
 
 Never folded: ops with no inputs, ops of ``SIDE_EFFECT_OPS`` or ``RANDOM_OPS``, ops with
 sub-blocks, ops reading or writing anything but dense tensors, ops writing a persistable var, a
-fetched or fed var, a var with several writers or a var of another block, ops no numpy kernel
-runs, ops none of whose outputs is read (``dce``'s job; without fetch ops such an output may be
-the program's result), and (the size limit) ops whose outputs take more than ``max_growth``
+fetched or fed var, a var with several writers or a var of another block, ops the evaluator
+has no kernel for, ops none of whose outputs is read (``dce``'s job; without fetch ops such an
+output may be the program's result), and (the size limit) ops whose outputs take more than ``max_growth``
 times the bytes of their parameter inputs, unless they take at most ``small_bytes``: folding
 ``expand`` or a ``fill_constant`` sum into a large stored tensor trades run time nobody notices
 for model size everyone does. Outputs nobody reads (XShape) are dropped.
@@ -37,11 +37,11 @@ import numpy as np
 from ..ir.block import Block
 from ..ir.dtypes import VarKind
 from ..ir.errors import HalfwayError
+from ..ir.evaluate import evaluate_op
 from ..ir.operator import Operator
 from ..ir.program import Program
 from ..ir.schema import RANDOM_OPS
 from ..ir.scope import Scope
-from ..kernels.evaluate import evaluate_op
 from .base import PassResult, register_pass
 from .dce import has_side_effects
 from .rewire import Guard, remove_unused_vars, sole_writer

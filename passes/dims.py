@@ -4,7 +4,7 @@ A program imported with symbolic batch and sequence dims declares those dims -1,
 the var table says that the sequence dim of a layer_norm's output is the one a ``shape`` op
 read three ops earlier from another var. ``probe_dims`` finds out by *probing*: it runs every
 op's own shape inference (the op schemas, nothing written twice) on stand-in sizes, and the
-numpy kernels on the small integer vectors of the shape arithmetic.
+reference evaluator (``halfway.ir.evaluate``) on the small integer vectors of the shape arithmetic.
 
 Each unknown dim that the block cannot derive (a feed's batch, a data-dependent size) is a
 *symbol*, named by the var and axis where it first appears (feed dims of one name, the
@@ -38,11 +38,11 @@ import numpy as np
 from ..ir.block import Block
 from ..ir.dtypes import DType
 from ..ir.errors import HalfwayError
+from ..ir.evaluate import evaluate_op
 from ..ir.operator import Operator
 from ..ir.schema import InferContext, TensorInfo, get_schema, has_schema
 from ..ir.scope import Scope
 from ..ir.variable import DIM_NAMES, Variable
-from ..kernels.evaluate import evaluate_op
 
 __all__ = ["Symbol", "Dim", "DimTable", "EXACT_OPS", "probe_dims"]
 

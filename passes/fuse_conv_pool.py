@@ -16,7 +16,7 @@ before. Not in the default pipeline: run it after ``channels_last``.
 from __future__ import annotations
 
 from ..ir.operator import Operator
-from ..ir.ops.nn import window_geometry
+from ..ir.ops.window import window_geometry
 from .pattern import pattern
 from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 

@@ -15,7 +15,7 @@
    time, with ``count_ops`` the op counts before/after; ``dump_dir`` gets the IR text before
    and after every pass; ``debug`` runs the program on random feeds before and after every pass
    and compares the outputs (``rtol``/``atol``), on the reference evaluator
-   (``halfway.kernels.evaluate``), and keeps the rewrite rules' near misses in each record
+   (``halfway.ir.evaluate``), and keeps the rewrite rules' near misses in each record
    (``record.near_misses``: rule, root op, why it declined), logging them at INFO.
 4. Any failure raises a PassError naming the pass (and position) with the cause chained; the
    caller's program and scope are untouched (with ``in_place`` the program may be half-changed).
@@ -38,10 +38,10 @@ import numpy as np
 
 from ..ir.dtypes import VarKind
 from ..ir.errors import HalfwayError, PassError
+from ..ir.evaluate import evaluate
 from ..ir.program import FETCH_VAR, Program
 from ..ir.scope import Scope
 from ..ir.verifier import verify as verify_program
-from ..kernels.evaluate import evaluate
 from .base import Pass, PassResult, get_pass
 from .rewrite import NearMiss, collect_near_misses
 

@@ -25,7 +25,7 @@ padded or strided convs and layouts that disagree.
 from __future__ import annotations
 
 from ..ir.operator import Operator
-from ..ir.ops.nn import window_geometry
+from ..ir.ops.window import window_geometry
 from .fuse_channels import conv_channel_dim, is_channel_bias, is_pointwise
 from .pattern import pattern
 from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules

@@ -317,7 +317,7 @@ def test_lists_reductions_and_missing_kernels_decide_float32():
     assert dtypes[small.name][0] == "float16"
     assert dtypes[large.name] == ("float32", "reduces 16384 elements (more than 4096)")
     assert dtypes[out.name] == ("float32", "black list")
-    _, report = halfway.float16_transpile(prog, scope, backend="nowhere", fetch_names=[out.name])
+    _, report = halfway.float16_transpile(prog, scope, target="nowhere", fetch_names=[out.name])
     assert {e.reason for e in report.float32_ops} == {"no float16 kernel for reduce_sum on the nowhere backend",
                                                        "no float16 kernel for reduce_mean on the nowhere backend",
                                                        "no float16 kernel for softmax on the nowhere backend"}
@@ -350,9 +350,10 @@ def test_report_renders_as_text_and_rich():
     assert "white list" in console.export_text()
 
 
-def test_pass_runs_in_a_pipeline_and_can_drop_unused_parameters():
+def test_pass_runs_in_a_pipeline_and_drop_unused_parameters_leaves_the_callers_scope():
     program, feeds, fetches, scope = load("resnet_tiny")
     io = np.load(FIXTURES / "resnet_tiny_io.npz")
+    (before,), _ = run(program, scope, {"image": io["image"]}, fetches)
     result = halfway.PassManager(["fuse_conv_bn", "float16"]).run(program, scope)
     record = result.records[-1]
     assert record.name == "float16" and record.modified and record.stats["casts"] == 2
@@ -362,6 +363,9 @@ def test_pass_runs_in_a_pipeline_and_can_drop_unused_parameters():
     check_accuracy(io[fetches[0]], got)
     assert {d for t, d in kernels_by_type(kernels) if t != "cast"} == {DType.float16}
     half, report = halfway.float16_transpile(program, scope, drop_unused_params=True, in_place=False)
-    assert report.params_removed and not any(name in scope for name in report.params_removed)
+    assert report.params_removed and all(name in scope for name in report.params_removed)
+    assert not any(half.global_block().has_var(name) for name in report.params_removed)
     (again,), _ = run(half, scope, {"image": io["image"]}, fetches)
     check_accuracy(io[fetches[0]], again)
+    (after,), _ = run(program, scope, {"image": io["image"]}, fetches)  # the float32 program runs as before
+    np.testing.assert_array_equal(after, before)

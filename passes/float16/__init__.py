@@ -9,10 +9,11 @@
 """
 
 from .lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX, FLOAT16_TINY, LARGE_REDUCTIONS
+from .policy import Float16Target
 from .report import CastEntry, Float16Report, OpEntry, ParamEntry
 from .transpile import Float16Options, Float16Pass
 from .values import Losses, to_float16
 
-__all__ = ["Float16Pass", "Float16Options", "Float16Report", "OpEntry", "CastEntry", "ParamEntry",
+__all__ = ["Float16Pass", "Float16Options", "Float16Target", "Float16Report", "OpEntry", "CastEntry", "ParamEntry",
            "DEFAULT_WHITE_LIST", "DEFAULT_BLACK_LIST", "LARGE_REDUCTIONS", "FLOAT16_MAX", "FLOAT16_TINY",
            "Losses", "to_float16"]

@@ -19,6 +19,7 @@ shape and index tensors), flexible readers (``shape``) and ``fetch`` ops read th
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -143,9 +144,13 @@ def _retype_user_casts(block: Block) -> None:
             op.set_attr("in_dtype", int(source.tensor_dtype))
 
 
-def _alternate_name(block: Block, scope: Scope, name: str, dtype: DType) -> str:
+def _alternate_name(block: Block, scope: Scope, name: str, dtype: DType, value: np.ndarray | None = None) -> str:
+    """``<name>.fp16`` or the first ``<name>.fp16_N`` that neither the program nor the scope
+    holds, or that the scope holds as exactly ``value`` (shared then, not copied again)."""
     base = f"{name}.{_SUFFIX[dtype]}"
-    return base if not block.has_var(base) and base not in scope else block.unique_name(base)
+    candidates = itertools.chain([base], (f"{base}_{n}" for n in itertools.count()))
+    return next(c for c in candidates if not block.has_var(c)
+                and (c not in scope or (value is not None and _holds(scope, c, value))))
 
 
 def _declare_like(block: Block, var: Variable, name: str, dtype: DType, **flags: bool) -> Variable:
@@ -173,9 +178,8 @@ def _insert_after_writer(block: Block, name: str, op: Operator) -> None:
 def _convert_parameter(block: Block, scope: Scope, var: Variable, dtype: DType, vp: VarPlan,
                        copy: tuple[np.ndarray, Losses], report: Float16Report) -> None:
     converted, losses = copy
-    name = f"{vp.name}.{_SUFFIX[dtype]}"
-    if block.has_var(name) or not _holds(scope, name, converted):
-        name = _alternate_name(block, scope, vp.name, dtype)
+    name = _alternate_name(block, scope, vp.name, dtype, converted)
+    if name not in scope:
         scope.set(name, converted)
     _declare_like(block, var, name, dtype, persistable=True, is_parameter=var.is_parameter)
     _point_readers(vp.readers, vp.name, name)

@@ -14,8 +14,8 @@ pin are FLOAT32. Then, in program order:
    ``.to(float32)`` for precision, the ops that need it (black list, pins) still run float32.
 2. An op with floating inputs but no floating output (``shape``) reads whatever its input is.
 3. Otherwise the first rule that applies decides: the op reads or writes a pinned var, or is
-   pinned itself (range checks) -> float32; no float16 kernel on the backend -> float32; black
-   list -> float32; a reduction over more than ``max_float16_reduction`` elements -> float32;
+   pinned itself (range checks) -> float32; no float16 kernel where the program will run (the
+   policy's ``target``, where one is given) -> float32; black list -> float32; a reduction over more than ``max_float16_reduction`` elements -> float32;
    white list -> float16; else FOLLOW: float32 if a floating input is FLOAT32, float16 if one is
    FLOAT16, FREE if all are FREE.
 4. Outputs take the kernel's dtype, or where they may not (floats read in kept slots, an
@@ -41,10 +41,10 @@ from ...ir.errors import HalfwayError
 from ...ir.operator import Operator
 from ...ir.schema import InferContext, OpSchema, TensorInfo, get_schema, has_schema
 from ...ir.variable import Variable
-from ...kernels.registry import has_kernel
 from .lists import LARGE_REDUCTIONS
 
-__all__ = ["State", "Policy", "Decision", "Plan", "decide", "float_var", "is_same_dtype_cast", "IO_OPS"]
+__all__ = ["State", "Float16Target", "Policy", "Decision", "Plan", "decide", "float_var", "is_same_dtype_cast",
+           "IO_OPS"]
 
 IO_OPS = ("feed", "fetch")
 _HALF = (DType.float16, DType.float32)
@@ -65,12 +65,21 @@ class State(enum.Enum):
 
 
 @frozen
+class Float16Target:
+    """Where the float16 program will run: the backend's name and the op types it has a float16
+    kernel for (``halfway.api.float16.float16_target`` reads them from the kernel registry)."""
+
+    backend: str
+    float16_ops: frozenset[str]
+
+
+@frozen
 class Policy:
-    """What the decisions depend on besides the program."""
+    """What the decisions depend on besides the program. ``target`` None: no kernel check."""
 
     white_list: frozenset[str]
     black_list: frozenset[str]
-    backend: str
+    target: Float16Target | None
     max_float16_reduction: int
     pinned_vars: Mapping[str, str] = field(factory=dict)
     """var name -> why it must stay float32"""
@@ -158,8 +167,9 @@ def _classify(op: Operator, schema: OpSchema, floats: list[str], outputs: list[s
         return Decision(State.FLOAT32, policy.pinned_vars[pinned])
     if op.index in policy.pinned_ops:
         return Decision(State.FLOAT32, policy.pinned_ops[op.index])
-    if not has_kernel(op.type, policy.backend, DType.float16):
-        return Decision(State.FLOAT32, f"no float16 kernel for {op.type} on the {policy.backend} backend")
+    target = policy.target
+    if target is not None and op.type not in target.float16_ops:
+        return Decision(State.FLOAT32, f"no float16 kernel for {op.type} on the {target.backend} backend")
     if op.type in policy.black_list:
         return Decision(State.FLOAT32, "black list")
     count = reduced_elements(op, schema)

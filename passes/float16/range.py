@@ -21,7 +21,7 @@ float16 holds magnitudes up to 65504; below 2**-14 it keeps fewer bits (subnorma
 
 The first and the last are counted while the parameters are converted (``values``).
 
-Calibration runs the float32 program on the reference evaluator (``halfway.kernels.evaluate``),
+Calibration runs the float32 program on the reference evaluator (``halfway.ir.evaluate``),
 which records every var's range as it is computed.
 """
 
@@ -34,10 +34,10 @@ import numpy as np
 
 from ...ir.block import Block
 from ...ir.errors import HalfwayError, PassError
+from ...ir.evaluate import evaluate
 from ...ir.operator import Operator
 from ...ir.program import Program
 from ...ir.scope import Scope
-from ...kernels.evaluate import evaluate
 from .lists import FLOAT16_MAX
 from .policy import float_var
 from .values import Losses

@@ -31,11 +31,11 @@ import numpy as np
 
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError, PassError
+from ...ir.evaluate import evaluate, evaluate_op
 from ...ir.operator import Operator
 from ...ir.program import Program
 from ...ir.schema import get_schema
 from ...ir.scope import Scope
-from ...kernels.evaluate import evaluate, evaluate_op
 from .lists import FLOAT16_MAX
 from .policy import compute_inputs
 from .range import MASK_MAGNITUDE

@@ -12,7 +12,7 @@ the ops to keep float32 by transpiling copies of the program):
    range, and with calibration feeds, vars and accumulations that exceed ``max_abs_value``, must
    stay float32.
 3. Decisions (``policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
-   ``lists``, the kernels registered for ``backend``, and the pins.
+   ``lists``, the float16 kernels of the ``target`` where one is given, and the pins.
 4. Rewrite (``casts``): one cast per var crossing a float32/float16 boundary, the float16
    copies that float16 ops read in the program and the scope (``<name>.fp16``), unused parameters
    removed from the program (and from the scope with ``drop_unused_params``).
@@ -40,7 +40,7 @@ from ...ir.verifier import verify
 from ..base import Pass, PassResult, register_pass
 from .casts import Edges, plan_vars, rewrite
 from .lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
-from .policy import IO_OPS, Plan, Policy, State, decide, float_var
+from .policy import IO_OPS, Float16Target, Plan, Policy, State, decide, float_var
 from .range import calibrate, calibration_pins, clamp_mask_constants, parameter_pins
 from .report import Float16Report, OpEntry
 from .tolerance import search_float32_ops
@@ -75,7 +75,8 @@ class Float16Options:
 
     ``keep_io_types``: feeds and fetches stay float32 (casts at the edges). ``black_list`` /
     ``white_list``: op types that never / always run float16 (defaults in ``lists``).
-    ``backend``: whose float16 kernels count. ``max_float16_reduction``: reductions over more
+    ``target``: where the program will run (``Float16Target``): an op without a float16 kernel
+    there stays float32; None (the default) checks no kernels. ``max_float16_reduction``: reductions over more
     elements stay float32. ``calibration_feeds``: feed dicts to run the float32 program on;
     ``max_abs_value``: the largest |value| a float16 var may reach on them (half of 65504 leaves
     room for float16 rounding). ``fetch_names``: the outputs, when the program has no fetch ops
@@ -90,7 +91,8 @@ class Float16Options:
     black_list: frozenset[str] = attrs.field(default=frozenset(DEFAULT_BLACK_LIST), converter=_names)
     white_list: frozenset[str] = attrs.field(default=frozenset(DEFAULT_WHITE_LIST), converter=_names,
                                              validator=_disjoint)
-    backend: str = "numpy"
+    target: Float16Target | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Float16Target)))
     max_float16_reduction: int = attrs.field(default=4096, validator=attrs.validators.gt(0))
     calibration_feeds: tuple[Mapping[str, np.ndarray], ...] = attrs.field(default=(), converter=_feeds)
     max_abs_value: float = attrs.field(default=FLOAT16_MAX / 2,
@@ -198,7 +200,7 @@ def _policy(program: Program, scope: Scope, float16_copies: Mapping[str, tuple[n
         ranges = calibrate(program, held, options.calibration_feeds)
         measured, measured_ops = calibration_pins(block, scope, ranges, options.max_abs_value)
         pinned, pinned_ops = measured | pinned, measured_ops | pinned_ops
-    policy = Policy(options.white_list, options.black_list, options.backend, options.max_float16_reduction,
+    policy = Policy(options.white_list, options.black_list, options.target, options.max_float16_reduction,
                     pinned, pinned_ops)
     return policy, out_of_range
 

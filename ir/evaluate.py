@@ -1,10 +1,12 @@
-"""A reference evaluator: run one op, or a program's block 0, on the numpy kernels.
+"""The reference evaluator: run one op, or a program's block 0, on numpy arrays.
 
 No executor: no memory plan, no prepared steps, no feed checks. Each op's output infos come
 from its schema's shape inference, its dtype from ``halfway.ir.op_dtype``, its kernel from
-``find_kernel(op type, "numpy", dtype)``; the kernel is made and called once. This is what the
-passes run when they need values (constant folding, float16 calibration, the PassManager's
-output comparisons), so they need nothing above the kernels.
+``halfway.ir.reference`` (a family row's own numpy math, any other op's reference kernel: the
+numpy backend's); the kernel is made and called once. This is what the passes run when they need
+values (constant folding, float16 calibration and tolerance, the PassManager's output
+comparisons), and the executor for the host values it computes at prepare, so none of them
+imports a backend for it.
 
 Inputs reach the kernels as read-only views: a kernel cannot write into the caller's arrays
 (parameters in a scope, feeds).
@@ -16,15 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..ir.dtypes import DType
-from ..ir.errors import HalfwayError
-from ..ir.infer import infer_outputs
-from ..ir.op_dtype import op_dtype
-from ..ir.operator import Operator
-from ..ir.program import Program
-from ..ir.schema import TensorInfo, get_schema
-from ..ir.scope import Scope
-from .registry import KernelSpec, find_kernel
+from .dtypes import DType
+from .errors import HalfwayError
+from .infer import infer_outputs
+from .op_dtype import op_dtype
+from .operator import Operator
+from .program import Program
+from .reference import reference_kernel
+from .schema import TensorInfo, get_schema
+from .scope import Scope
 
 __all__ = ["evaluate", "evaluate_op"]
 
@@ -37,8 +39,9 @@ def evaluate_op(op: Operator, values: Mapping[str, np.ndarray]) -> dict[str, np.
     """The outputs of ``op`` (name -> array) computed from ``values`` (name -> array, every input).
 
     Raises:
-        HalfwayError: an input is missing, shape inference fails, no numpy kernel runs the op
-            at its dtype, or the kernel fails; the message names the op.
+        HalfwayError: an input is missing, shape inference fails, no reference kernel computes
+            the op at its dtype (``KernelNotFoundError``), or the kernel fails; the message names
+            the op.
     """
     schema = get_schema(op.type)
     missing = [n for n in op.input_names() if n not in values]
@@ -50,9 +53,8 @@ def evaluate_op(op: Operator, values: Mapping[str, np.ndarray]) -> dict[str, np.
     infos = {n: info for slot, items in inputs.items() for n, info in zip(op.input(slot), items)}
     infos.update((n, info) for slot, items in outputs.items() for n, info in zip(op.output(slot), items))
     dtype = op_dtype(op, schema, infos)
-    spec = KernelSpec(op.type, dtype, schema.resolve_attrs(op.attrs), inputs, outputs)
-    kernel = find_kernel(op.type, "numpy", dtype)(spec)
     try:
+        kernel = reference_kernel(op.type, dtype, schema.resolve_attrs(op.attrs), inputs, outputs)
         result = kernel(*[a for items in arrays.values() for a in items])
     except HalfwayError as e:
         raise type(e)(f"while evaluating op {op.describe()}: {e}") from e
