@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import attrs
 
-from ..ir.ops.nn import window_geometry
+from ..ir.ops.window import window_geometry
 from ..ir.schema import TensorInfo, get_schema, schema_default
 from .registry import KernelSpec
 

@@ -9,9 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from halfway.ir.ops import numpy_math
+from halfway.ir.dtypes import DType
+from halfway.ir.ops.families import UNARY
 from halfway.kernels.numpy import jit
-from halfway.kernels.numpy.conv import make_epilogue
+from halfway.kernels.numpy.conv import Epilogue, make_activation, make_epilogue
 
 pytestmark = pytest.mark.skipif(not jit.JIT, reason="numba is not installed (pip install 'halfway[jit]')")
 
@@ -75,7 +76,7 @@ def test_arrays_the_loops_do_not_take_run_as_numpy_passes():
     assert not jit.compiled_epilogue(act, True, np.empty((2, 3, 4), np.float32), strided, None, None)
     got, want = _both((4,), ("relu", 0.0, 0.0), np.empty((2, 3, 4), np.float32), _values((4,)), None, strided)
     np.testing.assert_array_equal(got, want)
-    assert jit.compiled_activation("mish", {}) is None
+    assert jit.compiled_activation("scale", {"scale": 2.0}) is None  # no family row
 
 
 @pytest.mark.parametrize("act, beta", [("sigmoid", None), ("swish", 1.0), ("swish", 0.35), ("gelu", 0.0),
@@ -91,12 +92,119 @@ def test_sigmoid_swish_and_gelu_epilogues_match_their_float64_formulas(act, beta
     assert epilogue(got, bias, residual) is got
     total = ((out + bias.reshape(bias_shape)) + residual).astype(np.float64)
     if act == "gelu":
-        want = numpy_math.gelu(total, approximate=bool(beta)) if beta else total * 0.5 * _erfc(-total / math.sqrt(2))
+        want = UNARY["gelu"].numpy(total, approximate=True) if beta else total * 0.5 * _erfc(-total / math.sqrt(2))
     else:
         gate = 1 / (1 + np.exp(-total * np.float64(np.float32(beta or 1.0))))
         want = gate if act == "sigmoid" else total * gate
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-30)
     assert np.array_equal(np.isnan(got), np.isnan(total))
+
+
+def _phi(x: np.ndarray) -> np.ndarray:
+    return 0.5 * _erfc(-x / math.sqrt(2))
+
+
+REFERENCES = {  # float64 math of every unary row, written apart from the rows; a = the attrs
+    "relu": lambda x, a: np.maximum(x, 0),
+    "relu6": lambda x, a: np.clip(x, 0, a["threshold"]),
+    "leaky_relu": lambda x, a: np.where(x >= 0, x, a["alpha"] * x),
+    "sigmoid": lambda x, a: 1 / (1 + np.exp(-x)),
+    "tanh": lambda x, a: np.tanh(x),
+    "hard_swish": lambda x, a: x * np.clip(x + a["offset"], 0, a["threshold"]) / a["scale"],
+    "hard_sigmoid": lambda x, a: np.clip(a["slope"] * x + a["offset"], 0, 1),
+    "swish": lambda x, a: x / (1 + np.exp(-a["beta"] * x)),
+    "silu": lambda x, a: x / (1 + np.exp(-x)),
+    # 0.5 x (1 + tanh(u)), without 1 + tanh's cancellation
+    "gelu": lambda x, a: (x / (1 + np.exp(-2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+                          if a["approximate"] else x * _phi(x)),
+    "softplus": lambda x, a: np.where(a["beta"] * x > a["threshold"], x, np.log1p(np.exp(a["beta"] * x)) / a["beta"]),
+    "mish": lambda x, a: x * np.tanh(np.log1p(np.exp(x))),
+    "selu": lambda x, a: a["scale"] * np.where(x > 0, x, a["alpha"] * (np.exp(x) - 1)),
+    "exp": lambda x, a: np.exp(x),
+    "log": lambda x, a: np.log(x),
+    "sqrt": lambda x, a: np.sqrt(x),
+    "abs": lambda x, a: np.abs(x),
+    "erf": lambda x, a: np.vectorize(math.erf)(x),
+    "ceil": lambda x, a: np.ceil(x),
+    "floor": lambda x, a: np.floor(x),
+    "round": lambda x, a: np.sign(x) * np.floor(np.abs(x) + 0.5),
+    "round_half_even": lambda x, a: np.rint(x),
+    "sign": lambda x, a: np.sign(x),
+    "reciprocal": lambda x, a: 1 / x,
+    "sin": lambda x, a: np.sin(x), "cos": lambda x, a: np.cos(x), "tan": lambda x, a: np.tan(x),
+    "asin": lambda x, a: np.arcsin(x), "acos": lambda x, a: np.arccos(x), "atan": lambda x, a: np.arctan(x),
+    "sinh": lambda x, a: np.sinh(x), "cosh": lambda x, a: np.cosh(x), "asinh": lambda x, a: np.arcsinh(x),
+    "acosh": lambda x, a: np.arccosh(x), "atanh": lambda x, a: np.arctanh(x),
+    "softsign": lambda x, a: x / (1 + np.abs(x)),
+    "elu": lambda x, a: np.where(x > 0, x, a["alpha"] * (np.exp(x) - 1)),
+    "celu": lambda x, a: np.maximum(x, 0) + np.minimum(0, a["alpha"] * (np.exp(x / a["alpha"]) - 1)),
+    "thresholded_relu": lambda x, a: np.where(x > a["threshold"], x, a["value"]),
+    "hard_shrink": lambda x, a: np.where(np.abs(x) > a["threshold"], x, 0),
+    "logsigmoid": lambda x, a: -np.log1p(np.exp(-x)),
+    "square": lambda x, a: x * x,
+}
+FLOAT_ROWS = sorted(name for name, row in UNARY.items() if DType.float32 in row.dtypes)
+DOMAINS = {"log": (0.1, 8.0), "sqrt": (0.0, 8.0), "acosh": (1.0, 8.0), "asin": (-1.0, 1.0), "acos": (-1.0, 1.0),
+           "atanh": (-0.99, 0.99)}
+
+
+def test_every_unary_row_has_a_reference_here():
+    """A new activation is its row and its line in ``REFERENCES``."""
+    assert sorted(REFERENCES) == FLOAT_ROWS
+
+
+def _row_attrs(name: str, changed: bool) -> dict:
+    """The row's defaults, or each attr changed (booleans flipped, floats times 0.75)."""
+    attrs = UNARY[name].defaults()
+    if changed:
+        attrs = {k: (not v) if isinstance(v, bool) else v * 0.75 for k, v in attrs.items()}
+    return attrs
+
+
+def _row_input(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    low, high = DOMAINS.get(name, (-9.0, 9.0))
+    x = RNG.uniform(low, high, shape).astype(np.float32)
+    if name not in DOMAINS:
+        x.reshape(-1)[:4] = [0.0, -0.0, 1e-4, -1e-4]
+    return x
+
+
+def _reference(name: str, total: np.ndarray, attrs: dict) -> np.ndarray:
+    """REFERENCES of the float32 values, the attrs as the kernels hold them (float32)."""
+    held = {k: v if isinstance(v, bool) else float(np.float32(v)) for k, v in attrs.items()}
+    with np.errstate(over="ignore"):
+        return REFERENCES[name](total.astype(np.float64), held)
+
+
+@pytest.mark.parametrize("changed", [False, True], ids=["defaults", "changed"])
+@pytest.mark.parametrize("name", FLOAT_ROWS)
+def test_every_unary_row_runs_in_the_compiled_epilogues_as_its_float64_math(name, changed):
+    """Every float row (mish and selu as much as relu) is a compiled epilogue, no numpy pass: a
+    conv's NCHW one with bias and residual, and fc's; and, where numpy's passes are slower, the
+    compiled unary loop; against float64 math."""
+    if changed and not UNARY[name].attrs:
+        pytest.skip("no attrs")
+    attrs = _row_attrs(name, changed)
+    act = jit.compiled_activation(name, attrs)
+    assert act is not None
+    inside = name in DOMAINS  # an input whose sums would leave the row's domain comes alone
+    for shape, bias_shape in (((2, 5, 4, 6), (5, 1, 1)), ((6, 7), (7,))):
+        out = _row_input(name, shape)
+        bias, residual = (None, None) if inside else (_row_input(name, bias_shape[:1]), _row_input(name, shape))
+        got = out.copy()
+        assert jit.compiled_epilogue(act, len(bias_shape) == 1, got, None, bias, residual)
+        total = out if inside else (out + bias.reshape(bias_shape)) + residual
+        want = _reference(name, total, attrs)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-37)
+        numpy_passes = Epilogue(make_activation(name, attrs), bias_shape)(out.copy(), bias, residual)
+        # numpy's passes round each step to float32: exp(u) of a large |u| carries u's rounding times |u|
+        np.testing.assert_allclose(numpy_passes, want, rtol=2e-5, atol=1e-37)
+    run = jit.compiled_unary(name, attrs)
+    if run is not None:
+        x = _row_input(name, (1000,))
+        loop = np.empty_like(x)
+        assert run(loop, x)
+        np.testing.assert_allclose(loop, _reference(name, x, attrs), rtol=2e-6, atol=1e-37)
 
 
 def test_halfway_jit_0_turns_the_loops_off():
@@ -289,11 +397,11 @@ POOL_CASES = [
 def test_pool_loop_matches_the_numpy_passes(monkeypatch, kind, case):
     """The compiled 3x3 pool against the numpy passes it replaces: max pools bit for bit, NaN
     included; averages to float32 rounding (the taps are summed in another order)."""
-    from halfway.kernels.numpy import nn
+    from halfway.kernels.numpy import pool
     from tests.test_kernels_nn import run
 
     taken = []
-    monkeypatch.setattr(nn, "compiled_pool", lambda *a: taken.append(jit.compiled_pool(*a)) or taken[-1])
+    monkeypatch.setattr(pool, "compiled_pool", lambda *a: taken.append(jit.compiled_pool(*a)) or taken[-1])
     attrs = {**case, "pooling_type": kind}
     x = _values((2, 3, 11, 13))
     got = run("pool2d", {"X": x}, attrs)["Out"]
@@ -309,9 +417,10 @@ def test_pool_loop_matches_the_numpy_passes(monkeypatch, kind, case):
 def test_the_compiled_loops_come_from_the_user_cache_in_the_next_process(tmp_path):
     code = ("import numpy as np\n"
             "from halfway.kernels.numpy import jit\n"
+            "from halfway.kernels.numpy.jit_source import marker\n"
             "loops = jit._loops()\n"
             "out, x = np.zeros((1, 2, 5, 5), np.float32), np.ones((1, 2, 5, 5), np.float32)\n"
-            "loops.channels_mid(out, x, np.ones(2, np.float32), x, 1, np.float32(0), np.float32(6))\n"
+            "loops.channels_mid(out, x, np.ones(2, np.float32), x, marker('relu'), *np.zeros(3, np.float32))\n"
             "loops.pool3x3(out, x, 1, 1, 1, 1, None)\n"
             "stats = [loop.stats for loop in (loops.channels_mid, loops.pool3x3)]\n"
             "print(sum(len(s.cache_hits) for s in stats), sum(len(s.cache_misses) for s in stats))")
@@ -365,7 +474,7 @@ def test_sigmoid_and_silu_loops_match_float64_densely(op_type):
     np.testing.assert_allclose(out[finite & ~tiny].astype(np.float64), want[finite & ~tiny], rtol=1e-6)
     assert np.all(np.abs(out[tiny]) < 1e-37)
     with np.errstate(invalid="ignore"):
-        np.testing.assert_array_equal(out[-3:], getattr(numpy_math, op_type)(x[-3:]))  # numpy's: silu(-inf) NaN
+        np.testing.assert_array_equal(out[-3:], UNARY[op_type].numpy(x[-3:]))  # numpy's: silu(-inf) NaN
     assert run(x, x) and np.array_equal(x, out, equal_nan=True)
 
 

@@ -134,7 +134,7 @@ TRANSPILE = """
         y = layers.pool2d(y, pool_size=2, pool_type="max", pool_stride=2)
         y = layers.softmax(layers.fc(y, 5))
     scope = halfway.init_scope(prog, seed=0)
-    fp16, report = halfway.float16_transpile(prog, scope, backend="opencl")
+    fp16, report = halfway.float16_transpile(prog, scope, target="opencl")
     ops = [(op.type, [fp16.global_block().var(n).dtype.name for n in op.output_names()])
            for op in fp16.global_block().ops]
     print(json.dumps(ops))

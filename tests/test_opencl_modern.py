@@ -36,7 +36,7 @@ def test_float16_fixture_runs_on_opencl_kernels(name):
     (the largest error over the largest reference magnitude) and finite."""
     program, feeds, fetches, scope = halfway.load(str(FIXTURE_DIR / f"{name}.onnx"))
     result = halfway.PassManager().run(program, scope, fetch=fetches)
-    half, _ = halfway.float16_transpile(result.program, result.scope, fetch_names=fetches, backend="opencl")
+    half, _ = halfway.float16_transpile(result.program, result.scope, fetch_names=fetches, target="opencl")
     inputs, want = cases(name)[0]
     prepared = halfway.Executor(OpenCLPlace(strict=True)).prepare(half, feeds, fetches, result.scope,
                                                                   feed_shapes={n: inputs[n].shape for n in feeds})

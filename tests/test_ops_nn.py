@@ -9,7 +9,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 import halfway
 from halfway.ir import DType, Program, SchemaError, layers
-from halfway.ir.ops.nn import window_geometry
+from halfway.ir.ops.window import window_geometry
 from halfway.ir.schema import InferContext, InferError, TensorInfo, get_schema
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "paddle"

@@ -1,4 +1,4 @@
-"""Converters of ONNX's transformer ops: Attention, RMSNormalization and RotaryEmbedding.
+"""Converters of ONNX's transformer ops: Attention and RotaryEmbedding.
 
 Attention becomes one ``scaled_dot_product_attention`` with the layout work around it: 3-D
 [batch, sequence, hidden] Q, K and V split into heads ([B, H, S, D], a reshape and a transpose)
@@ -78,15 +78,6 @@ def attention(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
               "softcap": float(attrs.get("softcap", 0.0)), "scores_stage": attrs.get("qk_matmul_output_mode", 0)})
     if three_d:
         _merge_heads(ctx, result, out)
-
-
-@converts("RMSNormalization")
-def rms_normalization(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """``stash_type`` needs nothing: the kernels compute the statistics in float32 at least."""
-    x, scale = node.input[:2]
-    axis = ctx.axis(attrs.get("axis", -1), len(ctx.shape(x)))
-    ctx.emit("rms_norm", {"X": x, "Scale": scale}, {"Y": node.output[0]},
-             {"begin_norm_axis": axis, "epsilon": float(attrs.get("epsilon", 1e-5))})
 
 
 @converts("RotaryEmbedding")

@@ -13,7 +13,7 @@ gets a fresh one, and ``names`` maps the ONNX name to it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from onnx import NodeProto, helper
@@ -70,7 +70,7 @@ class GraphContext:
         halfway's where a run-time shape hides a static dim (a hidden size behind a Reshape)."""
 
     # -- errors ----------------------------------------------------------------------------------
-    def fail(self, message: str) -> Any:
+    def fail(self, message: str) -> NoReturn:
         """Raise a ConversionError naming the file and the node being converted."""
         where = node_label(self.node) if self.node is not None else "graph"
         raise ConversionError(f"{self.source}: {where}: {message}")
@@ -118,7 +118,7 @@ class GraphContext:
             value = self.consts[name]
             return TensorInfo(value.shape, DType.from_any(value.dtype))
         var = self.block.var(self.names[name])
-        return TensorInfo(var.shape or (), var.dtype)
+        return TensorInfo(var.shape or (), var.tensor_dtype)
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.info(name).shape

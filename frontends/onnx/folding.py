@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 import numpy as np
-from onnx import AttributeProto, NodeProto, helper, numpy_helper
+from onnx import AttributeProto, NodeProto, TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from .context import GraphContext
@@ -62,45 +62,50 @@ def _values(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> list[n
         return [np.array(int(np.prod(ctx.shape(node.input[0]))), dtype=np.int64)]
     if node.op_type == "ConstantOfShape":
         value = attrs.get("value", np.zeros(1, np.float32))
-        shape = ctx.consts[node.input[0]].astype(np.int64).reshape(-1)
-        return [np.full(tuple(shape), value.reshape(-1)[0], dtype=value.dtype)]
+        dims = ctx.consts[node.input[0]].astype(np.int64).reshape(-1)
+        return [np.full(tuple(dims), value.reshape(-1)[0], dtype=value.dtype)]
     if node.op_type == "Constant" and "value" in attrs:
         return [attrs["value"]]
     return _reference(ctx, node)
 
 
 def _planned_shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> list[int] | None:
-    """The output shape of an op whose size comes from its input values, before computing it."""
-    op, consts = node.op_type, ctx.consts
-    inputs = [consts.get(name) if name else None for name in node.input]
+    """The output shape of an op whose size comes from its input values, before computing it (the
+    inputs read are the ops' required ones, constants as ``foldable`` holds)."""
+    op = node.op_type
+
+    def const(index: int) -> np.ndarray:
+        return ctx.consts[node.input[index]]
+
     if op == "ConstantOfShape":
-        return _ints(inputs[0])
+        return _ints(const(0))
     if op == "Expand":
-        shape, target = list(inputs[0].shape), _ints(inputs[1])
+        shape, target = list(const(0).shape), _ints(const(1))
         rank = max(len(shape), len(target))
         shape, target = [1] * (rank - len(shape)) + shape, [1] * (rank - len(target)) + target
         return [max(a, b) for a, b in zip(shape, target)]
     if op == "Tile":
-        return [d * r for d, r in zip(inputs[0].shape, _ints(inputs[1]))]
+        return [d * r for d, r in zip(const(0).shape, _ints(const(1)))]
     if op == "Range":
-        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in inputs[:3])
+        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in map(const, range(3)))
         if delta == 0 or not all(math.isfinite(v) for v in (start, limit, delta)):
             return ctx.fail(f"Range from {start} to {limit} by {delta} has no end")
         return [max(math.ceil((limit - start) / delta), 0)]
     if op == "Pad" and ctx.opset >= 11:
-        pads, rank = _ints(inputs[1]), inputs[0].ndim
+        pads, rank = _ints(const(1)), const(0).ndim
         if len(pads) == 2 * rank:
-            return [d + pads[i] + pads[i + rank] for i, d in enumerate(inputs[0].shape)]
+            return [d + pads[i] + pads[i + rank] for i, d in enumerate(const(0).shape)]
     return None
 
 
 def _planned_dtype(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> np.dtype:
     if node.op_type == "ConstantOfShape":
-        return attrs.get("value", np.zeros(1, np.float32)).dtype
+        value: np.ndarray = attrs.get("value", np.zeros(1, np.float32))
+        return value.dtype
     return ctx.consts[node.input[0]].dtype
 
 
-def _ints(value: np.ndarray | None) -> list[int]:
+def _ints(value: np.ndarray) -> list[int]:
     return [int(v) for v in np.asarray(value).reshape(-1)]
 
 
@@ -116,6 +121,6 @@ def _reference(ctx: GraphContext, node: NodeProto) -> list[np.ndarray]:
 
 
 def _array(value: object) -> np.ndarray:
-    if hasattr(value, "SerializeToString"):
+    if isinstance(value, TensorProto):
         return numpy_helper.to_array(value)
     return np.asarray(value)

@@ -34,12 +34,14 @@ from ...ir.verifier import verify
 from . import (  # noqa: F401  (register converters)
     attention,
     composed,
+    conv,
     image,
     indexing,
     loss,
     math,
-    nn,
+    matmul,
     norm,
+    pool,
     quantize,
     resize,
     tensor,
@@ -142,20 +144,21 @@ def _input_shapes(shapes: Mapping[str, Sequence[int]] | None, source: str) -> di
         return {}
     if not isinstance(shapes, Mapping):
         raise ConversionError(f"{source}: input_shapes must map input names to shapes, got {type(shapes).__name__}")
-    checked = {}
+    checked: dict[str, list[int]] = {}
     for name, dims in shapes.items():
         try:
-            checked[name] = [operator.index(d) for d in dims]
+            given: list[int] | None = [operator.index(d) for d in dims]
         except TypeError:
-            checked[name] = None
-        if checked[name] is None or any(d < -1 for d in checked[name]):
+            given = None
+        if given is None or any(d < -1 for d in given):
             raise ConversionError(f"{source}: input_shapes[{name!r}] must be a list of dims (ints, -1 = unknown), "
                                   f"got {dims!r}")
+        checked[name] = given
     return checked
 
 
 def _opset(proto: ModelProto, source: str) -> int:
-    versions = [op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")]
+    versions: list[int] = [op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")]
     if not versions:
         raise SerdeError(f"{source}: the model imports no opset of the default domain (a truncated or "
                          f"incomplete file?)")
@@ -238,7 +241,7 @@ def _check_supported(nodes: list[NodeProto], graph: GraphProto, source: str) -> 
 
 
 # -- import ----------------------------------------------------------------------------------------
-def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, Sequence[int]]) -> list[str]:
+def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, list[int]]) -> list[str]:
     for init in graph.initializer:
         try:
             ctx.consts[init.name] = tensor_array(init, f"initializer {init.name!r}")

@@ -1,5 +1,5 @@
 """Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, CumProd, Trilu, Range,
-ArgMax / ArgMin, TopK, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
+ArgMax / ArgMin, TopK, Gather, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
 Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
@@ -200,3 +200,37 @@ def size(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Size of a tensor with static dims folds at import; this says why one with unknown dims cannot."""
     shape = ctx.static_shape(node.input[0], "Size")
     ctx.consts[node.output[0]] = np.array(int(np.prod(shape)), dtype=np.int64)
+
+
+@converts("Gather")
+def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """``gather`` takes 0-D or 1-D indices; N-D indices into dim 0 (embeddings) are ``gather_nd``
+    of the indices with a unit dim after them; on other dims they are gathered flat and reshaped to
+    ``data.shape[:axis] + indices.shape + data.shape[axis + 1:]``. Constant negative indices
+    are wrapped where the dim is known (Paddle's gather takes none); halfway's numpy kernel
+    counts the others from the end."""
+    x, index, out = node.input[0], node.input[1], node.output[0]
+    shape = ctx.shape(x)
+    axis = ctx.axis(attrs.get("axis", 0), len(shape))
+    if ctx.is_const(index) and shape[axis] >= 0:
+        indices = ctx.consts[index]
+        outside = indices[(indices < -shape[axis]) | (indices >= shape[axis])]
+        if outside.size:
+            ctx.fail(f"indices {outside.reshape(-1)[:4].tolist()} are out of range for axis {axis} of size "
+                     f"{shape[axis]} (expected {-shape[axis]} to {shape[axis] - 1})")
+    if ctx.is_const(index) and (ctx.consts[index] < 0).any() and shape[axis] >= 0:
+        index = ctx.add_const(f"{index}.wrapped", ctx.consts[index] % shape[axis])
+    index_shape = ctx.shape(index)
+    if len(index_shape) <= 1:
+        ctx.emit("gather", {"X": x, "Index": index}, {"Out": out}, {"axis": axis})
+        return
+    if axis == 0:  # an embedding: gather_nd of the indices with a unit dim after them, any shape
+        deep = ctx.temp(f"{index}.nd")
+        ctx.emit("unsqueeze2", {"X": index}, {"Out": deep}, {"axes": [len(index_shape)]})
+        ctx.emit("gather_nd", {"X": x, "Index": deep}, {"Out": out})
+        return
+    flat, gathered = ctx.temp(f"{index}.flat"), ctx.temp(out)
+    ctx.emit("reshape2", {"X": index}, {"Out": flat}, {"shape": [-1]})
+    ctx.emit("gather", {"X": x, "Index": flat}, {"Out": gathered}, {"axis": axis})
+    dims, index_dims = ctx.dims_of(x), ctx.dims_of(index)
+    ctx.reshape_to(gathered, [*dims[:axis], *index_dims, *dims[axis + 1:]], out)

@@ -19,11 +19,11 @@ from .registry import converts
 
 __all__ = ["cast_to"]
 
-_ROWS = [row for row in (*BINARY.values(), *COMPARE.values(), *UNARY.values()) if row.onnx is not None]
-_BINARY = {row.onnx.name: row for row in _ROWS if row.arity == 2}
+_ROWS = [(row.onnx, row) for row in (*BINARY.values(), *COMPARE.values(), *UNARY.values()) if row.onnx is not None]
+_BINARY = {onnx.name: row for onnx, row in _ROWS if row.arity == 2}
 """ONNX op -> the binary row it is (Max and Min also take one or more than two inputs)."""
-_UNARY = {row.onnx.name: row for row in _ROWS if row.arity == 1}
-"""ONNX op -> the unary row it is, its attrs mapped by the row."""
+_UNARY = {onnx.name: (onnx, row) for onnx, row in _ROWS if row.arity == 1}
+"""ONNX op -> the unary row it is, with its ONNX form (which maps the row's attrs)."""
 
 
 def _emit_binary(ctx: GraphContext, op_type: str, x: str, y: str, out: str) -> None:
@@ -68,8 +68,8 @@ def mean(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts(*_UNARY)
 def unary(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    row = _UNARY[node.op_type]
-    values = {ours: float(attrs.get(theirs, default)) for ours, (theirs, default) in row.onnx.attrs.items()}
+    onnx, row = _UNARY[node.op_type]
+    values = {ours: float(attrs.get(theirs, default)) for ours, (theirs, default) in onnx.attrs.items()}
     ctx.emit(row.name, {"X": node.input[0]}, {"Out": node.output[0]}, values)
 
 
@@ -194,8 +194,8 @@ _AXES_AS_INPUT = {"ReduceSum": 13}
 @converts(*_REDUCE, *_COMPOSED)
 def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if ctx.opset >= _AXES_AS_INPUT.get(node.op_type, 18):
-        axes = ctx.optional_const(node, 1, "axes")
-        axes = [] if axes is None else [int(a) for a in axes.reshape(-1)]
+        given = ctx.optional_const(node, 1, "axes")
+        axes: list[int] = [] if given is None else [int(a) for a in given.reshape(-1)]
     else:
         axes = list(attrs.get("axes", []))
     for flag in ("keepdims", "noop_with_empty_axes"):

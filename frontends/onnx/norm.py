@@ -1,5 +1,5 @@
-"""Converters of ONNX's normalisations: LayerNormalization, InstanceNormalization,
-GroupNormalization, and PRelu.
+"""Converters of ONNX's normalisations and the ops alike: BatchNormalization, LayerNormalization,
+InstanceNormalization, GroupNormalization, RMSNormalization, LRN, Softmax / LogSoftmax and PRelu.
 
 ONNX's scale and bias broadcast to the normalised dims; Paddle's are one value per normalised
 entry (layer_norm) or per channel, so smaller ones are expanded first.
@@ -125,3 +125,58 @@ def prelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         ctx.emit("where", {"Condition": positive, "X": x, "Y": scaled}, {"Out": out})
         return
     ctx.emit("prelu", {"X": x, "Alpha": slope}, {"Out": out}, {"mode": mode})
+
+
+@converts("BatchNormalization")
+def batch_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    if attrs.get("training_mode", 0) or any(ctx.is_used(node, i) for i in range(1, len(node.output))):
+        ctx.fail("only inference BatchNormalization (one output, no training_mode) is supported")
+    if not attrs.get("spatial", 1):
+        ctx.fail("BatchNormalization with spatial=0 is not supported")
+    x, scale, bias, mean, var = node.input[:5]
+    saved = ctx.temp(f"{node.output[0]}.saved_mean"), ctx.temp(f"{node.output[0]}.saved_variance")
+    ctx.emit("batch_norm", {"X": x, "Scale": scale, "Bias": bias, "Mean": mean, "Variance": var},
+             {"Y": node.output[0], "SavedMean": saved[0], "SavedVariance": saved[1]},
+             {"epsilon": attrs.get("epsilon", 1e-5), "momentum": attrs.get("momentum", 0.9), "is_test": True,
+              "use_global_stats": True},
+             inplace={"MeanOut": ctx.var(mean), "VarianceOut": ctx.var(var)})
+
+
+@converts("LRN")
+def lrn(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    size = attrs["size"]
+    if size < 1:
+        ctx.fail(f"size {size} must be positive")
+    ctx.emit("lrn", {"X": node.input[0]}, {"Out": node.output[0], "MidOut": ctx.temp(f"{node.output[0]}.mid")},
+             {"n": size, "k": attrs.get("bias", 1.0), "alpha": attrs.get("alpha", 1e-4) / size,
+              "beta": attrs.get("beta", 0.75)})
+
+
+@converts("Softmax", "LogSoftmax")
+def softmax(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Opset 13 on: (log_)softmax along ``axis`` (default -1). Before: X flattened to 2-D at
+    ``axis`` (default 1), (log_)softmax over the second dim, reshaped back."""
+    x, out = node.input[0], node.output[0]
+    op_type = "softmax" if node.op_type == "Softmax" else "log_softmax"
+    rank = len(ctx.shape(x))
+    if ctx.opset >= 13:
+        ctx.emit(op_type, {"X": x}, {"Out": out}, {"axis": attrs.get("axis", -1)})
+        return
+    axis = ctx.axis(attrs.get("axis", 1), max(rank, 1))
+    if axis == rank - 1:
+        ctx.emit(op_type, {"X": x}, {"Out": out}, {"axis": -1})
+        return
+    shape = ctx.static_shape(x, f"{node.op_type} before opset 13 over several dims")
+    flat, soft = ctx.temp(f"{out}.2d"), ctx.temp(f"{out}.soft")
+    ctx.emit("reshape2", {"X": x}, {"Out": flat}, {"shape": [int(np.prod(shape[:axis])), -1]})
+    ctx.emit(op_type, {"X": flat}, {"Out": soft}, {"axis": -1})
+    ctx.emit("reshape2", {"X": soft}, {"Out": out}, {"shape": list(shape)})
+
+
+@converts("RMSNormalization")
+def rms_normalization(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """``stash_type`` needs nothing: the kernels compute the statistics in float32 at least."""
+    x, scale = node.input[:2]
+    axis = ctx.axis(attrs.get("axis", -1), len(ctx.shape(x)))
+    ctx.emit("rms_norm", {"X": x, "Scale": scale}, {"Y": node.output[0]},
+             {"begin_norm_axis": axis, "epsilon": float(attrs.get("epsilon", 1e-5))})

@@ -47,48 +47,48 @@ def _given(ctx: GraphContext, name: str) -> np.ndarray | str | None:
     return value if value.size else None
 
 
-def _kept(ctx: GraphContext, shape: Sequence[int], axes: list[int], scales: np.ndarray | None,
-          sizes: np.ndarray | None, roi: list[float], policy: str) -> list[int]:
-    """The positions in ``axes`` that constant scales or sizes change (all under an aspect policy,
-    which compares the axes, or a crop box)."""
+def _kept(ctx: GraphContext, shape: Sequence[int], axes: list[int], target: np.ndarray, by_sizes: bool,
+          roi: list[float], policy: str) -> list[int]:
+    """The positions in ``axes`` that constant scales or sizes (``by_sizes``) change (all under an
+    aspect policy, which compares the axes, or a crop box)."""
     if policy != "stretch":
         return list(range(len(axes)))
     kept = []
     for i, axis in enumerate(axes):
         cropped = roi and (roi[i], roi[len(axes) + i]) != (0.0, 1.0)
-        same = scales[i] == 1 if scales is not None else shape[axis] == int(sizes[i])
+        same = shape[axis] == int(target[i]) if by_sizes else target[i] == 1
         if cropped or not same:
             kept.append(i)
     return kept
 
 
-def _emit(ctx: GraphContext, node: NodeProto, mode: str, scales: np.ndarray | str | None,
-          sizes: np.ndarray | str | None, axes: list[int], attrs: dict[str, Any]) -> None:
-    """Append the interp op resizing ``axes`` of the node's input by ``scales`` or ``sizes``."""
+def _emit(ctx: GraphContext, node: NodeProto, mode: str, target: np.ndarray | str | None, by_sizes: bool,
+          axes: list[int], attrs: dict[str, Any]) -> None:
+    """Append the interp op resizing ``axes`` of the node's input to ``target``: the sizes with
+    ``by_sizes``, else the scales (a value, or the name of a run-time input)."""
     x, out = node.input[0], node.output[0]
     shape = ctx.shape(x)
-    if scales is None and sizes is None:
+    if target is None:
         ctx.fail("neither scales nor sizes is given")
     inputs: dict[str, str] = {"X": x}
     roi = attrs.get("roi", [])
-    if isinstance(sizes, str) or sizes is None and isinstance(scales, str):
-        inputs["OutSize" if isinstance(sizes, str) else "Scale"] = sizes if isinstance(sizes, str) else scales
+    if isinstance(target, str):
+        inputs["OutSize" if by_sizes else "Scale"] = target
     else:
-        kept = _kept(ctx, shape, axes, None if isinstance(scales, str) else scales, sizes, roi,
-                     attrs.get("keep_aspect_ratio_policy", "stretch"))
+        kept = _kept(ctx, shape, axes, target, by_sizes, roi, attrs.get("keep_aspect_ratio_policy", "stretch"))
         if not kept:
             ctx.emit("assign", {"X": x}, {"Out": out})
             return
         roi = [roi[i] for i in kept] + [roi[len(axes) + i] for i in kept] if roi else []
         axes = [axes[i] for i in kept]
-        if sizes is not None:
-            values = [int(sizes[i]) for i in kept]
+        if by_sizes:
+            values = [int(target[i]) for i in kept]
             if len(values) <= 3:
                 attrs.update(zip(("out_d", "out_h", "out_w")[-len(values):], values))
             else:
                 inputs["OutSize"] = ctx.add_const(f"{out}.sizes", np.array(values, np.int32))
         else:
-            attrs["scale"] = [float(scales[i]) for i in kept]
+            attrs["scale"] = [float(target[i]) for i in kept]
     attrs["roi"] = roi
     if axes != list(range(2, len(shape))):
         attrs["axes"] = axes
@@ -129,8 +129,8 @@ def resize(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
                "antialias": bool(attrs.get("antialias", 0)),
                "keep_aspect_ratio_policy": attrs.get("keep_aspect_ratio_policy", "stretch")}
     sizes = _given(ctx, _input(node, 3))
-    scales = None if sizes is not None else _given(ctx, _input(node, 2))
-    _emit(ctx, node, mode, scales, sizes, _axes(ctx, attrs, rank), options)
+    target = sizes if sizes is not None else _given(ctx, _input(node, 2))
+    _emit(ctx, node, mode, target, sizes is not None, _axes(ctx, attrs, rank), options)
 
 
 def _upsample_like(ctx: GraphContext, node: NodeProto, mode: str, scales: np.ndarray | str | None) -> None:
@@ -141,7 +141,7 @@ def _upsample_like(ctx: GraphContext, node: NodeProto, mode: str, scales: np.nda
     if mode == "nearest":
         changed = [] if isinstance(scales, str) or scales is None else [s for s in scales if s != 1]
         options["nearest_mode"] = "ceil" if changed and max(changed) < 1 else "floor"
-    _emit(ctx, node, mode, scales, None, list(range(rank)), options)
+    _emit(ctx, node, mode, scales, False, list(range(rank)), options)
 
 
 @converts("Upsample")

@@ -9,6 +9,7 @@ weight as float, a perm of -1 as the last dim)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import SupportsInt, cast
 
 import onnx.defs
 from onnx import AttributeProto, NodeProto, TensorProto, helper
@@ -45,9 +46,9 @@ def check_node(node: NodeProto, opset: int, types: Sequence[int] = (), rank: int
         raise SpecError(f"{node.op_type}-{opset} requires the attrs {missing}")
     for name, attr in given.items():
         spec = schema.attributes.get(name)
-        if spec is not None and int(attr.type) != int(spec.type):
+        if spec is not None and int(attr.type) != _code(spec.type):
             raise SpecError(f"attr {name!r} is {AttributeProto.AttributeType.Name(attr.type)}, but "
-                            f"{node.op_type}-{opset} declares it {AttributeProto.AttributeType.Name(int(spec.type))}")
+                            f"{node.op_type}-{opset} declares it {AttributeProto.AttributeType.Name(_code(spec.type))}")
     _check_types(node, schema, opset, types)
     if rank is not None:
         _check_dim_attrs(node, given, rank)
@@ -85,6 +86,12 @@ def _check_dim_attrs(node: NodeProto, given: dict[str, AttributeProto], rank: in
         if not -max(rank, 1) <= axis < max(rank, 1):
             raise SpecError(f"{node.op_type} axis {axis} is outside [{-max(rank, 1)}, {max(rank, 1) - 1}] for an input "
                             f"of rank {rank}")
+
+
+def _code(attr_type: onnx.defs.OpSchema.AttrType) -> int:
+    """A schema attr type's ``AttributeProto`` code (onnx's stubs leave out the int() its pybind11
+    enum has)."""
+    return int(cast(SupportsInt, attr_type))
 
 
 def _check_count(what: str, count: int, least: int, most: int, op_type: str, opset: int) -> None:

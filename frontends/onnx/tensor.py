@@ -1,5 +1,5 @@
 """Converters of ONNX's tensor ops: Concat, Split, Reshape, Flatten, Transpose, Squeeze,
-Unsqueeze, Slice, Pad, Gather, and the run-time forms of Shape and ConstantOfShape (their
+Unsqueeze, Slice, Pad, Dropout, and the run-time forms of Shape and ConstantOfShape (their
 static forms are folded at import).
 
 Ops whose axes, pads or split sizes are inputs (from opset 10, 11, 13 or 18 on) need those inputs
@@ -222,40 +222,6 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("squeeze2", {"X": padded}, {"Out": out}, {"axes": [2]})
 
 
-@converts("Gather")
-def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """``gather`` takes 0-D or 1-D indices; N-D indices into dim 0 (embeddings) are ``gather_nd``
-    of the indices with a unit dim after them; on other dims they are gathered flat and reshaped to
-    ``data.shape[:axis] + indices.shape + data.shape[axis + 1:]``. Constant negative indices
-    are wrapped where the dim is known (Paddle's gather takes none); halfway's numpy kernel
-    counts the others from the end."""
-    x, index, out = node.input[0], node.input[1], node.output[0]
-    shape = ctx.shape(x)
-    axis = ctx.axis(attrs.get("axis", 0), len(shape))
-    if ctx.is_const(index) and shape[axis] >= 0:
-        indices = ctx.consts[index]
-        outside = indices[(indices < -shape[axis]) | (indices >= shape[axis])]
-        if outside.size:
-            ctx.fail(f"indices {outside.reshape(-1)[:4].tolist()} are out of range for axis {axis} of size "
-                     f"{shape[axis]} (expected {-shape[axis]} to {shape[axis] - 1})")
-    if ctx.is_const(index) and (ctx.consts[index] < 0).any() and shape[axis] >= 0:
-        index = ctx.add_const(f"{index}.wrapped", ctx.consts[index] % shape[axis])
-    index_shape = ctx.shape(index)
-    if len(index_shape) <= 1:
-        ctx.emit("gather", {"X": x, "Index": index}, {"Out": out}, {"axis": axis})
-        return
-    if axis == 0:  # an embedding: gather_nd of the indices with a unit dim after them, any shape
-        deep = ctx.temp(f"{index}.nd")
-        ctx.emit("unsqueeze2", {"X": index}, {"Out": deep}, {"axes": [len(index_shape)]})
-        ctx.emit("gather_nd", {"X": x, "Index": deep}, {"Out": out})
-        return
-    flat, gathered = ctx.temp(f"{index}.flat"), ctx.temp(out)
-    ctx.emit("reshape2", {"X": index}, {"Out": flat}, {"shape": [-1]})
-    ctx.emit("gather", {"X": x, "Index": flat}, {"Out": gathered}, {"axis": axis})
-    dims, index_dims = ctx.dims_of(x), ctx.dims_of(index)
-    ctx.reshape_to(gathered, [*dims[:axis], *index_dims, *dims[axis + 1:]], out)
-
-
 @converts("Shape")
 def shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """The run-time shape (some dims unknown; a static one is folded), or a part of it."""
@@ -274,3 +240,20 @@ def constant_of_shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any])
     value = attrs.get("value", np.zeros(1, np.float32))
     ctx.emit("fill_constant", {"ShapeTensor": node.input[0]}, {"Out": node.output[0]},
              {"dtype": int(DType.from_any(value.dtype)), "value": float(value.reshape(-1)[0])})
+
+
+@converts("Dropout")
+def dropout(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Inference dropout is the identity; its mask, when read, is all true."""
+    if len(node.input) > 2 and node.input[2] and bool(ctx.const(node.input[2], "training_mode")):
+        ctx.fail("Dropout in training mode is not supported")
+    outputs = {"Out": node.output[0]}
+    mask = ctx.temp(f"{node.output[0]}.mask") if ctx.is_used(node, 1) else None
+    if mask is not None:
+        outputs["Mask"] = mask
+    ctx.emit("dropout", {"X": node.input[0]}, outputs,
+             {"is_test": True, "dropout_implementation": "upscale_in_train",
+              "dropout_prob": float(attrs.get("ratio", 0.5))})
+    if mask is not None:
+        ctx.emit("cast", {"X": mask}, {"Out": node.output[1]},
+                 {"in_dtype": int(DType.uint8), "out_dtype": int(DType.bool)})

@@ -68,13 +68,13 @@ class ExportContext:
 
     def shape(self, name: str) -> tuple[int, ...]:
         """The var's dims, -1 where unknown."""
-        return tuple(self.var(name).shape)
+        return self.var(name).tensor_shape
 
     def rank(self, name: str) -> int:
         return len(self.shape(name))
 
     def dtype(self, name: str) -> DType:
-        return DType(self.var(name).dtype)
+        return self.var(name).tensor_dtype
 
     def value(self, name: str) -> np.ndarray | None:
         """A parameter's value (a persistable var the scope holds), else None."""

@@ -18,20 +18,24 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
-from onnx import ModelProto, ValueInfoProto, helper, numpy_helper
+from onnx import ModelProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
 from ...ir.errors import HalfwayError
 from ...ir.fileset import write_files
+from ...ir.operator import Operator
 from ...ir.program import Program
 from ...ir.scope import Scope
 from . import (  # noqa: F401  (register exporters)
     attention,
+    conv,
     family,
     gated,
     image,
     indexing,
-    nn,
+    loss,
+    matmul,
     norm,
+    pool,
     quantize,
     resize,
     tensor,
@@ -99,7 +103,7 @@ def save_onnx(path: str | os.PathLike[str], feed_names: Sequence[str], fetch_nam
     write_files({Path(path): model.SerializeToString()})
 
 
-def _check_supported(ops: Sequence) -> None:
+def _check_supported(ops: Sequence[Operator]) -> None:
     missing = collections.Counter(op.type for op in ops if op.type not in EXPORTERS)
     if missing:
         listed = ", ".join(f"{t} (x{n})" if n > 1 else t for t, n in sorted(missing.items()))
@@ -111,7 +115,7 @@ def _value_info(ctx: ExportContext, name: str) -> ValueInfoProto:
     return helper.make_tensor_value_info(name, onnx_type(ctx.dtype(name)), dims)
 
 
-def _initializers(ctx: ExportContext, feeds: set[str]) -> list:
+def _initializers(ctx: ExportContext, feeds: set[str]) -> list[TensorProto]:
     """The made constants, and the parameters the nodes read."""
     produced = {name for node in ctx.nodes for name in node.output}
     tensors = dict(ctx.initializers)

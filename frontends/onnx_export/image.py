@@ -1,6 +1,5 @@
 """Exporters of the image ops: pixel_shuffle / pixel_unshuffle (DepthToSpace / SpaceToDepth, or
-their reshape-transpose form), grid_sampler (GridSample), affine_grid (AffineGrid), fold (Col2Im)
-and pad3d (Pad).
+their reshape-transpose form), grid_sampler (GridSample), affine_grid (AffineGrid) and fold (Col2Im).
 """
 
 from __future__ import annotations
@@ -12,9 +11,6 @@ from .context import ExportContext
 from .registry import exports
 
 __all__: list[str] = []
-
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
-"""pad3d's modes -> Pad's (wrap from opset 19)."""
 
 
 def _channels_first(ctx: ExportContext, op: Operator) -> None:
@@ -81,20 +77,3 @@ def fold(ctx: ExportContext, op: Operator) -> None:
              [op.output("Y")[0]], **options)
 
 
-@exports("pad3d")
-def pad3d(ctx: ExportContext, op: Operator) -> None:
-    """Pad: pad3d's [left, right, top, bottom, front, back] as per-dim begins and ends."""
-    x, out = op.input("X")[0], op.output("Out")[0]
-    if op.input("Paddings"):
-        ctx.fail("paddings computed at run time are not supported")
-    mode = _PAD_MODES[op.attr("mode")]
-    if mode == "wrap" and ctx.opset < 19:
-        ctx.fail(f"circular padding needs opset 19 (asked for {ctx.opset})")
-    left, right, top, bottom, front, back = op.attr("paddings")
-    spatial = (1, 2, 3) if op.attr("data_format") == "NDHWC" else (2, 3, 4)
-    pairs = dict(zip(spatial, ((front, back), (top, bottom), (left, right))))
-    begins, ends = zip(*(pairs.get(d, (0, 0)) for d in range(5)))
-    inputs = [x, ctx.ints([*begins, *ends])]
-    if mode == "constant":
-        inputs.append(ctx.scalar(op.attr("value"), x))
-    ctx.node("Pad", inputs, [out], mode=mode)

@@ -1,16 +1,17 @@
-"""Exporters of the indexing ops: arg_max/arg_min, top_k_v2, tril_triu, tile, one_hot_v2, the
-scatters (scatter_nd, scatter_nd_add, put_along_axis), cumprod, lookup_table_v2 (Gather with its
-padding row zeroed), einsum and fill_any_like.
+"""Exporters of the indexing ops: where, expand_v2 (its Shape tensor an input of Expand), gather,
+gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, tril_triu, tile, one_hot_v2, the
+scatters (scatter_nd, scatter_nd_add, put_along_axis), cumsum, cumprod, lookup_table_v2 (Gather
+with its padding row zeroed) and einsum.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
 
 from ...ir.operator import Operator
 from .context import ExportContext, onnx_type
 from .registry import exports
+from .tensor import one_input, refuse_lists
 
 __all__: list[str] = []
 
@@ -137,10 +138,50 @@ def einsum(ctx: ExportContext, op: Operator) -> None:
     ctx.node("Einsum", list(op.input("Operands")), [op.output("Out")[0]], equation=op.attr("equation"))
 
 
-@exports("fill_any_like")
-def fill_any_like(ctx: ExportContext, op: Operator) -> None:
-    out = op.output("Out")[0]
-    value = np.asarray([op.attr("value")], dtype=ctx.dtype(out).numpy)
-    ctx.node("ConstantOfShape", [ctx.node("Shape", [op.input("X")[0]])], [out],
-             value=numpy_helper.from_array(value, "value"))
+@exports("expand_v2")
+def expand_v2(ctx: ExportContext, op: Operator) -> None:
+    """Paddle's -1 (keep the dim) is ONNX's 1 under its broadcasting."""
+    refuse_lists(ctx, op, "expand_shapes_tensor")
+    shape = one_input(op, "Shape")
+    target = ctx.int64(shape) if shape else ctx.ints([1 if d == -1 else d for d in op.attr("shape")])
+    ctx.node("Expand", [op.input("X")[0], target], [op.output("Out")[0]])
 
+
+@exports("gather")
+def gather(ctx: ExportContext, op: Operator) -> None:
+    if one_input(op, "Axis"):
+        ctx.fail("a run-time axis (Axis tensor) is not supported")
+    ctx.node("Gather", [op.input("X")[0], op.input("Index")[0]], [op.output("Out")[0]], axis=op.attr("axis"))
+
+
+@exports("gather_nd")
+def gather_nd(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("GatherND", [op.input("X")[0], ctx.int64(op.input("Index")[0])], [op.output("Out")[0]])
+
+
+@exports("take_along_axis")
+def take_along_axis(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("GatherElements", [op.input("Input")[0], op.input("Index")[0]], [op.output("Result")[0]],
+             axis=op.attr("Axis"))
+
+
+@exports("where")
+def where(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Where", [op.input(slot)[0] for slot in ("Condition", "X", "Y")], [op.output("Out")[0]])
+
+
+@exports("range")
+def range_(ctx: ExportContext, op: Operator) -> None:
+    """ONNX's Range takes scalars: one-element Start, End and Step are reshaped to 0-D."""
+    scalars = [ctx.node("Reshape", [op.input(slot)[0], ctx.ints([])]) if ctx.rank(op.input(slot)[0]) else
+               op.input(slot)[0] for slot in ("Start", "End", "Step")]
+    ctx.node("Range", scalars, [op.output("Out")[0]])
+
+
+@exports("cumsum")
+def cumsum(ctx: ExportContext, op: Operator) -> None:
+    x, axis = op.input("X")[0], op.attr("axis")
+    if op.attr("flatten"):
+        x, axis = ctx.node("Reshape", [x, ctx.ints([-1])]), 0
+    ctx.node("CumSum", [x, ctx.const(axis, np.int64, "axis")], [op.output("Out")[0]], exclusive=int(op.attr("exclusive")),
+             reverse=int(op.attr("reverse")))

@@ -1,7 +1,8 @@
-"""Exporters of the normalisations: layer_norm as LayerNormalization (opset 17 on) or its
-decomposition, skip_layer_norm as Add and that (or, with ``contrib``, ONNX Runtime's
-SkipLayerNormalization), rms_norm as RMSNormalization (opset 23 on) or its decomposition. A
-float16 decomposition computes in float32 between two casts, as halfway's kernels do.
+"""Exporters of the normalisations and the ops alike: layer_norm as LayerNormalization (opset 17
+on) or its decomposition, skip_layer_norm as Add and that (or, with ``contrib``, ONNX Runtime's
+SkipLayerNormalization), rms_norm as RMSNormalization (opset 23 on) or its decomposition;
+batch_norm, lrn, softmax, log_softmax and prelu as their ONNX ops. A float16 decomposition
+computes in float32 between two casts, as halfway's kernels do.
 """
 
 from __future__ import annotations
@@ -208,3 +209,44 @@ def group_norm(ctx: ExportContext, op: Operator) -> None:
 @exports("instance_norm")
 def instance_norm(ctx: ExportContext, op: Operator) -> None:
     _grouped(ctx, op, None)
+
+
+@exports("batch_norm")
+def batch_norm(ctx: ExportContext, op: Operator) -> None:
+    if op.attr("data_layout", "NCHW") not in ("NCHW", "AnyLayout"):
+        ctx.fail(f"data_layout {op.attr('data_layout')} is not supported (ONNX normalises channels first)")
+    inputs = [op.input(slot)[0] for slot in ("X", "Scale", "Bias", "Mean", "Variance")]
+    ctx.node("BatchNormalization", inputs, [op.output("Y")[0]], epsilon=float(op.attr("epsilon")))
+
+
+@exports("lrn")
+def lrn(ctx: ExportContext, op: Operator) -> None:
+    n = op.attr("n")
+    ctx.node("LRN", [op.input("X")[0]], [op.output("Out")[0]], size=n, alpha=float(op.attr("alpha")) * n,
+             beta=float(op.attr("beta")), bias=float(op.attr("k")))
+
+
+@exports("softmax", "log_softmax")
+def softmax(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Softmax" if op.type == "softmax" else "LogSoftmax", [op.input("X")[0]], [op.output("Out")[0]],
+             axis=op.attr("axis"))
+
+
+@exports("prelu")
+def prelu(ctx: ExportContext, op: Operator) -> None:
+    """PRelu with Alpha brought to a shape that broadcasts: one value (all), [C, 1, ...]
+    (channel), or X's dims after the batch (element)."""
+    x, alpha, out = op.input("X")[0], op.input("Alpha")[0], op.output("Out")[0]
+    rank, mode = ctx.rank(x), op.attr("mode")
+    if mode == "all":
+        shape = [1]
+    elif mode == "channel":
+        shape = [-1] + [1] * (rank - 2)
+    else:
+        shape = list(ctx.shape(x)[1:])
+        if -1 in shape:
+            ctx.fail(f"element mode needs known dims after the batch, {x!r} has shape {list(ctx.shape(x))}")
+    value = ctx.value(alpha)
+    slope = (ctx.const(value.reshape(shape), base="slope") if value is not None
+             else ctx.node("Reshape", [alpha, ctx.ints(shape)]))
+    ctx.node("PRelu", [x, slope], [out])

@@ -1,6 +1,4 @@
-"""Exporters of the quantization ops (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear)
-and of nll_loss (NegativeLogLikelihoodLoss).
-"""
+"""Exporters of the quantization ops (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear)."""
 
 from __future__ import annotations
 
@@ -57,10 +55,3 @@ def dynamic_quantize_linear(ctx: ExportContext, op: Operator) -> None:
              [op.output("Y")[0], op.output("Scale")[0], op.output("ZeroPoint")[0]])
 
 
-@exports("nll_loss")
-def nll_loss(ctx: ExportContext, op: Operator) -> None:
-    if op.output("Total_weight"):
-        ctx.fail("Total_weight has no ONNX form")
-    weight = op.input("Weight")
-    ctx.node("NegativeLogLikelihoodLoss", [op.input("X")[0], ctx.int64(op.input("Label")[0]), *weight[:1]],
-             [op.output("Out")[0]], reduction=op.attr("reduction"), ignore_index=op.attr("ignore_index"))

@@ -1,9 +1,9 @@
-"""Exporters of the tensor ops: shapes (reshape, flatten, squeeze, unsqueeze, expand, transpose,
-shape), slicing, joining and splitting, gathering, padding, fills and ranges, casts, copies and
-the scalar arithmetic ops (scale, pow, sum, cumsum).
+"""Exporters of the tensor ops: shapes (reshape, flatten, squeeze, unsqueeze, transpose, shape),
+slicing, joining and splitting, padding (pad, pad3d), fills, copies, dropout, casts and the
+scalar arithmetic ops (scale, pow, sum, clip, mean).
 
-Shape tensors (reshape2's Shape, slice's StartsTensor, expand_v2's Shape, fill_constant's
-ShapeTensor, pad's Paddings) become inputs of the ONNX op, cast to int64 where they are not.
+Shape tensors (reshape2's Shape, slice's StartsTensor, fill_constant's ShapeTensor, pad's
+Paddings) become inputs of the ONNX op, cast to int64 where they are not.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from ...ir.operator import Operator
 from .context import ExportContext, onnx_type
 from .registry import exports
 
-__all__: list[str] = []
+__all__ = ["one_input", "refuse_lists"]
 
 
-def _one(op: Operator, slot: str) -> str | None:
+def one_input(op: Operator, slot: str) -> str | None:
     names = op.input(slot) if slot in op.inputs else ()
     return names[0] if names else None
 
 
-def _refuse_lists(ctx: ExportContext, op: Operator, *slots: str) -> None:
+def refuse_lists(ctx: ExportContext, op: Operator, *slots: str) -> None:
     given = [slot for slot in slots if slot in op.inputs and op.input(slot)]
     if given:
         ctx.fail(f"tensor lists {given} are not supported (give one shape tensor)")
@@ -55,8 +55,8 @@ def cast(ctx: ExportContext, op: Operator) -> None:
 @exports("reshape2")
 def reshape2(ctx: ExportContext, op: Operator) -> None:
     """Paddle's 0 (copy the dim) is ONNX's 0 without allowzero."""
-    _refuse_lists(ctx, op, "ShapeTensor")
-    shape = _one(op, "Shape")
+    refuse_lists(ctx, op, "ShapeTensor")
+    shape = one_input(op, "Shape")
     target = ctx.int64(shape) if shape else ctx.ints(op.attr("shape"))
     ctx.node("Reshape", [op.input("X")[0], target], [op.output("Out")[0]])
 
@@ -101,7 +101,7 @@ def squeeze2(ctx: ExportContext, op: Operator) -> None:
 @exports("unsqueeze2")
 def unsqueeze2(ctx: ExportContext, op: Operator) -> None:
     """Paddle inserts its axes one after the other; in ascending order that is ONNX's reading."""
-    _refuse_lists(ctx, op, "AxesTensor", "AxesTensorList")
+    refuse_lists(ctx, op, "AxesTensor", "AxesTensorList")
     rank = ctx.rank(op.input("X")[0])
     axes, placed = list(op.attr("axes")), list[int]()
     for a in axes:
@@ -109,15 +109,6 @@ def unsqueeze2(ctx: ExportContext, op: Operator) -> None:
     if placed != sorted(placed):
         ctx.fail(f"axes {axes} are not ascending")
     ctx.node("Unsqueeze", [op.input("X")[0], ctx.ints(placed)], [op.output("Out")[0]])
-
-
-@exports("expand_v2")
-def expand_v2(ctx: ExportContext, op: Operator) -> None:
-    """Paddle's -1 (keep the dim) is ONNX's 1 under its broadcasting."""
-    _refuse_lists(ctx, op, "expand_shapes_tensor")
-    shape = _one(op, "Shape")
-    target = ctx.int64(shape) if shape else ctx.ints([1 if d == -1 else d for d in op.attr("shape")])
-    ctx.node("Expand", [op.input("X")[0], target], [op.output("Out")[0]])
 
 
 @exports("shape")
@@ -128,14 +119,14 @@ def shape(ctx: ExportContext, op: Operator) -> None:
 
 @exports("concat")
 def concat(ctx: ExportContext, op: Operator) -> None:
-    if _one(op, "AxisTensor"):
+    if one_input(op, "AxisTensor"):
         ctx.fail("a run-time axis (AxisTensor) is not supported")
     ctx.node("Concat", list(op.input("X")), [op.output("Out")[0]], axis=op.attr("axis"))
 
 
 @exports("split")
 def split(ctx: ExportContext, op: Operator) -> None:
-    _refuse_lists(ctx, op, "AxisTensor", "SectionsTensorList")
+    refuse_lists(ctx, op, "AxisTensor", "SectionsTensorList")
     x, outs = op.input("X")[0], list(op.output("Out"))
     axis = op.attr("axis")
     sections = list(op.attr("sections"))
@@ -161,8 +152,8 @@ def _slice(ctx: ExportContext, op: Operator, starts: str, ends: str, steps: Sequ
 
 @exports("slice")
 def slice_(ctx: ExportContext, op: Operator) -> None:
-    _refuse_lists(ctx, op, "StartsTensorList", "EndsTensorList")
-    starts, ends = _one(op, "StartsTensor"), _one(op, "EndsTensor")
+    refuse_lists(ctx, op, "StartsTensorList", "EndsTensorList")
+    starts, ends = one_input(op, "StartsTensor"), one_input(op, "EndsTensor")
     _slice(ctx, op, ctx.int64(starts) if starts else ctx.ints(op.attr("starts")),
            ctx.int64(ends) if ends else ctx.ints(op.attr("ends")), None)
 
@@ -174,35 +165,12 @@ def strided_slice(ctx: ExportContext, op: Operator) -> None:
     _slice(ctx, op, ctx.ints(op.attr("starts")), ctx.ints(ends), list(op.attr("strides")))
 
 
-@exports("gather")
-def gather(ctx: ExportContext, op: Operator) -> None:
-    if _one(op, "Axis"):
-        ctx.fail("a run-time axis (Axis tensor) is not supported")
-    ctx.node("Gather", [op.input("X")[0], op.input("Index")[0]], [op.output("Out")[0]], axis=op.attr("axis"))
-
-
-@exports("gather_nd")
-def gather_nd(ctx: ExportContext, op: Operator) -> None:
-    ctx.node("GatherND", [op.input("X")[0], ctx.int64(op.input("Index")[0])], [op.output("Out")[0]])
-
-
-@exports("take_along_axis")
-def take_along_axis(ctx: ExportContext, op: Operator) -> None:
-    ctx.node("GatherElements", [op.input("Input")[0], op.input("Index")[0]], [op.output("Result")[0]],
-             axis=op.attr("Axis"))
-
-
-@exports("where")
-def where(ctx: ExportContext, op: Operator) -> None:
-    ctx.node("Where", [op.input(slot)[0] for slot in ("Condition", "X", "Y")], [op.output("Out")[0]])
-
-
 @exports("pad")
 def pad(ctx: ExportContext, op: Operator) -> None:
     """Paddle's [before0, after0, before1, ...] as ONNX's [before0, before1, ..., after0, ...]
     (a Paddings tensor reordered by Reshape and Transpose)."""
     x, out = op.input("X")[0], op.output("Out")[0]
-    given = _one(op, "Paddings")
+    given = one_input(op, "Paddings")
     if given:
         pairs = ctx.node("Reshape", [ctx.int64(given), ctx.ints([-1, 2])])
         pads = ctx.node("Reshape", [ctx.node("Transpose", [pairs], perm=[1, 0]), ctx.ints([-1])])
@@ -215,11 +183,11 @@ def pad(ctx: ExportContext, op: Operator) -> None:
 @exports("fill_constant")
 def fill_constant(ctx: ExportContext, op: Operator) -> None:
     """A constant of the attr's shape, or ConstantOfShape of the ShapeTensor."""
-    _refuse_lists(ctx, op, "ShapeTensorList")
-    if _one(op, "ValueTensor") or op.attr("str_value"):
+    refuse_lists(ctx, op, "ShapeTensorList")
+    if one_input(op, "ValueTensor") or op.attr("str_value"):
         ctx.fail("a value from ValueTensor or str_value is not supported")
     dtype, out = DType(op.attr("dtype")).numpy, op.output("Out")[0]
-    shape_tensor = _one(op, "ShapeTensor")
+    shape_tensor = one_input(op, "ShapeTensor")
     if shape_tensor:
         value = numpy_helper.from_array(np.full([1], op.attr("value"), dtype))
         ctx.node("ConstantOfShape", [ctx.int64(shape_tensor)], [out], value=value)
@@ -227,19 +195,11 @@ def fill_constant(ctx: ExportContext, op: Operator) -> None:
     ctx.node("Identity", [ctx.const(np.full(list(op.attr("shape")), op.attr("value"), dtype))], [out])
 
 
-@exports("range")
-def range_(ctx: ExportContext, op: Operator) -> None:
-    """ONNX's Range takes scalars: one-element Start, End and Step are reshaped to 0-D."""
-    scalars = [ctx.node("Reshape", [op.input(slot)[0], ctx.ints([])]) if ctx.rank(op.input(slot)[0]) else
-               op.input(slot)[0] for slot in ("Start", "End", "Step")]
-    ctx.node("Range", scalars, [op.output("Out")[0]])
-
-
 @exports("scale")
 def scale(ctx: ExportContext, op: Operator) -> None:
     """scale * X + bias, or scale * (X + bias) without bias_after_scale."""
     x, out = op.input("X")[0], op.output("Out")[0]
-    factor = _one(op, "ScaleTensor") or ctx.scalar(float(op.attr("scale")), x)
+    factor = one_input(op, "ScaleTensor") or ctx.scalar(float(op.attr("scale")), x)
     bias = float(op.attr("bias"))
     if not bias:
         ctx.node("Mul", [x, factor], [out])
@@ -252,22 +212,13 @@ def scale(ctx: ExportContext, op: Operator) -> None:
 @exports("pow")
 def pow_(ctx: ExportContext, op: Operator) -> None:
     x = op.input("X")[0]
-    factor = _one(op, "FactorTensor") or ctx.scalar(float(op.attr("factor")), x)
+    factor = one_input(op, "FactorTensor") or ctx.scalar(float(op.attr("factor")), x)
     ctx.node("Pow", [x, factor], [op.output("Out")[0]])
 
 
 @exports("sum")
 def sum_(ctx: ExportContext, op: Operator) -> None:
     ctx.node("Sum", list(op.input("X")), [op.output("Out")[0]])
-
-
-@exports("cumsum")
-def cumsum(ctx: ExportContext, op: Operator) -> None:
-    x, axis = op.input("X")[0], op.attr("axis")
-    if op.attr("flatten"):
-        x, axis = ctx.node("Reshape", [x, ctx.ints([-1])]), 0
-    ctx.node("CumSum", [x, ctx.const(axis, np.int64, "axis")], [op.output("Out")[0]], exclusive=int(op.attr("exclusive")),
-             reverse=int(op.attr("reverse")))
 
 
 @exports("clip")
@@ -285,3 +236,48 @@ def mean(ctx: ExportContext, op: Operator) -> None:
     out = op.output("Out")[0]
     total = ctx.node("ReduceMean", [op.input("X")[0]], keepdims=0)
     ctx.node("Reshape", [total, ctx.ints(ctx.shape(out))], [out])
+
+
+@exports("dropout")
+def dropout(ctx: ExportContext, op: Operator) -> None:
+    """Inference dropout: the identity, or X * (1 - p) for ``downgrade_in_infer``; its Mask (where
+    the op has one) keeps everything: ones."""
+    x, out = op.input("X")[0], op.output("Out")[0]
+    if op.attr("dropout_implementation") == "downgrade_in_infer":
+        ctx.node("Mul", [x, ctx.scalar(1.0 - float(op.attr("dropout_prob")), x)], [out])
+    else:
+        ctx.node("Identity", [x], [out])
+    for mask in op.output("Mask"):
+        one = numpy_helper.from_array(np.ones(1, ctx.dtype(mask).numpy), "value")
+        ctx.node("ConstantOfShape", [ctx.node("Shape", [x])], [mask], value=one)
+
+
+@exports("fill_any_like")
+def fill_any_like(ctx: ExportContext, op: Operator) -> None:
+    out = op.output("Out")[0]
+    value = np.asarray([op.attr("value")], dtype=ctx.dtype(out).numpy)
+    ctx.node("ConstantOfShape", [ctx.node("Shape", [op.input("X")[0]])], [out],
+             value=numpy_helper.from_array(value, "value"))
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+"""pad3d's modes -> Pad's (wrap from opset 19)."""
+
+
+@exports("pad3d")
+def pad3d(ctx: ExportContext, op: Operator) -> None:
+    """Pad: pad3d's [left, right, top, bottom, front, back] as per-dim begins and ends."""
+    x, out = op.input("X")[0], op.output("Out")[0]
+    if op.input("Paddings"):
+        ctx.fail("paddings computed at run time are not supported")
+    mode = _PAD_MODES[op.attr("mode")]
+    if mode == "wrap" and ctx.opset < 19:
+        ctx.fail(f"circular padding needs opset 19 (asked for {ctx.opset})")
+    left, right, top, bottom, front, back = op.attr("paddings")
+    spatial = (1, 2, 3) if op.attr("data_format") == "NDHWC" else (2, 3, 4)
+    pairs = dict(zip(spatial, ((front, back), (top, bottom), (left, right))))
+    begins, ends = zip(*(pairs.get(d, (0, 0)) for d in range(5)))
+    inputs = [x, ctx.ints([*begins, *ends])]
+    if mode == "constant":
+        inputs.append(ctx.scalar(op.attr("value"), x))
+    ctx.node("Pad", inputs, [out], mode=mode)

@@ -1,5 +1,6 @@
 """Schemas of the built-in ops, one module per family; importing this registers them all."""
 
-from . import attention, gated, image, indexing, loss, math, nn, norm, quantize, resize, tensor
+from . import attention, conv, gated, image, indexing, loss, math, matmul, norm, pool, quantize, resize, tensor
 
-__all__ = ["attention", "gated", "image", "indexing", "loss", "math", "nn", "norm", "quantize", "resize", "tensor"]
+__all__ = ["attention", "conv", "gated", "image", "indexing", "loss", "math", "matmul", "norm", "pool", "quantize",
+           "resize", "tensor"]

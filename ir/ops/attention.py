@@ -1,4 +1,4 @@
-"""Schemas of the transformer ops: scaled_dot_product_attention, rms_norm and rotary_embedding.
+"""Schemas of the transformer ops: scaled_dot_product_attention and rotary_embedding.
 
 ``scaled_dot_product_attention`` is the op attention subgraphs fuse into (BERT's and GPT's
 MatMul -> Scale -> Add(mask) -> Softmax -> MatMul, PyTorch's ``scaled_dot_product_attention``,
@@ -8,8 +8,8 @@ ONNX ``Attention`` does the same with reshapes, transposes and concats around it
 
 Float16 classes (``FLOAT16_CLASSES``, gathered by the float16 transpile's lists): attention runs
 float16 always — two matrix products dominate it, its float16 kernel stores float16 and computes
-in float32, softmax included, so the scores never round to float16. rms_norm and rotary_embedding
-follow their input (FOLLOW): their kernels compute in float32 too, and they are cheap.
+in float32, softmax included, so the scores never round to float16. rotary_embedding follows its
+input (FOLLOW): its kernel computes in float32 too, and it is cheap.
 """
 
 from __future__ import annotations
@@ -119,29 +119,6 @@ register_op(OpSchema(
         "(both > 0), Q, K and V are sequence-major [B, S, H * D] (ONNX's 3-D Attention: no head split or merge "
         "around the op) with those head counts, and Out is [B, Sq, Hq * Dv]; Mask and Scores keep their "
         "[B, Hq, Sq, Skv] layout.",
-))
-
-
-def _infer_rms_norm(ctx: InferContext) -> None:
-    x = ctx.input("X")
-    begin = ctx.attr("begin_norm_axis")
-    ctx.check(0 <= begin < max(len(x.shape), 1),
-              f"attr begin_norm_axis {begin} must be in [0, {len(x.shape)}) for X {list(x.shape)}")
-    normalized = x.shape[begin:]
-    if ctx.has_input("Scale"):
-        scale = ctx.input("Scale").shape
-        ctx.check(len(scale) <= len(normalized) and all(
-            _broadcasts(s, n) for s, n in zip(scale[::-1], normalized[::-1])),
-            f"Scale {list(scale)} must broadcast to the normalised dims {list(normalized)} of X {list(x.shape)}")
-    ctx.set_output("Y", x.shape, x.dtype)
-
-
-register_op(OpSchema(
-    "rms_norm", inputs=[Slot("X"), Slot("Scale", dispensable=True)], outputs=[Slot("Y")],
-    attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
-    infer=_infer_rms_norm, keep_dtype_slots=("Scale",),
-    doc="Y = X / sqrt(mean(X^2) + epsilon) * Scale, the mean over the dims from begin_norm_axis on; Scale "
-        "broadcasts to those dims (LLaMA's and T5's normalisation: no centring, no bias).",
 ))
 
 

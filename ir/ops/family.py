@@ -1,9 +1,10 @@
 """The row types of the op family tables (``halfway.ir.ops.families``) and what is read from them.
 
-A row is everything halfway knows of one elementwise or reduce op: its attrs, its math as a
-numpy function and as an OpenCL C expression, its dtypes, its float16 class, whether a conv or
-matmul epilogue may absorb it, and its ONNX counterpart. Schemas, layer functions, kernels, the
-fusion passes' lists, the float16 lists and the one-to-one ONNX converters are derived from rows.
+A row is everything halfway knows of one elementwise or reduce op: its attrs, its math once as an
+expression (``halfway.ir.ops.expr``) that every backend renders, its dtypes, its float16 class,
+whether a conv or matmul epilogue may absorb it, and its ONNX counterpart. Schemas, layer
+functions, kernels (numpy, OpenCL, the compiled epilogues), the fusion passes' lists, the float16
+lists and the one-to-one ONNX converters are derived from rows.
 
 Epilogues (``Absorb``): ``fused_conv2d`` names the activation in ``fuse_activation`` and carries
 its parameters in ``fuse_alpha`` / ``fuse_beta``, Paddle's fused ops' way, where 0 stands for a
@@ -23,6 +24,8 @@ from attrs import field, frozen
 
 from ..dtypes import DType
 from ..schema import AttrSpec
+from .expr import Expr
+from .numpy_render import numpy_function, reduction_function
 
 __all__ = ["Float16", "Absorb", "Onnx", "Elementwise", "Reduction", "fused_params", "unfused", "same_attrs",
            "FLOATS", "INTS", "NUMBERS", "ALL_DTYPES"]
@@ -71,22 +74,20 @@ class Onnx:
 class Elementwise:
     """One elementwise op: unary (X -> Out) or binary (X, Y -> Out, Paddle's broadcasting).
 
-    ``numpy(x[, y], **attrs)`` is the math (float attrs arrive as scalars of the kernel dtype; a
-    unary function that takes ``out`` may write in place), ``ints`` replaces it for int dtypes.
-    ``opencl`` is ``ACT(x)`` (unary: parameters ``a0..a2`` from the attrs named in ``params``,
-    ``R(v)`` a literal), ``OP(a, b)`` (binary) or ``CMP(a, b)`` (comparisons: a condition) in
-    OpenCL C, or a function of the attrs giving it; None where OpenCL has no kernel. ``exact_half``: float16 runs on the float16 arrays as they
-    are (one correctly rounded operation), not widened. ``out_dtype``: Out's dtype where it is not
-    X's (bool for comparisons). ``axis``: the op has Paddle's ``axis`` attr.
+    ``expr`` is the math, of ``X`` (and ``Y``) and the attrs. ``numpy`` is its numpy rendering
+    (``halfway.ir.ops.numpy_render``), made from it: ``numpy(x[, y], **attrs)`` (float attrs
+    arrive as scalars of the kernel dtype; a unary function that takes ``out`` may write in
+    place). ``ints`` replaces it for int dtypes where integer math differs (C++'s truncating
+    division, a zero divisor refused). ``exact_half``: float16 runs on the float16 arrays as
+    they are (one correctly rounded operation), not widened. ``out_dtype``: Out's dtype where it
+    is not X's (bool for comparisons). ``axis``: the op has Paddle's ``axis`` attr.
     """
 
     name: str
     arity: int
     doc: str
-    numpy: Callable[..., np.ndarray]
-    opencl: str | Callable[[Attrs], str] | None
+    expr: Expr
     attrs: tuple[AttrSpec, ...] = ()
-    params: tuple[str, ...] = ()
     dtypes: tuple[DType, ...] = FLOATS
     exact_half: bool = False
     float16: Float16 = Float16.FOLLOW
@@ -96,14 +97,11 @@ class Elementwise:
     ints: Callable[..., np.ndarray] | None = None
     out_dtype: DType | None = None
     axis: bool = False
+    numpy: Callable[..., np.ndarray] = field(init=False, eq=False, repr=False)
 
-    def opencl_expr(self, attrs: Attrs) -> str | None:
-        return self.opencl(attrs) if callable(self.opencl) else self.opencl
-
-    def opencl_params(self, attrs: Attrs) -> tuple[float, float, float]:
-        """a0..a2: the attrs named in ``params``, 0 after them."""
-        values = [float(attrs[name]) for name in self.params]
-        return tuple(values + [0.0] * (3 - len(values)))  # type: ignore[return-value]
+    def __attrs_post_init__(self) -> None:
+        inputs = ("x", "y")[:self.arity]
+        object.__setattr__(self, "numpy", numpy_function(self.name, self.expr, inputs, [a.name for a in self.attrs]))
 
     def defaults(self) -> dict[str, Any]:
         return {a.name: a.default for a in self.attrs}
@@ -111,18 +109,27 @@ class Elementwise:
 
 @frozen
 class Reduction:
-    """One reduce op over the dims in attr ``dim``: ``numpy(x, axis=, keepdims=[, dtype=])``;
-    ``accumulates``: it takes the ``dtype`` to accumulate in (sums, means, products)."""
+    """One reduce op over the dims in attr ``dim``: an accumulator ``X``, starting at ``init``,
+    takes each element ``Y`` as ``combine`` (one binary primitive), and Out is ``finish`` of the
+    accumulator and the count ``N`` (None: the accumulator). ``numpy(x, axis=, keepdims=[,
+    dtype=])`` is its numpy rendering; ``accumulates``: it takes the ``dtype`` to accumulate in
+    (sums, means, products)."""
 
     name: str
     doc: str
-    numpy: Callable[..., Any]
+    combine: Expr
+    init: float
+    finish: Expr | None = None
     accumulates: bool = True
     dtypes: tuple[DType, ...] = NUMBERS
     exact_half: bool = False
     float16: Float16 = Float16.FOLLOW
     float16_reason: str = ""
     onnx: Onnx | None = None
+    numpy: Callable[..., Any] = field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "numpy", reduction_function(self.name, self.combine, self.finish, self.accumulates))
 
 
 def unfused(row: Elementwise, alpha: float, beta: float) -> tuple[str, dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Schemas of the selection and indexing ops: where, expand_v2, tile, cumsum, cumprod, tril_triu, range,
-arg_max / arg_min, top_k_v2, lookup_table_v2, gather_nd, take_along_axis, put_along_axis, scatter_nd and
+arg_max / arg_min, top_k_v2, lookup_table_v2, gather, gather_nd, take_along_axis, put_along_axis, scatter_nd and
 scatter_nd_add, one_hot_v2 and einsum — Paddle's op types, slots, attrs and defaults (scatter_nd,
 ONNX's ScatterND with a ``reduce`` attr, has no Paddle counterpart).
 
@@ -18,6 +18,7 @@ import numpy as np
 from ..attrs import AttrType
 from ..dtypes import DType
 from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from .tensor import check_axis, scalar_input
 
 __all__ = ["broadcast_dims", "einsum_shape", "range_length"]
 
@@ -394,4 +395,28 @@ register_op(OpSchema(
     "einsum", inputs=[Slot("Operands", duplicable=True)], outputs=[Slot("Out")],
     attrs=[AttrSpec("equation", AttrType.STRING)], infer=_infer_einsum,
     doc="The Einstein summation `equation` of the Operands (numpy's einsum).",
+))
+
+
+def _infer_gather(ctx: InferContext) -> None:
+    x, index = ctx.input("X"), ctx.input("Index")
+    ctx.check(index.dtype in _INDEX_DTYPES, f"input 'Index' must be int32 or int64, got {index.dtype.name}")
+    ctx.check(len(index.shape) <= 1 or (len(index.shape) == 2 and index.shape[1] in (1, -1)),
+              f"input 'Index' must be 0-d, 1-D or [N, 1], got shape {list(index.shape)}")
+    rank = len(x.shape)
+    ctx.check(rank > 0, "input 'X' must have rank >= 1, got a 0-d tensor")
+    axis = scalar_input(ctx, "Axis", "axis")
+    if axis is None:
+        ctx.set_output("Out", [-1] * (rank - (not index.shape)), x.dtype)
+        return
+    axis = check_axis(ctx, axis, rank, "attr 'axis'")
+    ctx.set_output("Out", [*x.shape[:axis], *index.shape[:1], *x.shape[axis + 1:]], x.dtype)
+
+
+register_op(OpSchema(
+    "gather", inputs=[Slot("X"), Slot("Index"), Slot("Axis", dispensable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("axis", AttrType.INT, 0), AttrSpec("overwrite", AttrType.BOOLEAN, True)],
+    infer=_infer_gather, keep_dtype_slots=("Index", "Axis"),
+    doc="Take the entries of X at Index along `axis` (the Axis tensor overrides it); a negative index "
+        "counts from the end of the dim.",
 ))

@@ -1,5 +1,6 @@
-"""Schemas of the normalisations and the ops alike: layer_norm, skip_layer_norm, instance_norm,
-group_norm, log_softmax and prelu — Paddle's op types, slots, attrs and defaults.
+"""Schemas of the normalisations and the ops alike: batch_norm, layer_norm, skip_layer_norm,
+instance_norm, group_norm, rms_norm, lrn, softmax, log_softmax and prelu — Paddle's op types, slots,
+attrs and defaults.
 
 The statistics outputs (layer_norm's and group_norm's Mean / Variance, instance_norm's
 SavedMean / SavedVariance) are float32 under a float16 kernel, as Paddle's; Scale and Bias keep
@@ -13,6 +14,7 @@ import math
 from ..attrs import AttrType
 from ..dtypes import DType
 from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from .window import check_vector, layout_attr, ranked
 
 __all__: list[str] = []
 
@@ -164,4 +166,97 @@ register_op(OpSchema(
     infer=_infer_prelu,
     doc="Out = X where X > 0 else Alpha * X; Alpha is one value (all), one per channel (channel) or one per "
         "entry of a sample (element).",
+))
+
+
+_BN_PARAMS = ("Scale", "Bias", "Mean", "Variance")
+
+
+def _infer_batch_norm(ctx: InferContext) -> None:
+    x = ranked(ctx, "X", 2, 3, 4, 5)
+    c = x.shape[-1] if ctx.attr("data_layout") == "NHWC" else x.shape[1]
+    ctx.check(ctx.attr("epsilon") >= 0, f"attr epsilon must be >= 0, got {ctx.attr('epsilon')}")
+    for slot in _BN_PARAMS:
+        check_vector(ctx, slot, c)
+    stats = ctx.input("Mean").dtype
+    ctx.set_output("Y", x.shape, x.dtype)
+    for slot in ("MeanOut", "VarianceOut", "SavedMean", "SavedVariance"):
+        ctx.set_output(slot, (c,), stats)
+
+
+register_op(OpSchema(
+    "batch_norm",
+    inputs=[Slot("X"), *(Slot(s) for s in _BN_PARAMS), Slot("MomentumTensor", dispensable=True)],
+    outputs=[Slot("Y"), Slot("MeanOut"), Slot("VarianceOut"), Slot("SavedMean"), Slot("SavedVariance"),
+             Slot("ReserveSpace", dispensable=True)],
+    attrs=[AttrSpec("epsilon", AttrType.FLOAT, 1e-5), AttrSpec("momentum", AttrType.FLOAT, 0.9),
+           layout_attr("data_layout"), AttrSpec("is_test", AttrType.BOOLEAN, False),
+           AttrSpec("use_global_stats", AttrType.BOOLEAN, False),
+           AttrSpec("trainable_statistics", AttrType.BOOLEAN, False)],
+    infer=_infer_batch_norm,
+    keep_dtype_slots=(*_BN_PARAMS, "MomentumTensor"),
+    inplace={"X": "Y"}, views={"MeanOut": "Mean", "VarianceOut": "Variance", "SavedMean": "Mean"},
+    doc="Y = (X - Mean) / sqrt(Variance + epsilon) * Scale + Bias per channel (inference: MeanOut/VarianceOut "
+        "alias Mean/Variance).",
+))
+
+
+def _infer_lrn(ctx: InferContext) -> None:
+    x = ranked(ctx, "X", 4)
+    n = ctx.attr("n")
+    ctx.check(n > 0 and n % 2 == 1, f"attr n must be a positive odd number, got {n}")
+    for name in ("k", "alpha", "beta"):
+        ctx.check(ctx.attr(name) > 0, f"attr {name} must be > 0, got {ctx.attr(name)}")
+    ctx.set_output("Out", x.shape, x.dtype)
+    ctx.set_output("MidOut", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "lrn", inputs=[Slot("X")], outputs=[Slot("Out"), Slot("MidOut")],
+    attrs=[AttrSpec("n", AttrType.INT, 5), AttrSpec("k", AttrType.FLOAT, 2.0),
+           AttrSpec("alpha", AttrType.FLOAT, 1e-4), AttrSpec("beta", AttrType.FLOAT, 0.75),
+           layout_attr(default="AnyLayout")],
+    infer=_infer_lrn,
+    doc="Local response normalisation across n channels: Out = X / (k + alpha * sum(X^2))^beta; "
+        "MidOut holds the denominator base.",
+))
+
+
+def _infer_softmax(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    rank, axis = max(len(x.shape), 1), ctx.attr("axis")
+    ctx.check(-rank <= axis < rank, f"attr axis must be in [{-rank}, {rank}) for X {list(x.shape)}, got {axis}")
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "softmax", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("axis", AttrType.INT, -1)],
+    infer=_infer_softmax, doc="Softmax along axis.",
+))
+
+
+def _broadcasts(dim: int, to: int) -> bool:
+    return dim in (1, to) or min(dim, to) < 0
+
+
+def _infer_rms_norm(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    begin = ctx.attr("begin_norm_axis")
+    ctx.check(0 <= begin < max(len(x.shape), 1),
+              f"attr begin_norm_axis {begin} must be in [0, {len(x.shape)}) for X {list(x.shape)}")
+    normalized = x.shape[begin:]
+    if ctx.has_input("Scale"):
+        scale = ctx.input("Scale").shape
+        ctx.check(len(scale) <= len(normalized) and all(
+            _broadcasts(s, n) for s, n in zip(scale[::-1], normalized[::-1])),
+            f"Scale {list(scale)} must broadcast to the normalised dims {list(normalized)} of X {list(x.shape)}")
+    ctx.set_output("Y", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "rms_norm", inputs=[Slot("X"), Slot("Scale", dispensable=True)], outputs=[Slot("Y")],
+    attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
+    infer=_infer_rms_norm, keep_dtype_slots=("Scale",),
+    doc="Y = X / sqrt(mean(X^2) + epsilon) * Scale, the mean over the dims from begin_norm_axis on; Scale "
+        "broadcasts to those dims (LLaMA's and T5's normalisation: no centring, no bias).",
 ))

@@ -1,8 +1,9 @@
-"""The math of the family rows (``halfway.ir.ops.families``) as numpy functions.
+"""The numpy functions that the family rows' expressions (``halfway.ir.ops.expr``) call where a
+primitive is more than a ufunc (``halfway.ir.ops.numpy_render``), and the integer math of the rows
+whose int kernels differ from their float ones.
 
-Each takes X (and Y) and the op's attrs as keyword arguments; unary functions that take ``out``
-may write into it (the kernels pass ``out=x`` to compute in place). They overflow nowhere they
-need not: sigmoid goes through exp(-|x|), softplus through logaddexp.
+They overflow nowhere they need not: sigmoid goes through exp(-|x|), log1p_exp through
+log1p(exp(-|x|)); functions that take ``out`` may write into it (``out=x`` too).
 """
 
 from __future__ import annotations
@@ -13,72 +14,49 @@ import numpy as np
 
 from ..errors import HalfwayError
 
-__all__ = ["relu", "relu6", "leaky_relu", "sigmoid", "hard_swish", "hard_sigmoid", "swish", "silu", "gelu",
-           "softplus", "erfc", "erf", "ERF_P", "ERF_Q", "ERFC_COEFFS", "round_half_away", "elu", "celu",
-           "thresholded_relu", "hard_shrink", "divide_toward_zero", "power_via_double", "int_mod", "int_fmod",
-           "int_floordiv"]
+__all__ = ["sigmoid", "log1p_exp", "normal_cdf", "erfc", "erf", "ERF_P", "ERF_Q", "ERFC_COEFFS", "round_half_away",
+           "divide_toward_zero", "power_via_double", "int_mod", "int_fmod", "int_floordiv"]
 
 Out = np.ndarray | None
 
 
-def relu(x: np.ndarray, out: Out = None) -> np.ndarray:
-    return np.maximum(x, 0, out=out)
-
-
-def relu6(x: np.ndarray, threshold: np.generic, out: Out = None) -> np.ndarray:
-    return np.clip(x, 0, threshold, out=out)
-
-
-def leaky_relu(x: np.ndarray, alpha: np.generic, out: Out = None) -> np.ndarray:
-    """x where x >= 0 (NaN and -0 kept), else alpha * x."""
-    if out is None:
-        out = x.copy()
-    elif out is not x:
-        np.copyto(out, x)
-    return np.multiply(out, alpha, out=out, where=out < 0)
+def _scratch(x: np.ndarray) -> bool:
+    """Whether numpy's results on ``x`` are arrays (not scalars) that can be written in place."""
+    return isinstance(x, np.ndarray) and x.ndim > 0
 
 
 def sigmoid(x: np.ndarray, out: Out = None) -> np.ndarray:
-    """1 / (1 + exp(-x)) from exp(-|x|): nothing overflows and tiny results keep their precision."""
-    e = np.exp(-np.abs(x))
-    return np.divide(np.where(x >= 0, 1, e), 1 + e, out=out)
+    """1 / (1 + exp(-x)) from e = exp(-|x|), nothing overflowing and tiny results keeping their
+    precision: max(e, x >= 0) / (1 + e), the numerator 1 where x >= 0 (e <= 1), else e (NaN
+    kept; a maximum, not a ``where``, which is a pass 15x slower)."""
+    positive = np.greater_equal(x, 0)
+    if not _scratch(x):
+        e = np.exp(-np.abs(x))
+        return np.divide(np.maximum(e, positive), 1 + e, out=out)
+    e = np.abs(x)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    top = np.maximum(e, positive, out=out)
+    e += 1
+    return np.divide(top, e, out=top)
 
 
-def hard_swish(x: np.ndarray, threshold: np.generic, scale: np.generic, offset: np.generic,
-               out: Out = None) -> np.ndarray:
-    gate = np.add(x, offset)
-    np.clip(gate, 0, threshold, out=gate)
-    gate *= x
-    return np.divide(gate, scale, out=out)
+def log1p_exp(x: np.ndarray, out: Out = None) -> np.ndarray:
+    """log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)) (numpy's logaddexp(0, x), a tenth of its
+    time)."""
+    if not _scratch(x):
+        return np.add(np.maximum(x, 0), np.log1p(np.exp(-np.abs(x))), out=out)
+    tail = np.abs(x)
+    np.negative(tail, out=tail)
+    np.exp(tail, out=tail)
+    np.log1p(tail, out=tail)
+    return np.add(np.maximum(x, 0, out=out), tail, out=out if out is not None else tail)
 
 
-def hard_sigmoid(x: np.ndarray, slope: np.generic, offset: np.generic) -> np.ndarray:
-    return np.clip(slope * x + offset, 0, 1)
-
-
-def swish(x: np.ndarray, beta: np.generic, out: Out = None) -> np.ndarray:
-    return np.multiply(x, sigmoid(beta * x), out=out)
-
-
-def silu(x: np.ndarray, out: Out = None) -> np.ndarray:
-    return np.multiply(x, sigmoid(x), out=out)
-
-
-_TWO_SQRT_2_OVER_PI = 2 * math.sqrt(2 / math.pi)
-
-
-def gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
-    """x * Phi(x): exact through ``erfc`` in float64, or Paddle's tanh approximation
-    0.5 x (1 + tanh(u)), written x * sigmoid(2u) to avoid 1 + tanh's cancellation."""
-    if approximate:
-        return x * sigmoid(_TWO_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
-    wide = x.astype(np.float64)
-    return (0.5 * wide * erfc(wide * -math.sqrt(0.5))).astype(x.dtype)
-
-
-def softplus(x: np.ndarray, beta: np.generic, threshold: np.generic) -> np.ndarray:
-    bx = beta * x
-    return np.where(bx > threshold, x, np.logaddexp(0, bx) / beta)
+def normal_cdf(x: np.ndarray) -> np.ndarray:
+    """The normal distribution's CDF, erfc(-x / sqrt 2) / 2, through ``erfc`` in float64."""
+    wide = np.asarray(x, dtype=np.float64)
+    return (0.5 * erfc(wide * -math.sqrt(0.5))).astype(np.result_type(x), copy=False)
 
 
 # Numerical Recipes' erfcc (Chebyshev fit, W. H. Press et al., 2nd ed., section 6.2), highest power first.
@@ -144,22 +122,6 @@ def _erf_wide(x: np.ndarray) -> np.ndarray:
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
     return np.copysign(np.floor(np.abs(x) + 0.5), x).astype(x.dtype)
-
-
-def elu(x: np.ndarray, alpha: np.generic) -> np.ndarray:
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
-
-
-def celu(x: np.ndarray, alpha: np.generic) -> np.ndarray:
-    return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
-
-
-def thresholded_relu(x: np.ndarray, threshold: np.generic, value: np.generic) -> np.ndarray:
-    return np.where(x > threshold, x, value).astype(x.dtype)
-
-
-def hard_shrink(x: np.ndarray, threshold: np.generic) -> np.ndarray:
-    return np.where(np.abs(x) > threshold, x, 0).astype(x.dtype)
 
 
 def _nonzero(y: np.ndarray) -> None:

@@ -1,5 +1,6 @@
 """Schemas of the tensor ops: feed/fetch, concat/split, reshape2 and its kin, fill_constant, fill_any_like,
-assign, slice, strided_slice, shape and gather — Paddle's op types, slots, attrs and defaults.
+assign, slice, strided_slice, shape, pad, pad3d and dropout — Paddle's op types, slots, attrs and
+defaults.
 
 Several ops take a shape, axis or index list either from an attr or from integer tensor inputs
 (``reshape2.ShapeTensor``, ``slice.StartsTensorList``, ...); the tensor wins, as in Paddle. A value
@@ -21,8 +22,9 @@ import numpy as np
 from ..attrs import AttrType
 from ..dtypes import DType
 from ..schema import AttrSpec, InferContext, InferFn, OpSchema, Slot, register_op
+from .window import join_channels, ranked, split_channels
 
-__all__: list[str] = []
+__all__ = ["check_axis", "scalar_input"]
 
 _INDEX_DTYPES = (DType.int32, DType.int64)
 _DTYPE_CODES = frozenset(d.value for d in DType)
@@ -31,7 +33,7 @@ Ints = list[int | None]
 
 
 # -- shared helpers --------------------------------------------------------------------------------
-def _axis(ctx: InferContext, value: int, rank: int, what: str) -> int:
+def check_axis(ctx: InferContext, value: int, rank: int, what: str) -> int:
     """``value`` as an axis of a rank-``rank`` tensor, a negative one counted from the end."""
     ctx.check(-rank <= value < rank, f"{what} = {value} is out of range [{-rank}, {rank - 1}] for a rank-{rank} input")
     return value % rank
@@ -76,7 +78,7 @@ def _scalars_input(ctx: InferContext, slot: str) -> Ints | None:
     return values
 
 
-def _scalar_input(ctx: InferContext, slot: str, attr: str) -> int | None:
+def scalar_input(ctx: InferContext, slot: str, attr: str) -> int | None:
     """The int in tensor ``slot`` when present (None if unknown), else the value of ``attr``."""
     values = _vector_input(ctx, slot)
     if values is None:
@@ -131,11 +133,11 @@ def _infer_concat(ctx: InferContext) -> None:
     for i, x in enumerate(xs):
         ctx.check(len(x.shape) == rank, f"X[{i}] has rank {len(x.shape)}, X[0] has rank {rank}")
         ctx.check(x.dtype == dtype, f"X[{i}] is {x.dtype.name}, X[0] is {dtype.name}")
-    axis = _scalar_input(ctx, "AxisTensor", "axis")
+    axis = scalar_input(ctx, "AxisTensor", "axis")
     if axis is None:
         ctx.set_output("Out", [-1] * rank, dtype)
         return
-    axis = _axis(ctx, axis, rank, "attr 'axis'")
+    axis = check_axis(ctx, axis, rank, "attr 'axis'")
     joined = [x.shape[axis] for x in xs]
     out = [(-1 if min(joined) < 0 else sum(joined)) if d == axis else
            _merge(ctx, [x.shape[d] for x in xs], f"inputs 'X' disagree on dim {d} (concat axis {axis})")
@@ -175,12 +177,12 @@ def _infer_split(ctx: InferContext) -> None:
     sections = list(ctx.attr("sections")) if sections is None else sections
     ctx.check(num >= 0 and (num > 0) != bool(sections),
               f"needs exactly one of attr 'num' (> 0) and non-empty sections, got num={num}, sections={sections}")
-    axis = _scalar_input(ctx, "AxisTensor", "axis")
+    axis = scalar_input(ctx, "AxisTensor", "axis")
     if axis is None:
         for i in range(num or len(sections)):
             ctx.set_output("Out", [-1] * len(x.shape), x.dtype, index=i)
         return
-    axis = _axis(ctx, axis, len(x.shape), "attr 'axis'")
+    axis = check_axis(ctx, axis, len(x.shape), "attr 'axis'")
     for i, size in enumerate(_split_sizes(ctx, x.shape[axis], num, sections)):
         ctx.set_output("Out", [*x.shape[:axis], size, *x.shape[axis + 1:]], x.dtype, index=i)
 
@@ -245,15 +247,15 @@ def _infer_flatten(ctx: InferContext) -> None:
                   f"a 0-d X takes start_axis and stop_axis 0 or -1, got {start} and {stop}")
         _with_xshape(ctx, [1])
         return
-    start = _axis(ctx, start, len(shape), "attr 'start_axis'")
-    stop = _axis(ctx, stop, len(shape), "attr 'stop_axis'")
+    start = check_axis(ctx, start, len(shape), "attr 'start_axis'")
+    stop = check_axis(ctx, stop, len(shape), "attr 'stop_axis'")
     ctx.check(start <= stop, f"attr 'start_axis' ({start}) comes after attr 'stop_axis' ({stop})")
     _with_xshape(ctx, [*shape[:start], _numel(shape[start:stop + 1]), *shape[stop + 1:]])
 
 
 def _infer_transpose2(ctx: InferContext) -> None:
     shape = ctx.input("X").shape
-    perm = [_axis(ctx, a, len(shape), "attr 'axis' entry") for a in ctx.attr("axis")]
+    perm = [check_axis(ctx, a, len(shape), "attr 'axis' entry") for a in ctx.attr("axis")]
     ctx.check(sorted(perm) == list(range(len(shape))),
               f"attr 'axis' = {list(ctx.attr('axis'))} is not a permutation of the {len(shape)} axes of X")
     _with_xshape(ctx, [shape[a] for a in perm])
@@ -269,7 +271,7 @@ def _infer_squeeze2(ctx: InferContext) -> None:
     elif not axes:
         drop = {i for i, d in enumerate(shape) if d == 1}
     else:
-        drop = {a for a in (_axis(ctx, a, len(shape), "attr 'axes' entry") for a in axes) if shape[a] in (1, -1)}
+        drop = {a for a in (check_axis(ctx, a, len(shape), "attr 'axes' entry") for a in axes) if shape[a] in (1, -1)}
     _with_xshape(ctx, [d for i, d in enumerate(shape) if i not in drop])
 
 
@@ -286,7 +288,7 @@ def _infer_unsqueeze2(ctx: InferContext) -> None:
         _with_xshape(ctx, [-1] * (len(shape) + len(axes)))
         return
     for a in known:
-        shape.insert(_axis(ctx, a, len(shape) + 1, "attr 'axes' entry"), 1)
+        shape.insert(check_axis(ctx, a, len(shape) + 1, "attr 'axes' entry"), 1)
     _with_xshape(ctx, shape)
 
 
@@ -394,7 +396,7 @@ register_op(OpSchema(
 ))
 
 
-# -- slice / gather --------------------------------------------------------------------------------
+# -- slice --------------------------------------------------------------------------------------
 def _slice_bounds(ctx: InferContext, attr: str, count: int) -> Ints:
     """``starts`` or ``ends``: from <Attr>Tensor, then <Attr>TensorList, then the attr."""
     slot = attr.capitalize() + "Tensor"
@@ -420,7 +422,7 @@ def _slice_size(ctx: InferContext, dim: int, start: int | None, end: int | None,
 def _infer_slice(ctx: InferContext) -> None:
     x = ctx.input("Input")
     rank = len(x.shape)
-    axes = [_axis(ctx, a, rank, "attr 'axes' entry") for a in ctx.attr("axes")]
+    axes = [check_axis(ctx, a, rank, "attr 'axes' entry") for a in ctx.attr("axes")]
     ctx.check(len(set(axes)) == len(axes), f"attr 'axes' = {list(ctx.attr('axes'))} repeats an axis")
     starts, ends = _slice_bounds(ctx, "starts", len(axes)), _slice_bounds(ctx, "ends", len(axes))
     flags = ctx.attr("infer_flags")
@@ -431,7 +433,7 @@ def _infer_slice(ctx: InferContext) -> None:
     for i, axis in enumerate(axes):
         unknown = from_attrs and bool(flags) and flags[i] == -1
         out[axis] = -1 if unknown else _slice_size(ctx, x.shape[axis], starts[i], ends[i], axis)
-    drop = {_axis(ctx, a, rank, "attr 'decrease_axis' entry") for a in ctx.attr("decrease_axis")}
+    drop = {check_axis(ctx, a, rank, "attr 'decrease_axis' entry") for a in ctx.attr("decrease_axis")}
     for a in sorted(drop):
         ctx.check(out[a] in (1, -1), f"attr 'decrease_axis' drops axis {a}, whose sliced size is {out[a]}, not 1")
     ctx.set_output("Out", [d for i, d in enumerate(out) if i not in drop], x.dtype)
@@ -457,7 +459,7 @@ register_op(OpSchema(
 def _infer_strided_slice(ctx: InferContext) -> None:
     x = ctx.input("Input")
     rank = len(x.shape)
-    axes = [_axis(ctx, a, rank, "attr 'axes' entry") for a in ctx.attr("axes")]
+    axes = [check_axis(ctx, a, rank, "attr 'axes' entry") for a in ctx.attr("axes")]
     starts, ends, strides = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("strides")
     ctx.check(len(set(axes)) == len(axes), f"attr 'axes' = {list(ctx.attr('axes'))} repeats an axis")
     ctx.check(len(starts) == len(ends) == len(strides) == len(axes),
@@ -467,7 +469,7 @@ def _infer_strided_slice(ctx: InferContext) -> None:
     out = list(x.shape)
     for axis, start, end, step in zip(axes, starts, ends, strides):
         out[axis] = len(range(*slice(start, end, step).indices(out[axis]))) if out[axis] >= 0 else -1
-    drop = {_axis(ctx, a, rank, "attr 'decrease_axis' entry") for a in ctx.attr("decrease_axis")}
+    drop = {check_axis(ctx, a, rank, "attr 'decrease_axis' entry") for a in ctx.attr("decrease_axis")}
     for a in sorted(drop):
         ctx.check(out[a] in (1, -1), f"attr 'decrease_axis' drops axis {a}, whose sliced size is {out[a]}, not 1")
     ctx.set_output("Out", [d for i, d in enumerate(out) if i not in drop], x.dtype)
@@ -484,25 +486,83 @@ register_op(OpSchema(
 ))
 
 
-def _infer_gather(ctx: InferContext) -> None:
-    x, index = ctx.input("X"), ctx.input("Index")
-    ctx.check(index.dtype in _INDEX_DTYPES, f"input 'Index' must be int32 or int64, got {index.dtype.name}")
-    ctx.check(len(index.shape) <= 1 or (len(index.shape) == 2 and index.shape[1] in (1, -1)),
-              f"input 'Index' must be 0-d, 1-D or [N, 1], got shape {list(index.shape)}")
-    rank = len(x.shape)
-    ctx.check(rank > 0, "input 'X' must have rank >= 1, got a 0-d tensor")
-    axis = _scalar_input(ctx, "Axis", "axis")
-    if axis is None:
-        ctx.set_output("Out", [-1] * (rank - (not index.shape)), x.dtype)
-        return
-    axis = _axis(ctx, axis, rank, "attr 'axis'")
-    ctx.set_output("Out", [*x.shape[:axis], *index.shape[:1], *x.shape[axis + 1:]], x.dtype)
+def _infer_pad3d(ctx: InferContext) -> None:
+    x = ranked(ctx, "X", 5)
+    channel_last = ctx.attr("data_format") == "NDHWC"
+    n, c, (d, h, w) = split_channels(x.shape, channel_last)
+    if ctx.has_input("Paddings"):
+        value = ctx.input_value("Paddings")
+        if value is None:
+            ctx.set_output("Out", join_channels(n, c, (-1, -1, -1), channel_last), x.dtype)
+            return
+        paddings = [int(v) for v in value.reshape(-1)]
+    else:
+        paddings = list(ctx.attr("paddings"))
+    ctx.check(len(paddings) == 6 and min(paddings) >= 0,
+              f"paddings must be 6 values >= 0 [left, right, top, bottom, front, back], got {paddings}")
+    pairs = ((paddings[4], paddings[5]), (paddings[2], paddings[3]), (paddings[0], paddings[1]))
+    out = []
+    for axis, (size, (before, after)) in zip("DHW", zip((d, h, w), pairs)):
+        if ctx.attr("mode") == "reflect" and size >= 0:
+            ctx.check(max(before, after) < size, f"reflect padding of {axis} ({before}, {after}) must be "
+                                                 f"smaller than the input's {axis} ({size})")
+        out.append(size + before + after if size >= 0 else -1)
+    ctx.set_output("Out", join_channels(n, c, out, channel_last), x.dtype)
 
 
 register_op(OpSchema(
-    "gather", inputs=[Slot("X"), Slot("Index"), Slot("Axis", dispensable=True)], outputs=[Slot("Out")],
-    attrs=[AttrSpec("axis", AttrType.INT, 0), AttrSpec("overwrite", AttrType.BOOLEAN, True)],
-    infer=_infer_gather, keep_dtype_slots=("Index", "Axis"),
-    doc="Take the entries of X at Index along `axis` (the Axis tensor overrides it); a negative index "
-        "counts from the end of the dim.",
+    "pad3d", inputs=[Slot("X"), Slot("Paddings", dispensable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("paddings", AttrType.INTS, [0] * 6),
+           AttrSpec("mode", AttrType.STRING, "constant", choices=("constant", "reflect", "replicate", "circular")),
+           AttrSpec("value", AttrType.FLOAT, 0.0),
+           AttrSpec("data_format", AttrType.STRING, "NCDHW", choices=("NCDHW", "NDHWC"))],
+    infer=_infer_pad3d, keep_dtype_slots=("Paddings",),
+    doc="Pads the D, H, W dims of a 5-D tensor; paddings (or the Paddings tensor) are "
+        "[left, right, top, bottom, front, back].",
+))
+
+
+def _infer_pad(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    if ctx.has_input("Paddings"):
+        value = ctx.input_value("Paddings")
+        paddings = [int(v) for v in np.asarray(value).reshape(-1)] if value is not None else None
+    else:
+        paddings = list(ctx.attr("paddings"))
+    if paddings is None:
+        ctx.set_output("Out", [-1] * len(x.shape), x.dtype)
+        return
+    ctx.check(len(paddings) == 2 * len(x.shape) and min(paddings, default=0) >= 0,
+              f"paddings must be {2 * len(x.shape)} values >= 0 (before, after per dim of X "
+              f"{list(x.shape)}), got {paddings}")
+    out = [d + paddings[2 * i] + paddings[2 * i + 1] if d >= 0 else -1 for i, d in enumerate(x.shape)]
+    ctx.set_output("Out", out, x.dtype)
+
+
+register_op(OpSchema(
+    "pad", inputs=[Slot("X"), Slot("Paddings", dispensable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("paddings", AttrType.INTS, []), AttrSpec("pad_value", AttrType.FLOAT, 0.0)],
+    infer=_infer_pad, keep_dtype_slots=("Paddings",),
+    doc="Pads every dim of X with pad_value; paddings are [before_0, after_0, before_1, after_1, ...] "
+        "(the Paddings tensor, a halfway extension for run-time pads, overrides the attr).",
+))
+
+
+def _infer_dropout(ctx: InferContext) -> None:
+    x = ctx.input("X")
+    p = ctx.attr("dropout_prob")
+    ctx.check(0.0 <= p <= 1.0, f"attr dropout_prob must be in [0, 1], got {p}")
+    ctx.set_output("Out", x.shape, x.dtype)
+    ctx.set_output("Mask", x.shape, DType.uint8)
+
+
+register_op(OpSchema(
+    "dropout", inputs=[Slot("X"), Slot("Seed", dispensable=True)],
+    outputs=[Slot("Out"), Slot("Mask", dispensable=True)],
+    attrs=[AttrSpec("dropout_prob", AttrType.FLOAT, 0.5), AttrSpec("is_test", AttrType.BOOLEAN, False),
+           AttrSpec("dropout_implementation", AttrType.STRING, "downgrade_in_infer",
+                    choices=("downgrade_in_infer", "upscale_in_train")),
+           AttrSpec("fix_seed", AttrType.BOOLEAN, False), AttrSpec("seed", AttrType.INT, 0)],
+    infer=_infer_dropout, keep_dtype_slots=("Seed",), inplace={"X": "Out"}, views={"Out": "X"},
+    doc="Inference dropout: Out = X * (1 - dropout_prob) (downgrade_in_infer) or X (upscale_in_train).",
 ))

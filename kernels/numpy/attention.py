@@ -1,6 +1,6 @@
-"""numpy kernels of the transformer ops (``halfway.ir.ops.attention``): scaled_dot_product_attention,
-rms_norm and rotary_embedding. float16 runs widened to float32 (the registry's default): float16
-storage, float32 scores, softmax and statistics.
+"""numpy kernels of the transformer ops (``halfway.ir.ops.attention``): scaled_dot_product_attention
+and rotary_embedding. float16 runs widened to float32 (the registry's default): float16 storage,
+float32 scores and softmax.
 
 Attention computes every head at once: query heads are grouped under their key/value head
 ([B, Hkv, G * Sq, D], a view of Q), so one 4-D ``np.matmul`` makes the scores of all heads
@@ -18,14 +18,13 @@ its heads, cut among the numpy backend's threads.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import numpy as np
 
 from ...ir.dtypes import DType
 from ..registry import Kernel, KernelSpec, register_kernel
-from .jit import compiled_rms_norm, compiled_softmax
+from .jit import compiled_softmax
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans
 
 __all__ = ["SCORE_BLOCK_BYTES"]
@@ -176,28 +175,6 @@ def _attention(spec: KernelSpec) -> Kernel:
             else:
                 attend(q, k, v, masks, heads, kept, SCORE_BLOCK_BYTES)
         return (out, kept[0]) if keep_scores else out
-
-    return run
-
-
-@register_kernel("rms_norm", dtypes=_FLOATS)
-def _rms_norm(spec: KernelSpec) -> Kernel:
-    rank, begin = len(spec.input("X").shape), spec.attrs["begin_norm_axis"]
-    axes, epsilon = tuple(range(begin, rank)), spec.attrs["epsilon"]
-
-    width = math.prod(spec.input("X").shape[begin:])
-
-    def run(x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
-        out = np.empty(x.shape, x.dtype)
-        if compiled_rms_norm(out, np.ascontiguousarray(x), scale, epsilon, width):
-            return out
-        rms = np.mean(np.square(x), axis=axes, keepdims=True)
-        rms += x.dtype.type(epsilon)
-        np.sqrt(rms, out=rms)
-        y = x / rms
-        if scale is not None:
-            y *= scale.astype(y.dtype, copy=False)
-        return y
 
     return run
 

@@ -65,7 +65,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...ir.ops.families import UNARY, epilogue_op
-from ...ir.ops.nn import window_geometry
+from ...ir.ops.window import window_geometry
 from ..conv_pool import conv_and_pool
 from ..registry import Kernel, KernelSpec, register_kernel
 from .jit import (
@@ -76,6 +76,7 @@ from .jit import (
     compiled_epilogue,
     dense_filter,
 )
+from .pool import pool2d
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans, thread_count
 
 __all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv_geometry", "slot_positions"]
@@ -692,8 +693,6 @@ def fused_conv2d(spec: KernelSpec) -> Kernel:
 @register_kernel("fused_conv2d_pool")
 def fused_conv2d_pool(spec: KernelSpec) -> Kernel:
     """The convolution, then the pool of its output (``conv_and_pool``)."""
-    from .nn import pool2d  # nn imports this module
-
     conv_spec, pool_spec = conv_and_pool(spec)
     conv, pool = fused_conv2d(conv_spec), pool2d(pool_spec)
     return lambda *args: pool(conv(*args))

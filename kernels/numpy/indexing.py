@@ -1,6 +1,6 @@
 """numpy kernels of the selection and indexing ops (``halfway.ir.ops.indexing``).
 
-The ops that only move data (where, expand_v2, tile, tril_triu, gather_nd, take_along_axis,
+The ops that only move data (where, expand_v2, tile, tril_triu, gather, gather_nd, take_along_axis,
 top_k_v2) run every dtype as it is, float16 included; the ones that compute (cumsum, the
 scatters' reductions, einsum) widen float16 to float32 and round once. Index tensors out of
 ``[-dim, dim)`` are errors naming the op (numpy would wrap or raise IndexError).
@@ -236,5 +236,24 @@ def _one_hot(spec: KernelSpec) -> Kernel:
         if not allow and x.size and (x.min() < 0 or x.max() >= depth):
             raise HalfwayError(f"one_hot_v2: an index is outside [0, {depth}) (min {x.min()}, max {x.max()})")
         return (x[..., None] == np.arange(depth)).astype(dtype)
+
+    return run
+
+
+@register_data_kernel("gather")
+def _gather(spec: KernelSpec) -> Kernel:
+    axis_of = int_source(spec, ["Axis"], [spec.attrs["axis"]])
+    fixed_axis = None if spec.has_input("Axis") else axis_of(())[0]
+
+    def run(*args: np.ndarray) -> np.ndarray:
+        x, index = args[0], args[1]
+        axis = axis_of(args)[0] if fixed_axis is None else fixed_axis
+        flat = index.reshape(-1) if index.ndim else index
+        size = x.shape[axis]
+        if flat.size and (flat.min() < -size or flat.max() >= size):
+            bad = flat[(flat < -size) | (flat >= size)].reshape(-1)[0]
+            raise HalfwayError(f"gather: index {bad} is out of range [{-size}, {size}) for axis {axis} of X, of "
+                               f"shape {list(x.shape)}")
+        return np.asarray(np.take(x, flat, axis=axis))
 
     return run

@@ -1,6 +1,6 @@
 """Compiled single-pass loops for the numpy backend's memory-bound epilogues, its depthwise
-convolutions and 3x3 pooling (``jit_windows``) and its GELU, sigmoid and SiLU (``jit_math``), through
-numba when it is installed (``pip install 'halfway[jit]'``); without it the kernels keep their numpy
+convolutions and 3x3 pooling (``jit_windows``) and its activations, through numba when it is
+installed (``pip install 'halfway[jit]'``); without it the kernels keep their numpy
 passes.
 
 numpy spends one pass over memory per operation: a conv epilogue ``act(conv + bias + residual)``
@@ -10,8 +10,11 @@ ones are cut into parts that run on the numpy backend's threads (``threads``: by
 channels or rows), not on numba's, whose workers would be a second pool competing with
 OpenBLAS's.
 
-The epilogues' results are numpy's bit for bit: the same float32 operations in the same order
-(``(source + bias) + residual``, then the activation; no fast-math reassociation), NaN kept.
+The activations are the unary family rows', their expressions rendered for the loops
+(``jit_source``, ``jit_act``): every row with at most three float attrs, each compiled into a
+loop the first time the loop meets it. The epilogues' results are numpy's bit for bit where the
+row's math is arithmetic: the same float32 operations in the same order (``(source + bias) +
+residual``, then the activation; no fast-math reassociation), NaN kept.
 ``JIT`` is False where numba is missing or ``HALFWAY_JIT=0`` turns the loops off.
 """
 
@@ -28,6 +31,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...ir.ops.families import UNARY
+from ...ir.ops.numpy_render import one_pass
+from .jit_source import activation_key, activation_source, marker, vectorises
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, spans, thread_count
 
 __all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
@@ -35,12 +41,6 @@ __all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_act
            "compiled_softmax"]
 
 log = logging.getLogger("halfway.kernels")
-
-_CODES = {"": 0, "relu": 1, "relu6": 2, "leaky_relu": 3, "hard_swish": 4, "sigmoid": 5, "swish": 6, "gelu": 7}
-"""The activations the loops compute (``jit_epilogue.finish``; "" none), with their attrs alpha and
-threshold (hard_swish: its offset as alpha, where its scale is its threshold, as in every model's;
-swish: its beta as alpha; gelu: alpha 1 for the tanh approximation)."""
-
 
 class _Loops(NamedTuple):
     spin: Any
@@ -54,18 +54,21 @@ class _Loops(NamedTuple):
     pack: Any
     product: Any
     pool3x3: Any
-    unary: Mapping[str, Any]
+    elementwise: Any
     layer_norm: Any
     rms_norm: Any
     softmax: Any
 
 
 class CompiledActivation(NamedTuple):
-    """An activation as the compiled loops take it: a code, leaky_relu's slope, relu6's top."""
+    """An activation as the compiled loops take it: its marker (``jit_source.marker``: a dtype of one
+    field named for the row and its choices, ``jit_source.activation_key``) and the attrs it
+    computes with as float32 a0..a2."""
 
-    code: int
-    alpha: np.float32
-    top: np.float32
+    act: np.dtype
+    a0: np.float32
+    a1: np.float32
+    a2: np.float32
 
 
 JIT = os.environ.get("HALFWAY_JIT", "1") != "0" and importlib.util.find_spec("numba") is not None
@@ -83,12 +86,12 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
-        from . import jit_direct, jit_epilogue, jit_gemm, jit_math, jit_rows, jit_spin, jit_windows
+        from . import jit_act, jit_direct, jit_epilogue, jit_gemm, jit_rows, jit_spin, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
         return None
     return _Loops(jit_spin, jit_epilogue.channels_mid, jit_epilogue.channels_last, jit_windows.depthwise,
-                  jit_windows.depthwise_small, jit_direct.layout, jit_direct.fill, jit_direct.dense, jit_gemm.pack, jit_gemm.product, jit_windows.pool3x3, _unary_loops(jit_math), jit_rows.layer_norm, jit_rows.rms_norm,
+                  jit_windows.depthwise_small, jit_direct.layout, jit_direct.fill, jit_direct.dense, jit_gemm.pack, jit_gemm.product, jit_windows.pool3x3, jit_act.elementwise, jit_rows.layer_norm, jit_rows.rms_norm,
                   jit_rows.softmax)
 
 
@@ -97,16 +100,6 @@ def spin_loops() -> Any | None:
     numba does not import."""
     loops = _loops() if JIT else None
     return None if loops is None else loops.spin
-
-
-def _unary_loops(jit_math: Any) -> dict[str, Any]:
-    """Op type -> the compiled ``loop(out, x)`` over flat arrays; gelu's two by ``approximate``."""
-    return {"gelu": jit_math.gelu_erf, "gelu_tanh": jit_math.gelu_tanh, "sigmoid": jit_math.sigmoid,
-            "silu": jit_math.silu}
-
-
-_UNARY = frozenset({"gelu", "sigmoid", "silu"})
-"""The unary ops ``compiled_unary`` has loops for (``jit_math``)."""
 
 
 def cache_dir() -> Path:
@@ -118,30 +111,26 @@ def cache_dir() -> Path:
 
 @functools.cache
 def _sources_digest() -> str:
-    """A digest of every ``jit_*.py`` module: numba checks a cached loop against its own file
-    only, not the files of the functions it inlines, so a loop of ``jit_windows`` cached before
-    ``jit_epilogue.finish`` gained an activation would compute without it."""
+    """A digest of every ``jit_*.py`` module and of the activations' source (``jit_source``, from
+    the family rows): numba checks a cached loop against its own file only, not the files of the
+    functions it inlines, so a loop of ``jit_windows`` cached before a row's math changed would
+    compute the old math."""
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("jit_*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(activation_source().encode())
     return digest.hexdigest()[:16]
 
 
 def compiled_activation(op_type: str, attrs: Mapping[str, Any]) -> CompiledActivation | None:
     """Activation ``op_type`` ("" for none) with ``attrs`` for the compiled loops, or None where
-    they lack it or numba is missing."""
-    if not JIT or op_type not in _CODES:
+    numba is missing or the row has no function there (``jit_source.activation_key``)."""
+    rendered = activation_key(op_type, attrs) if JIT else None
+    if rendered is None:
         return None
-    if op_type == "hard_swish":
-        if attrs["scale"] != attrs["threshold"]:
-            return None
-        return CompiledActivation(_CODES[op_type], np.float32(attrs["offset"]), np.float32(attrs["threshold"]))
-    if op_type == "swish":
-        return CompiledActivation(_CODES[op_type], np.float32(attrs["beta"]), np.float32(0.0))
-    if op_type == "gelu":
-        return CompiledActivation(_CODES[op_type], np.float32(bool(attrs["approximate"])), np.float32(0.0))
-    return CompiledActivation(_CODES[op_type], np.float32(attrs.get("alpha", 0.0)),
-                              np.float32(attrs.get("threshold", 0.0)))
+    values = [np.float32(attrs[name]) for name in rendered.params]
+    a0, a1, a2 = values + [np.float32(0.0)] * (3 - len(values))
+    return CompiledActivation(marker(rendered.key), a0, a1, a2)
 
 
 def compiled_epilogue(act: CompiledActivation, channels_last: bool, out: np.ndarray, source: np.ndarray | None,
@@ -347,12 +336,16 @@ def compiled_pool(kernel: tuple[int, int], pads: tuple[int, int], strides: tuple
 
 
 def compiled_unary(op_type: str, attrs: Mapping[str, Any]) -> Callable[[np.ndarray, np.ndarray], bool] | None:
-    """For an op of ``_UNARY`` (gelu, sigmoid, silu) with ``attrs``, a ``run(out, x)`` computing it
-    in one compiled pass (``jit_math``) that returns False, having done nothing, where the arrays
-    do not suit the loops (float32, C-contiguous); None where numba is missing or for other ops."""
-    if not JIT or op_type not in _UNARY:
+    """For a unary row with ``attrs`` whose loop beats numpy's passes, a ``run(out, x)``
+    computing it in one compiled pass (``jit_act.elementwise``) that returns False, having done
+    nothing, where the arrays do not suit the loop (float32, C-contiguous); None where numba is
+    missing or numpy is as fast: the row's function has calls (exp, tanh...: no vector lanes) or
+    numpy computes the row in one ufunc pass (relu, sqrt)."""
+    row = UNARY.get(op_type)
+    act = compiled_activation(op_type, attrs) if row is not None and not one_pass(row.expr) else None
+    rendered = activation_key(op_type, attrs) if act is not None else None
+    if act is None or rendered is None or not vectorises(rendered):
         return None
-    name = "gelu_tanh" if op_type == "gelu" and attrs.get("approximate") else op_type
 
     def run(out: np.ndarray, x: np.ndarray) -> bool:
         if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
@@ -360,8 +353,8 @@ def compiled_unary(op_type: str, attrs: Mapping[str, Any]) -> Callable[[np.ndarr
         loops = _loops()
         if loops is None:
             return False
-        loop, flat, source = loops.unary[name], out.reshape(-1), None if x is out else x.reshape(-1)
-        run_parts([functools.partial(loop, flat[a:b], _part(source, (slice(a, b),)))
+        flat, source = out.reshape(-1), None if x is out else x.reshape(-1)
+        run_parts([functools.partial(loops.elementwise, flat[a:b], _part(source, (slice(a, b),)), *act)
                    for a, b in spans(flat.size, align=64)])
         return True
 

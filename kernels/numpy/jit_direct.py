@@ -15,7 +15,7 @@ where it lies:
    columns past the output's width computed and dropped; ``BLOCK_BYTES`` of input, which stays in
    L2), ``jit_tiles.OUTS`` output channels at once by ``jit_tiles.tile_sums``, whose accumulators
    stay in registers for the whole sum.
-3. Each block's sums get the bias, the residual and the activation (``jit_epilogue.finish``) as
+3. Each block's sums get the bias, the residual and the activation (``jit_act.finish``) as
    they are copied into the output, while they are in cache; where the planes are as wide as the
    output, the sums are written into it and finished in place.
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .jit_epilogue import finish
+from .jit_act import finish
 from .jit_tiles import OUTS, tile_sums
 from .jit_windows import copy_channel, crop_rows, phases
 
@@ -62,7 +62,7 @@ def fill(planes, x, starts, firsts, offsets, counts, sw):  # pragma: no cover - 
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def dense(out, planes, offs, wq, w, bias, residual, start, stop, g0, g1, phases, code, alpha, top):  # pragma: no cover - compiled
+def dense(out, planes, offs, wq, w, bias, residual, start, stop, g0, g1, phases, act, a0, a1, a2):  # pragma: no cover - compiled
     """Output rows ``start:stop`` and channels ``g0 * OUTS:g1 * OUTS`` of ``out[N, O, OH, OW] =
     act(conv + bias + residual)``, from ``planes`` (``wq`` wide; ``offs[c * taps + t]`` where tap
     ``t`` of channel ``c`` starts in an image's planes) and the filter ``w[G, C * taps, OUTS]``
@@ -93,4 +93,4 @@ def dense(out, planes, offs, wq, w, bias, residual, start, stop, g0, g1, phases,
                 row = dst[o, r0 * ow:] if in_place and (o // OUTS + 1) * OUTS <= outs else acc[o - g0 * OUTS]
                 crop_rows(dst[o], row, res[o] if residual is not None else None, bias[o] if bias is not None else zero,
                       r0, r1, wq, ow)
-                finish(dst[o, r0 * ow:r1 * ow], code, alpha, top)
+                finish(dst[o, r0 * ow:r1 * ow], act, a0, a1, a2)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-from .jit_epilogue import finish
+from .jit_act import finish
 from .jit_math import CONTRACT
 from .jit_tiles import window_sums
 
@@ -128,7 +128,7 @@ def taps(planes, row, ox):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
-def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
+def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, act, a0, a1, a2):  # pragma: no cover
     """``out = act(depthwise(x, w) + bias + residual)``; ``w`` is ``[C * mult, 1, KH, KW]``,
     output channel ``c * mult + m`` reads input channel ``c``."""
     channels = x.shape[1]
@@ -151,7 +151,7 @@ def depthwise(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, to
                     window_sums(planes[r0 * wq:].ctypes.data, base.ctypes.data, base.size, w[o].ctypes.data, 1, 0,
                                 acc.ctypes.data, 0, (r1 - r0) * wq)
                     crop_rows(dst, acc, res, b, r0, r1, wq, ow)
-                finish(dst, code, alpha, top)  # the plane at once: rows of 7 cost more per call
+                finish(dst, act, a0, a1, a2)  # the plane at once: rows of 7 cost more per call
 
 
 @njit(cache=True, nogil=True)
@@ -166,7 +166,7 @@ def transpose_into(dst, src):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
-def depthwise_small(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alpha, top):  # pragma: no cover
+def depthwise_small(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, act, a0, a1, a2):  # pragma: no cover
     """``depthwise`` (channel multiplier 1) for small maps, channels as the vector lanes: the
     image's input transposed to ``[H * W, C]`` and the filter to ``[KH * KW, C]``, each output
     pixel accumulates its taps inside the image as multiply-adds over all channels at once, then
@@ -202,7 +202,7 @@ def depthwise_small(out, x, w, bias, residual, pt, pl, sh, sw, dh, dw, code, alp
                 if residual is not None:
                     for c in range(channels):
                         acc[c] += residual[n, c, oy, ox]
-                finish(acc, code, alpha, top)
+                finish(acc, act, a0, a1, a2)
                 for c in range(channels):
                     out[n, c, oy, ox] = acc[c]
 

@@ -1,6 +1,9 @@
 """numpy kernels of the tensor ops (``halfway.ir.ops.tensor``): concat, split, reshape2,
 flatten_contiguous_range, transpose2, squeeze2, unsqueeze2, fill_constant, fill_any_like, assign, slice,
-strided_slice, shape and gather. ``feed`` and ``fetch`` have none: the executor binds feeds and fetches itself.
+strided_slice, shape, pad, pad3d and dropout. ``feed`` and ``fetch`` have none: the executor binds feeds and
+fetches itself. pad3d: numpy's pad (constant / reflect / edge / wrap for Paddle's circular); pad: numpy's
+constant pad of every dim. dropout (inference): ``X * (1 - p)`` (downgrade_in_infer) or X itself
+(upscale_in_train); Mask, when the op has one, is all ones (uint8).
 
 These ops only move data, so every kernel is registered for float16 as it is — not through the
 registry's float32 widening, which would convert a float16 tensor twice for nothing — and for
@@ -19,14 +22,13 @@ allocate during the call), so a view is safe as long as nobody writes into it. H
    any strides.
 4. A caller who writes into a fetched output may be writing into its own feed or into the scope.
 
-concat, gather, assign (a copy, as Paddle's) and fill_constant return new arrays; shape and
+concat, assign (a copy, as Paddle's) and fill_constant return new arrays; shape and
 fill_constant a fresh one on every call, never an array cached at prepare time.
 
 Shapes, axes and cut points are computed at prepare time from the ``KernelSpec`` when the op's
 inferred shapes are known and no shape tensor is read at run time; otherwise from the run-time
 shapes and tensors, by the same rules as the schemas (Paddle's: 0 copies a dim in reshape2,
-slice clamps like numpy but rejects an end before the start, gather rejects indices out of
-``[0, dim)``). Integer tensors that carry shapes, axes or bounds take precedence over the attrs
+slice clamps like numpy but rejects an end before the start). Integer tensors that carry shapes, axes or bounds take precedence over the attrs
 in the order the schemas give.
 """
 
@@ -294,7 +296,7 @@ def _shape(spec: KernelSpec) -> Kernel:
     return lambda x: np.array(x.shape, dtype=np.int32)
 
 
-# -- slice / gather ----------------------------------------------------------------------------------
+# -- slice ----------------------------------------------------------------------------------------
 _SLICE_TENSORS = ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList")
 
 
@@ -352,20 +354,61 @@ def _strided_slice(spec: KernelSpec) -> Kernel:
     return run
 
 
-@register_data_kernel("gather")
-def _gather(spec: KernelSpec) -> Kernel:
-    axis_of = int_source(spec, ["Axis"], [spec.attrs["axis"]])
-    fixed_axis = None if spec.has_input("Axis") else axis_of(())[0]
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
-    def run(*args: np.ndarray) -> np.ndarray:
-        x, index = args[0], args[1]
-        axis = axis_of(args)[0] if fixed_axis is None else fixed_axis
-        flat = index.reshape(-1) if index.ndim else index
-        size = x.shape[axis]
-        if flat.size and (flat.min() < -size or flat.max() >= size):
-            bad = flat[(flat < -size) | (flat >= size)].reshape(-1)[0]
-            _fail("gather", f"index {bad} is out of range [{-size}, {size}) for axis {axis} of X, of shape "
-                            f"{list(x.shape)}")
-        return np.asarray(np.take(x, flat, axis=axis))
+
+def _pad3d(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    spatial = (1, 2, 3) if attrs["data_format"] == "NDHWC" else (2, 3, 4)
+    mode = _PAD_MODES[attrs["mode"]]
+    options = {"constant_values": attrs["value"]} if mode == "constant" else {}
+
+    def widths(paddings: Sequence[int]) -> list[tuple[int, int]]:
+        """Paddle's [left, right, top, bottom, front, back] as numpy's per-axis pairs."""
+        p = [int(v) for v in paddings]
+        pairs = dict(zip(spatial, ((p[4], p[5]), (p[2], p[3]), (p[0], p[1]))))
+        return [pairs.get(d, (0, 0)) for d in range(5)]
+
+    if spec.has_input("Paddings"):
+        return lambda x, paddings: np.pad(x, widths(paddings.reshape(-1)), mode, **options)
+    fixed = widths(attrs["paddings"])
+    return lambda x: np.pad(x, fixed, mode, **options)
+
+
+register_kernel("pad3d", dtypes=(DType.float32, DType.int32, DType.int64))(_pad3d)
+
+
+register_kernel("pad3d", dtypes=(DType.float16,))(_pad3d)  # data movement: float16 as is
+
+
+def _pad(spec: KernelSpec) -> Kernel:
+    value = spec.attrs["pad_value"]
+
+    def widths(paddings: Sequence[int]) -> list[tuple[int, int]]:
+        p = [int(v) for v in paddings]
+        return [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)]
+
+    if spec.has_input("Paddings"):
+        return lambda x, paddings: np.pad(x, widths(paddings.reshape(-1)), "constant", constant_values=value)
+    fixed = widths(spec.attrs["paddings"])
+    return lambda x: np.pad(x, fixed, "constant", constant_values=value)
+
+
+register_kernel("pad", dtypes=(DType.float32, DType.int32, DType.int64))(_pad)
+
+
+register_kernel("pad", dtypes=(DType.float16,))(_pad)  # data movement: float16 as is
+
+
+@register_kernel("dropout")
+def dropout(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    keep = np.float32(1 - attrs["dropout_prob"])
+    identity = attrs["dropout_implementation"] == "upscale_in_train"
+    with_mask = "Mask" in spec.outputs
+
+    def run(x: np.ndarray, *_: np.ndarray) -> Any:
+        out = x if identity else x * keep
+        return (out, np.ones(x.shape, np.uint8)) if with_mask else out
 
     return run

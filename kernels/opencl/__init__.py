@@ -7,9 +7,9 @@ protocol every kernel follows; one module per op family, as the numpy kernels; t
 sources live in ``cl/``.
 """
 
-from . import attention, elementwise, indexing, movement, nn, norm, reduce, resize
+from . import attention, conv, elementwise, indexing, matmul, norm, pool, reduce, resize, tensor
 from .base import ALIAS, DeviceArray, Unsupported
 from .runtime import DeviceCaps, Float16Mode, Runtime, find_device, float16_mode, get_runtime
 
-__all__ = ["attention", "elementwise", "indexing", "movement", "nn", "norm", "reduce", "resize", "ALIAS", "DeviceArray", "Unsupported", "DeviceCaps", "Float16Mode",
+__all__ = ["attention", "conv", "elementwise", "indexing", "matmul", "norm", "pool", "reduce", "resize", "tensor", "ALIAS", "DeviceArray", "Unsupported", "DeviceCaps", "Float16Mode",
            "Runtime", "float16_mode", "find_device", "get_runtime"]

@@ -2,7 +2,9 @@
 
 An ``Activation`` is ``ACT(x)`` written for REAL and REAL4 (``a0``..``a2`` its parameters,
 ``R(v)`` a REAL literal) with the parameters' values. The family rows (``halfway.ir.ops.families``)
-give theirs; the other X -> Out ops the unary kernel runs (scale, clip, pow, dropout) are here.
+give theirs, their expressions rendered (``render``) with the attrs they compute with as the
+parameters, in the rows' order of attrs; the other X -> Out ops the unary kernel runs (scale,
+clip, pow, dropout) are here.
 """
 
 from __future__ import annotations
@@ -10,9 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from ...ir.ops.expr import attrs_read, specialise
 from ...ir.ops.families import UNARY, epilogue_op
+from ...ir.ops.family import Elementwise
+from .base import Unsupported
+from .render import opencl_expr
 
-__all__ = ["Activation", "unary_activation", "fused_activation", "UNARY_OPS"]
+__all__ = ["Activation", "row_activation", "unary_activation", "fused_activation", "UNARY_OPS"]
 
 
 class Activation(NamedTuple):
@@ -38,13 +44,25 @@ def _dropout(attrs: Attrs) -> Activation:
     return Activation("(a0 * (x))", _p(1 - attrs["dropout_prob"]))
 
 
+def row_activation(row: Elementwise, attrs: Attrs) -> Activation:
+    """Unary row ``row`` with ``attrs``: its expression for ``attrs``' choices, a0..a2 the attrs it
+    computes with.
+
+    Raises:
+        Unsupported: it computes with more than three attrs.
+    """
+    expr = specialise(row.expr, attrs)
+    used = attrs_read(expr)
+    params = [a.name for a in row.attrs if a.name in used]
+    if len(params) > 3:
+        raise Unsupported(f"{row.name} computes with {len(params)} attrs; the kernels take 3")
+    names = {"x": "x", **{name: f"a{i}" for i, name in enumerate(params)}}
+    return Activation(opencl_expr(expr, names), _p(*(attrs[name] for name in params)))
+
+
 def _row(op_type: str) -> Callable[[Attrs], Activation]:
     row = UNARY[op_type]
-
-    def activation(attrs: Attrs) -> Activation:
-        return Activation(row.opencl_expr(attrs), row.opencl_params(attrs))  # type: ignore[arg-type]
-
-    return activation
+    return lambda attrs: row_activation(row, attrs)
 
 
 UNARY_OPS: dict[str, Callable[[Attrs], Activation]] = {

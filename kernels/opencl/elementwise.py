@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...ir.dtypes import DType
-from ...ir.ops.families import BINARY, COMPARE
+from ...ir.ops.expr import Y
+from ...ir.ops.families import BINARY, COMPARE, UNARY
 from ...ir.ops.family import FLOATS
 from ...ir.ops.math import numpy_operand_shapes
 from ..registry import KernelSpec, register_kernel
@@ -36,15 +37,22 @@ from .base import (
     meta,
     source,
 )
+from .render import c_literal, opencl_expr
 from .runtime import Runtime
 
-__all__ = ["BINARY_OPS", "GATED_OPS", "INT_BINARY", "CAST_DTYPES"]
+__all__ = ["BINARY_OPS", "COMPARE_OPS", "GATED_OPS", "INT_BINARY", "CAST_DTYPES"]
 
-BINARY_OPS: dict[str, str] = {name: row.opencl for name, row in BINARY.items()}  # type: ignore[misc]
-"""Op type -> OP(a, b) in OpenCL C."""
+_OPERANDS = {"x": "a", "y": "b"}
 
-GATED_OPS: dict[str, str] = {"swiglu": "((a) / (R(1) + exp(-(a))) * (b))"}
-"""Op type -> OP(a, b) of the binary ops that are no family row (``halfway.ir.ops.gated``)."""
+BINARY_OPS: dict[str, str] = {name: opencl_expr(row.expr, _OPERANDS) for name, row in BINARY.items()}
+"""Op type -> OP(a, b) in OpenCL C, the rows' expressions rendered (``render``)."""
+
+COMPARE_OPS: dict[str, str] = {name: opencl_expr(row.expr, _OPERANDS, c_literal) for name, row in COMPARE.items()}
+"""Op type -> CMP(a, b) (one-operand rows: of a alone)."""
+
+GATED_OPS: dict[str, str] = {"swiglu": opencl_expr(UNARY["silu"].expr * Y, _OPERANDS)}
+"""Op type -> OP(a, b) of the binary ops that are no family row (``halfway.ir.ops.gated``):
+swiglu is silu(a) * b."""
 
 INT_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul")
 """The binary ops whose OpenCL expression is exact on integers too (int32, int64)."""
@@ -89,10 +97,8 @@ def _binary(op: str) -> Binder:
     return make
 
 
-def _compare(op: str | None) -> Binder:
+def _compare(op: str) -> Binder:
     def make(spec: KernelSpec) -> Binder:
-        if op is None:
-            raise Unsupported(f"{spec.op_type} has no OpenCL expression")
         if not spec.has_input("Y"):  # logical_not, isnan, ...: CMP(a, a) of X alone
             return lambda rt, ins, outs: [_compare_unary(rt, spec.dtype, op, ins[0], outs[0])]
         _, info = _operands(spec)
@@ -202,7 +208,7 @@ def _register() -> None:
         register_kernel(op_type, "opencl", FLOATS)(_unary)
     for op_type, row in COMPARE.items():
         dtypes = CAST_DTYPES if row.arity == 2 or op_type == "logical_not" else FLOATS
-        register_kernel(op_type, "opencl", dtypes)(_compare(row.opencl_expr({})))
+        register_kernel(op_type, "opencl", dtypes)(_compare(COMPARE_OPS[op_type]))
     register_kernel("sum", "opencl", FLOATS)(_sum)
     register_kernel("cast", "opencl", CAST_DTYPES)(_cast)
     INPLACE_OPS.update(BINARY_OPS, GATED_OPS, UNARY_OPS)

@@ -1,7 +1,8 @@
 """OpenCL kernels of the indexing ops (``indexing.cl``): where, gather, gather_nd,
 take_along_axis on any element type (bits copied as they are), and cumsum on floats and
-integers. Index tensors are int32 or int64; a negative index counts from the end, and one outside
-its dim reads the dim's nearest end (the numpy kernels raise there; a device kernel cannot).
+integers; expand_v2 is one ``tensor.strided_copy``, reading X with stride 0 along the dims it
+broadcasts. Index tensors are int32 or int64; a negative index counts from the end, and one
+outside its dim reads the dim's nearest end (the numpy kernels raise there; a device kernel cannot).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from .base import (
     source,
 )
 from .elementwise import INTEGERS
-from .movement import DTYPES, constant_ints
 from .runtime import Runtime
+from .tensor import DTYPES, constant_ints, known_shapes, strided_copy
 
 __all__: list[str] = []
 
@@ -115,9 +116,21 @@ def _cumsum(spec: KernelSpec) -> Binder:
     return bind
 
 
+def _expand(spec: KernelSpec) -> Binder:
+    """X read with stride 0 along the dims it broadcasts (the target shape is Out's, known at prepare)."""
+    known_shapes(spec)
+    out = spec.output("Out").shape
+    info = broadcast_strides([spec.input("X").shape], out)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        return [strided_copy(rt, ins[0], outs[0], out, 0, info[1 + len(out):], 0, contiguous_strides(out))]
+
+    return bind
+
+
 def _register() -> None:
     for op_type, factory in (("where", _where), ("gather", _gather), ("gather_nd", _gather_nd),
-                             ("take_along_axis", _take_along_axis)):
+                             ("take_along_axis", _take_along_axis), ("expand_v2", _expand)):
         register_kernel(op_type, "opencl", DTYPES)(factory)
     register_kernel("cumsum", "opencl", FLOATS + INTEGERS)(_cumsum)
 

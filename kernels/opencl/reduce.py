@@ -1,7 +1,8 @@
 """OpenCL kernels of the reduce ops (``reduce.cl``) on floats: sum, mean, max, min and prod over
 ``dim`` (or every dim with ``reduce_all``), float32 accumulation; ``keep_dim`` changes only the
 output's shape. Each output element walks its reduced elements, so any set of dims reduces in one
-launch without a transposed copy."""
+launch without a transposed copy. The reduction is the family row's (``halfway.ir.ops.families``):
+its start, its combining expression and its finish, rendered (``render``)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...ir.dtypes import DType
+from ...ir.ops.families import REDUCE
+from ...ir.ops.family import Reduction
 from ..registry import KernelSpec, register_kernel
 from .base import Binder, DeviceArray, Launch, Unsupported, contiguous_strides, launch_1d, meta, source
+from .render import float_literal, opencl_expr
 from .runtime import Runtime
 
 __all__ = ["REDUCTIONS"]
 
 FLOATS = (DType.float32, DType.float16)
-REDUCTIONS: dict[str, tuple[str, str, str]] = {
-    "reduce_sum": ("0.0f", "acc += v", "acc"),
-    "reduce_mean": ("0.0f", "acc += v", "acc / n"),
-    "reduce_max": ("-INFINITY", "acc = fmax(acc, v)", "acc"),
-    "reduce_min": ("INFINITY", "acc = fmin(acc, v)", "acc"),
-    "reduce_prod": ("1.0f", "acc *= v", "acc"),
-}
+
+
+def _defines(row: Reduction) -> tuple[str, str, str]:
+    names = {"x": "acc", "y": "v", "n": "n"}
+    finish = "(acc)" if row.finish is None else opencl_expr(row.finish, names, float_literal)
+    return float_literal(row.init), f"((acc) = {opencl_expr(row.combine, names, float_literal)})", finish
+
+
+REDUCTIONS: dict[str, tuple[str, str, str]] = {name: _defines(row) for name, row in REDUCE.items()}
 """Op type -> (INIT, ADD(acc, v), FINISH(acc, n)) in OpenCL C."""
 
 

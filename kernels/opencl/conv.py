@@ -1,5 +1,5 @@
-"""OpenCL kernels of the nn ops: conv2d / depthwise_conv2d / fused_conv2d / fused_conv2d_pool, pool2d,
-batch_norm, lrn, softmax, matmul_v2, mul and fc; NCHW, and NHWC for ungrouped convolutions and pools.
+"""OpenCL kernels of the convolutions: conv2d / depthwise_conv2d / fused_conv2d / fused_conv2d_pool;
+NCHW, and NHWC for ungrouped ones.
 
 Convolutions (``conv_geometry`` as the numpy kernels):
 
@@ -30,13 +30,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...ir.dtypes import DType
-from ...ir.ops.nn import window_geometry
 from ..conv_pool import conv_and_pool
 from ..numpy.conv import ConvGeometry, conv_geometry, slot_positions
 from ..registry import KernelSpec, register_kernel
 from .activations import Activation, fused_activation
-from .base import INPLACE_OPS, Binder, DeviceArray, Launch, Unsupported, copy_launch, launch_1d, param_defines, source
+from .base import Binder, DeviceArray, Launch, Unsupported, launch_1d, source
 from .gemm import ConvShape, Gemm, gemm_launch, uses_tensor_cores
+from .pool import pool2d
 from .runtime import Runtime
 
 __all__: list[str] = []
@@ -129,7 +129,7 @@ def _conv_pool(spec: KernelSpec) -> Binder:
     convolution's launches into a buffer of its full-size output, then the pool's."""
     conv_spec, pool_spec = conv_and_pool(spec)
     g = conv_geometry(conv_spec)
-    conv, pool = _conv(conv_spec), _pool2d(pool_spec)
+    conv, pool = _conv(conv_spec), pool2d(pool_spec)
     act, where = _activation(spec), slot_positions(spec)
     full = conv_spec.output("Output").shape
 
@@ -147,164 +147,24 @@ def _conv_pool(spec: KernelSpec) -> Binder:
 
 
 # -- pool2d ---------------------------------------------------------------------------------------
-def _pool2d(spec: KernelSpec) -> Binder:
-    attrs = spec.attrs
-    if attrs["pooling_type"] == "lp" or any(d != 1 for d in attrs["dilations"]):
-        raise Unsupported("lp and dilated pools have no OpenCL kernel")
-    defines: dict[str, object] = {"POOL_MAX": ""} if attrs["pooling_type"] == "max" else {}
-    lanes = 1
-    if attrs["data_format"] == "NHWC":
-        n, h, w, c = spec.input("X").shape
-        oh, ow = spec.output("Out").shape[1:3]
-        defines["CHANNELS_LAST"] = c
-        lanes = 4 if c % 4 == 0 else 1  # an NHWC pixel's channels move 4 at a time
-        defines["LANES"] = lanes
-    else:
-        n, c, h, w = spec.input("X").shape
-        oh, ow = spec.output("Out").shape[2:]
-    if attrs["global_pooling"] or attrs["adaptive"]:
-        defines["ADAPTIVE"] = ""
-        geometry = [0] * 6
-    else:
-        window = window_geometry((h, w), attrs["ksize"], attrs["strides"], (1, 1), attrs["paddings"],
-                                 attrs["padding_algorithm"], attrs["ceil_mode"])
-        geometry = [*attrs["ksize"], *attrs["strides"], window.pads[0][0], window.pads[1][0]]
-        if attrs["exclusive"]:
-            defines["EXCLUSIVE"] = ""
-
-    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        kernel = rt.kernel(source("nn.cl", defines=defines), "pool2d", rt.float_options(spec.dtype))
-        out = outs[0]
-        items = out.size // lanes
-        return [launch_1d(rt, kernel, items, ins[0].buffer, out.buffer,
-                          *(np.int32(v) for v in (h, w, oh, ow, *geometry, items)))]
-
-    return bind
 
 
 # -- batch_norm -----------------------------------------------------------------------------------
-def _batch_norm(spec: KernelSpec) -> Binder:
-    x = spec.input("X").shape
-    channel_last = spec.attrs["data_layout"] == "NHWC"
-    channels = x[-1] if channel_last else x[1]
-    inner = 1 if channel_last else math.prod(x[2:])
-    eps = np.float32(spec.attrs["epsilon"])
-    stats = spec.input("Mean").dtype
-    wanted = [slot for slot, _ in spec.output_keys]
-
-    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        text = source("nn.cl", defines=param_defines(rt, stats))
-        options = rt.float_options(spec.dtype)
-        y = outs[wanted.index("Y")]
-        launches = [launch_1d(rt, rt.kernel(text, "batch_norm", options), y.size, ins[0].buffer,
-                              y.buffer, *(a.buffer for a in ins[1:5]), eps, np.int32(channels), np.int32(inner),
-                              np.int32(y.size))]
-        sources = {"MeanOut": ins[3], "VarianceOut": ins[4], "SavedMean": ins[3]}
-        for slot, out in zip(wanted, outs):
-            if out is None:
-                continue
-            if slot in sources:  # MeanOut is often Mean itself: then there is nothing to copy
-                launches.append(copy_launch(rt, sources[slot], out))
-            elif slot == "SavedVariance":
-                launches.append(launch_1d(rt, rt.kernel(text, "inv_std", options), out.size, ins[4].buffer,
-                                          out.buffer, eps, np.int32(out.size)))
-        return launches
-
-    return bind
 
 
 # -- softmax --------------------------------------------------------------------------------------
-def _softmax(spec: KernelSpec) -> Binder:
-    shape = spec.input("X").shape or (1,)
-    axis = spec.attrs["axis"] % len(shape)
-    length, inner = shape[axis], math.prod(shape[axis + 1:])
-    rows = math.prod(shape) // max(length, 1)
-
-    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        kernel = rt.kernel(source("nn.cl"), "softmax", rt.float_options(spec.dtype))
-        return [launch_1d(rt, kernel, rows, ins[0].buffer, outs[0].buffer, np.int32(length), np.int32(inner),
-                          np.int32(rows))]
-
-    return bind
 
 
 # -- lrn ------------------------------------------------------------------------------------------
-def _lrn(spec: KernelSpec) -> Binder:
-    x = spec.input("X").shape
-    axis = 3 if spec.attrs["data_format"] == "NHWC" else 1
-    channels, inner = x[axis], math.prod(x[axis + 1:])
-    attrs = spec.attrs
-    defines = {"HAS_MID": ""} if spec.outputs.get("MidOut") else {}
-
-    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        kernel = rt.kernel(source("nn.cl", defines=defines), "lrn", rt.float_options(spec.dtype))
-        out, mid = outs[0], outs[1] if len(outs) > 1 else None
-        return [launch_1d(rt, kernel, out.size, ins[0].buffer, out.buffer, None if mid is None else mid.buffer,
-                          np.int32(channels), np.int32(inner), np.int32(attrs["n"]),
-                          *(np.float32(attrs[a]) for a in ("k", "alpha", "beta")), np.int32(out.size))]
-
-    return bind
 
 
 # -- matrix products ------------------------------------------------------------------------------
-def _batch_stride(batch: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int:
-    if math.prod(batch) == 1:
-        return 0
-    if tuple([1] * (len(out_batch) - len(batch)) + list(batch)) == out_batch:
-        return matrix
-    raise Unsupported(f"matmul_v2 batch dims {list(batch)} broadcast against {list(out_batch)}")
-
-
-def _matmul_v2(spec: KernelSpec) -> Binder:
-    x, y = spec.input("X").shape, spec.input("Y").shape
-    tx = spec.attrs["trans_x"] and len(x) > 1
-    ty = spec.attrs["trans_y"] and len(y) > 1
-    xs = (1, *x) if len(x) == 1 else x
-    ys = (*y, 1) if len(y) == 1 else y
-    m, k = (xs[-1], xs[-2]) if tx else (xs[-2], xs[-1])
-    n = ys[-2] if ty else ys[-1]
-    out_batch = tuple(np.broadcast_shapes(xs[:-2], ys[:-2]))
-    a = (_batch_stride(xs[:-2], out_batch, m * k), 1 if tx else k, m if tx else 1)
-    b = (_batch_stride(ys[:-2], out_batch, k * n), 1 if ty else n, k if ty else 1)
-    gemm = Gemm(m, n, k, math.prod(out_batch), a, b, (m * n, n, 1))
-    return _gemm_binder(spec, gemm, IDENTITY)
-
-
-def _rows(shape: Sequence[int], cols: int) -> tuple[int, int]:
-    return math.prod(shape[:cols]), math.prod(shape[cols:])
-
-
-def _mul(spec: KernelSpec) -> Binder:
-    m, k = _rows(spec.input("X").shape, spec.attrs["x_num_col_dims"])
-    _, n = _rows(spec.input("Y").shape, spec.attrs["y_num_col_dims"])
-    return _gemm_binder(spec, Gemm(m, n, k, 1, (0, k, 1), (0, n, 1), (0, n, 1)), IDENTITY)
-
-
-def _fc(spec: KernelSpec) -> Binder:
-    m, k = _rows(spec.input("Input").shape, spec.attrs["in_num_col_dims"])
-    n = spec.output("Out").shape[-1]
-    row = spec.input("W").shape[1]
-    gemm = Gemm(m, n, k, 1, (0, k, 1), (0, row, 1), (0, n, 1), (0, 0, 1))
-    return _gemm_binder(spec, gemm, fused_activation(spec.attrs["activation_type"]))
-
-
-def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:
-    where = slot_positions(spec)
-
-    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        return gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"))
-
-    return bind
 
 
 def _register() -> None:
     for op_type in ("conv2d", "depthwise_conv2d", "fused_conv2d"):
         register_kernel(op_type, "opencl", FLOATS)(_conv)
     register_kernel("fused_conv2d_pool", "opencl", FLOATS)(_conv_pool)
-    for op_type, factory in (("pool2d", _pool2d), ("batch_norm", _batch_norm), ("softmax", _softmax), ("lrn", _lrn),
-                             ("matmul_v2", _matmul_v2), ("mul", _mul), ("fc", _fc)):
-        register_kernel(op_type, "opencl", FLOATS)(factory)
-    INPLACE_OPS.add("batch_norm")
 
 
 _register()

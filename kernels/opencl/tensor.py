@@ -1,10 +1,10 @@
-"""OpenCL kernels of the data-movement ops, for floats, integers and bool (bits are copied as
+"""OpenCL kernels of the tensor ops (``halfway.ir.ops.tensor``), data movement all, for floats, integers and bool (bits are copied as
 they are, whatever the float16 mode).
 
 reshape2, flatten_contiguous_range, squeeze2 and unsqueeze2 are ``ALIAS``: their output is their
-input's buffer under the inferred shape, with no work. concat, split, slice, strided_slice,
-transpose2 and expand_v2 are one strided copy per operand (``movement.cl``), with offsets and
-strides computed here (negative for a reversed strided_slice, 0 on expanded dims); pad fills the
+input's buffer under the inferred shape, with no work. concat, split, slice, strided_slice
+and transpose2 are one strided copy per operand (``movement.cl``), with offsets and strides
+computed here (negative for a reversed strided_slice); pad fills the
 output with the pad value and copies X into its interior; assign is a buffer copy. Bounds,
 shapes and paddings given as tensors must be constants at prepare (``KernelSpec.constant``).
 """
@@ -25,7 +25,6 @@ from .base import (
     DeviceArray,
     Launch,
     Unsupported,
-    broadcast_strides,
     contiguous_strides,
     copy_launch,
     element_type,
@@ -35,7 +34,7 @@ from .base import (
 )
 from .runtime import Runtime
 
-__all__ = ["DTYPES", "strided_copy", "fill", "constant_ints"]
+__all__ = ["DTYPES", "strided_copy", "fill", "constant_ints", "known_shapes"]
 
 DTYPES = (DType.float32, DType.float16, *C_TYPES)
 _VIEWS = ("reshape2", "flatten_contiguous_range", "squeeze2", "unsqueeze2")
@@ -69,7 +68,7 @@ def constant_ints(spec: KernelSpec, slots: Sequence[str], default: Sequence[int]
     return [int(v) for v in default]
 
 
-def _known(spec: KernelSpec) -> None:
+def known_shapes(spec: KernelSpec) -> None:
     for infos in (*spec.inputs.values(), *spec.outputs.values()):
         for info in infos:
             if any(d < 0 for d in info.shape):
@@ -77,7 +76,7 @@ def _known(spec: KernelSpec) -> None:
 
 
 def _view(spec: KernelSpec) -> object:
-    _known(spec)
+    known_shapes(spec)
     return ALIAS
 
 
@@ -95,7 +94,7 @@ def _axis_pieces(whole: tuple[int, ...], pieces: Sequence[tuple[int, ...]],
 def _concat(spec: KernelSpec) -> Binder:
     if spec.has_input("AxisTensor"):
         raise Unsupported("concat with an AxisTensor")
-    _known(spec)
+    known_shapes(spec)
     whole = spec.output("Out").shape
     axis = spec.attrs["axis"] % len(whole)
     pieces = _axis_pieces(whole, [i.shape for i in spec.inputs["X"]], axis)
@@ -111,7 +110,7 @@ def _concat(spec: KernelSpec) -> Binder:
 def _split(spec: KernelSpec) -> Binder:
     if spec.has_input("AxisTensor") or spec.has_input("SectionsTensorList"):
         raise Unsupported("split with tensor axis or sections")
-    _known(spec)
+    known_shapes(spec)
     whole = spec.input("X").shape
     axis = spec.attrs["axis"] % len(whole)
     pieces = _axis_pieces(whole, [o.shape for o in spec.outputs["Out"]], axis)
@@ -125,7 +124,7 @@ def _split(spec: KernelSpec) -> Binder:
 
 
 def _transpose2(spec: KernelSpec) -> Binder:
-    _known(spec)
+    known_shapes(spec)
     x = spec.input("X").shape
     perm = [a % len(x) for a in spec.attrs["axis"]]
     in_strides = contiguous_strides(x)
@@ -138,7 +137,7 @@ def _transpose2(spec: KernelSpec) -> Binder:
 
 
 def _slice(spec: KernelSpec) -> Binder:
-    _known(spec)
+    known_shapes(spec)
     starts = constant_ints(spec, ("StartsTensor", "StartsTensorList"), spec.attrs["starts"])
     ends = constant_ints(spec, ("EndsTensor", "EndsTensorList"), spec.attrs["ends"])
     shape = spec.input("Input").shape
@@ -149,7 +148,7 @@ def _slice(spec: KernelSpec) -> Binder:
 def _strided_slice(spec: KernelSpec) -> Binder:
     if len(spec.inputs) > 1:
         raise Unsupported("strided_slice with tensor bounds")
-    _known(spec)
+    known_shapes(spec)
     attrs = spec.attrs
     bounds = zip(attrs["axes"], attrs["starts"], attrs["ends"], attrs["strides"])
     return _strided_view(spec, spec.input("Input").shape, bounds, clamp=False)
@@ -176,20 +175,8 @@ def _strided_view(spec: KernelSpec, shape: tuple[int, ...], bounds: Iterable[tup
     return bind
 
 
-def _expand(spec: KernelSpec) -> Binder:
-    """X read with stride 0 along the dims it broadcasts (the target shape is Out's, known at prepare)."""
-    _known(spec)
-    out = spec.output("Out").shape
-    info = broadcast_strides([spec.input("X").shape], out)
-
-    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        return [strided_copy(rt, ins[0], outs[0], out, 0, info[1 + len(out):], 0, contiguous_strides(out))]
-
-    return bind
-
-
 def _pad(spec: KernelSpec) -> Binder:
-    _known(spec)
+    known_shapes(spec)
     paddings = constant_ints(spec, ("Paddings",), spec.attrs["paddings"])
     shape, out = spec.input("X").shape, spec.output("Out").shape
     if any(p < 0 for p in paddings):
@@ -213,8 +200,8 @@ def _register() -> None:
     for op_type in _VIEWS:
         register_kernel(op_type, "opencl", DTYPES)(_view)
     for op_type, factory in (("concat", _concat), ("split", _split), ("transpose2", _transpose2),
-                             ("slice", _slice), ("strided_slice", _strided_slice), ("expand_v2", _expand),
-                             ("pad", _pad), ("assign", _assign)):
+                             ("slice", _slice), ("strided_slice", _strided_slice), ("pad", _pad),
+                             ("assign", _assign)):
         register_kernel(op_type, "opencl", DTYPES)(factory)
     INPLACE_OPS.add("assign")
 

@@ -1,0 +1,72 @@
+"""Converters of ONNX's convolutions: Conv (conv2d, or depthwise_conv2d when each group is one
+input channel) and ConvTranspose, in 1-D and 2-D, with their bias; padding as ``window``'s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from onnx import NodeProto
+
+from .context import GraphContext
+from .registry import converts
+from .window import lifts_1d, spatial_dims, window_attrs, window_paddings
+
+__all__: list[str] = []
+
+
+def _with_bias(ctx: GraphContext, node: NodeProto, op_type: str, inputs: dict[str, str], attrs: dict[str, Any]) -> None:
+    """Emit ``op_type`` and, when the node has a bias (input 2), Paddle's channel-wise add of it."""
+    out = node.output[0]
+    has_bias = len(node.input) > 2 and bool(node.input[2])
+    raw = ctx.temp(out) if has_bias else out
+    ctx.emit(op_type, inputs, {"Output": raw}, attrs)
+    if has_bias:
+        ctx.emit("elementwise_add", {"X": raw, "Y": node.input[2]}, {"Out": out}, {"axis": 1})
+
+
+@converts("Conv")
+@lifts_1d
+def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, w = node.input[0], node.input[1]
+    w_shape = ctx.shape(w)
+    kernel = list(attrs.get("kernel_shape", w_shape[2:]))
+    dilations = list(attrs.get("dilations", [1, 1]))
+    group = attrs.get("group", 1)
+    conv_attrs = window_attrs(ctx, node, attrs, kernel, dilations) | {"groups": group, "dilations": dilations}
+    channels = ctx.shape(x)[1]
+    depthwise = group > 1 and group == channels and w_shape[1] == 1
+    _with_bias(ctx, node, "depthwise_conv2d" if depthwise else "conv2d", {"Input": x, "Filter": w}, conv_attrs)
+
+
+@converts("ConvTranspose")
+@lifts_1d
+def conv_transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, w = node.input[0], node.input[1]
+    sizes = spatial_dims(ctx, node, x)
+    kernel = list(attrs.get("kernel_shape", ctx.shape(w)[2:]))
+    strides = list(attrs.get("strides", [1, 1]))
+    dilations = list(attrs.get("dilations", [1, 1]))
+    output_padding = list(attrs.get("output_padding", [0, 0]))
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if "output_shape" in attrs or attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
+        if any(s < 0 for s in sizes):
+            ctx.fail(f"output_shape/auto_pad need static spatial dims, got {list(sizes)}")
+        target = list(attrs["output_shape"])[-2:] if "output_shape" in attrs else [s * st for s, st in zip(sizes, strides)]
+        pads = []
+        for size, s, e, op, t in zip(sizes, strides, extents, output_padding, target):
+            total = max(s * (size - 1) + op + e - t, 0)
+            upper = attrs.get("auto_pad", "NOTSET") != "SAME_LOWER"
+            pads.append((total // 2, total - total // 2) if upper else (total - total // 2, total // 2))
+        paddings = [p for pair in pads for p in pair]
+    else:
+        paddings, _ = window_paddings(ctx, attrs, sizes, kernel, strides, dilations)
+        target = None
+    conv_attrs = {"strides": strides, "paddings": paddings, "dilations": dilations, "groups": attrs.get("group", 1)}
+    if target is not None:
+        conv_attrs["output_size"] = target
+    elif any(output_padding):
+        conv_attrs["output_padding"] = output_padding
+    inputs = {"Input": x, "Filter": w}
+    if len(node.input) > 2 and node.input[2]:
+        inputs["Bias"] = node.input[2]
+    ctx.emit("conv2d_transpose", inputs, {"Output": node.output[0]}, conv_attrs)

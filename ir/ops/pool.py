@@ -1,0 +1,59 @@
+"""Schemas of the poolings: pool2d and pool3d (max, avg and lp; global and adaptive) — Paddle's op
+types, slots, attrs and defaults; the geometry is ``halfway.ir.ops.window``'s."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..attrs import AttrType
+from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
+from .window import infer_window, join_channels, ranked, split_channels, window_attrs
+
+__all__: list[str] = []
+
+
+def _infer_pool(ctx: InferContext) -> None:
+    rank = 5 if ctx.op_type == "pool3d" else 4
+    x = ranked(ctx, "X", rank)
+    channel_last = ctx.attr("data_format") in ("NHWC", "NDHWC")
+    n, c, spatial = split_channels(x.shape, channel_last)
+    ksize = ctx.attr("ksize")
+    ctx.check(len(ksize) == rank - 2 and all(k > 0 for k in ksize),
+              f"attr ksize must be {rank - 2} positive values, got {list(ksize)}")
+    ctx.check(ctx.attr("norm_type") > 0, f"attr norm_type must be positive, got {ctx.attr('norm_type')}")
+    if ctx.attr("global_pooling"):
+        out: Sequence[int] = (1,) * (rank - 2)
+    elif ctx.attr("adaptive"):
+        ctx.check(rank == 4 and ctx.attr("pooling_type") != "lp", "adaptive pooling is supported in 2-D, max or avg")
+        out = ksize
+    else:
+        dilations = ctx.attr("dilations") or (1,) * (rank - 2)
+        out = infer_window(ctx, spatial, ksize, dilations, ceil_mode=ctx.attr("ceil_mode")).out
+    ctx.set_output("Out", join_channels(n, c, out, channel_last), x.dtype)
+
+
+def _pool_attrs(window: list[AttrSpec]) -> list[AttrSpec]:
+    """pool2d's and pool3d's attrs around the ``window`` ones, with halfway's ``dilations`` (empty:
+    ones) and "lp" pooling, (sum |x|^norm_type)^(1 / norm_type) over each window, pads adding zeros."""
+    return [AttrSpec("pooling_type", AttrType.STRING, choices=("max", "avg", "lp")), AttrSpec("ksize", AttrType.INTS),
+            *window, AttrSpec("global_pooling", AttrType.BOOLEAN, False), AttrSpec("adaptive", AttrType.BOOLEAN, False),
+            AttrSpec("ceil_mode", AttrType.BOOLEAN, False), AttrSpec("exclusive", AttrType.BOOLEAN, True),
+            AttrSpec("dilations", AttrType.INTS, []), AttrSpec("norm_type", AttrType.FLOAT, 2.0)]
+
+
+register_op(OpSchema(
+    "pool2d", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=_pool_attrs(window_attrs()),
+    infer=_infer_pool,
+    doc="2-D max/avg/lp pooling; global_pooling pools each plane to 1x1 (ignoring ksize, paddings, adaptive), "
+        "adaptive makes the output ksize; exclusive avg divides by the unpadded window area.",
+))
+
+
+register_op(OpSchema(
+    "pool3d", inputs=[Slot("X")], outputs=[Slot("Out")],
+    attrs=_pool_attrs([AttrSpec("strides", AttrType.INTS, [1, 1, 1]), AttrSpec("paddings", AttrType.INTS, [0, 0, 0]),
+                       AttrSpec("padding_algorithm", AttrType.STRING, "EXPLICIT", choices=("EXPLICIT", "SAME", "VALID")),
+                       AttrSpec("data_format", AttrType.STRING, "NCDHW", choices=("NCDHW", "NDHWC"))]),
+    infer=_infer_pool,
+    doc="3-D max/avg/lp pooling over [N, C, D, H, W] (or NDHWC), as pool2d (adaptive excepted).",
+))

@@ -1,0 +1,85 @@
+"""OpenCL kernels of the matrix products: matmul_v2 (batch dims that broadcast as strides of 0 or a
+whole matrix), mul and fc (its bias and activation in the GEMM's epilogue), each one ``gemm``
+launch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...ir.dtypes import DType
+from ..numpy.conv import slot_positions
+from ..registry import KernelSpec, register_kernel
+from .activations import Activation, fused_activation
+from .base import Binder, DeviceArray, Launch, Unsupported
+from .gemm import Gemm, gemm_launch
+from .runtime import Runtime
+
+__all__: list[str] = []
+
+FLOATS = (DType.float32, DType.float16)
+_IDENTITY = Activation("(x)")
+
+
+def _optional(ins: Sequence[DeviceArray], where: dict[str, int], slot: str) -> DeviceArray | None:
+    return ins[where[slot]] if slot in where else None
+
+
+def _batch_stride(batch: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int:
+    if math.prod(batch) == 1:
+        return 0
+    if tuple([1] * (len(out_batch) - len(batch)) + list(batch)) == out_batch:
+        return matrix
+    raise Unsupported(f"matmul_v2 batch dims {list(batch)} broadcast against {list(out_batch)}")
+
+
+def _matmul_v2(spec: KernelSpec) -> Binder:
+    x, y = spec.input("X").shape, spec.input("Y").shape
+    tx = spec.attrs["trans_x"] and len(x) > 1
+    ty = spec.attrs["trans_y"] and len(y) > 1
+    xs = (1, *x) if len(x) == 1 else x
+    ys = (*y, 1) if len(y) == 1 else y
+    m, k = (xs[-1], xs[-2]) if tx else (xs[-2], xs[-1])
+    n = ys[-2] if ty else ys[-1]
+    out_batch = tuple(np.broadcast_shapes(xs[:-2], ys[:-2]))
+    a = (_batch_stride(xs[:-2], out_batch, m * k), 1 if tx else k, m if tx else 1)
+    b = (_batch_stride(ys[:-2], out_batch, k * n), 1 if ty else n, k if ty else 1)
+    gemm = Gemm(m, n, k, math.prod(out_batch), a, b, (m * n, n, 1))
+    return _gemm_binder(spec, gemm, _IDENTITY)
+
+
+def _rows(shape: Sequence[int], cols: int) -> tuple[int, int]:
+    return math.prod(shape[:cols]), math.prod(shape[cols:])
+
+
+def _mul(spec: KernelSpec) -> Binder:
+    m, k = _rows(spec.input("X").shape, spec.attrs["x_num_col_dims"])
+    _, n = _rows(spec.input("Y").shape, spec.attrs["y_num_col_dims"])
+    return _gemm_binder(spec, Gemm(m, n, k, 1, (0, k, 1), (0, n, 1), (0, n, 1)), _IDENTITY)
+
+
+def _fc(spec: KernelSpec) -> Binder:
+    m, k = _rows(spec.input("Input").shape, spec.attrs["in_num_col_dims"])
+    n = spec.output("Out").shape[-1]
+    row = spec.input("W").shape[1]
+    gemm = Gemm(m, n, k, 1, (0, k, 1), (0, row, 1), (0, n, 1), (0, 0, 1))
+    return _gemm_binder(spec, gemm, fused_activation(spec.attrs["activation_type"]))
+
+
+def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:
+    where = slot_positions(spec)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        return gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"))
+
+    return bind
+
+
+def _register() -> None:
+    for op_type, factory in (("matmul_v2", _matmul_v2), ("mul", _mul), ("fc", _fc)):
+        register_kernel(op_type, "opencl", FLOATS)(factory)
+
+
+_register()
