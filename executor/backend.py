@@ -110,9 +110,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def allocate(self, tensors: Mapping[str, TensorInfo], plan: MemoryPlan, parameters: Mapping[str, np.ndarray],
-                 feeds: Sequence[str]) -> dict[str, Any]:
+                 feeds: Sequence[str], shared: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """A handle per tensor: the plan's buffers for activations, ``parameters`` uploaded once,
-        a buffer per feed."""
+        a buffer per feed; ``shared`` are handles of parameters already in this backend's memory
+        (another prepared program's: ``Executor.prepare``'s ``share``), taken as they are."""
 
     @abc.abstractmethod
     def bind(self, kernel: Any, inputs: Sequence[Any], outputs: Sequence[Any], dying: Sequence[Any]) -> Binding:

@@ -25,9 +25,10 @@ class NumpyBackend(Backend):
     name = "numpy"
 
     def allocate(self, tensors: Mapping[str, TensorInfo], plan: MemoryPlan, parameters: Mapping[str, np.ndarray],
-                 feeds: Sequence[str]) -> dict[str, int]:
-        """An index per tensor; parameters sit in every run's list from the start. The heap keeps
-        freed memory from here on (``halfway.kernels.numpy.heap``)."""
+                 feeds: Sequence[str], shared: Mapping[str, Any] | None = None) -> dict[str, int]:
+        """An index per tensor; parameters sit in every run's list from the start (the host's
+        memory is every program's: none is ``shared``). The heap keeps freed memory from here on
+        (``halfway.kernels.numpy.heap``)."""
         keep_freed_memory()
         self._template = [parameters.get(name) for name in tensors]
         return {name: index for index, name in enumerate(tensors)}

@@ -46,7 +46,7 @@ class Executor:
 
     def prepare(self, program: Program, feed_names: Sequence[str], fetch_names: Sequence[str | Variable],
                 scope: Scope, *, feed_shapes: Mapping[str, Sequence[int]] | None = None,
-                reuse_memory: bool = True, check_float16_range: bool = True,
+                reuse_memory: bool = True, check_float16_range: bool = True, share: PreparedProgram | None = None,
                 ) -> PreparedProgram | PreparedBySignature:
         """Verify, infer shapes, choose kernels, plan memory and bind kernels once for these feeds
         and fetches (``halfway.executor.preparer``).
@@ -62,6 +62,11 @@ class Executor:
 
         Parameters are bound here, and kernels may precompute from them (Winograd-transformed
         filters, batch norm's per-channel affine): to run with new parameter values, prepare again.
+        ``share``: a program prepared on the same place from the same scope (another shape of
+        this program: a decoder's prefill and decode steps) whose device buffers this one binds
+        for the parameters both take from the same scope arrays, instead of uploading them again;
+        state — a parameter an op writes, such as a key/value cache — is then one buffer both
+        programs read and write (``halfway.executor.preparer``).
         """
         verify(program, feed_names=feed_names)
         feed_names, fetches, shapes = list(feed_names), _names(fetch_names), dict(feed_shapes or {})
@@ -71,7 +76,7 @@ class Executor:
 
         def prepare(signature: Mapping[str, Sequence[int]], block: Block = block) -> PreparedProgram:
             preparer = Preparer(block, backend_for(self.place), scope, reuse=reuse_memory, strict=self.place.strict,
-                                check_float16_range=check_float16_range)
+                                check_float16_range=check_float16_range, share=share)
             return preparer.prepare(feed_names, fetches, {**shapes, **signature})
 
         if not dynamic:

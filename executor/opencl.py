@@ -1,6 +1,8 @@
 """The OpenCL backend (through pyopencl, imported when a device is first used).
 
-* parameters are uploaded once, in their var's dtype (float16 parameters take half the bytes);
+* parameters are uploaded once, in their var's dtype (float16 parameters take half the bytes), or
+  taken from a program prepared with ``share`` (weights and state, such as a key/value cache,
+  bound by both);
   with ``precision="high"`` float16 tensors live as float32 on the device;
 * activations live in the buffers of the liveness memory plan, sized in device bytes;
   reshape-like ops (``ALIAS``) share their input's buffer, and the ops of ``INPLACE_OPS`` write
@@ -62,9 +64,9 @@ class OpenCLBackend(Backend):
             yield name, view, inplace_of if inplace else None
 
     def allocate(self, tensors: Mapping[str, TensorInfo], plan: MemoryPlan, parameters: Mapping[str, np.ndarray],
-                 feeds: Sequence[str]) -> dict[str, DeviceArray]:
+                 feeds: Sequence[str], shared: Mapping[str, DeviceArray] | None = None) -> dict[str, DeviceArray]:
         rt = self.rt
-        arrays: dict[str, DeviceArray] = {}
+        arrays: dict[str, DeviceArray] = dict(shared or {})
         buffers = [rt.alloc(n) for n in plan.buffer_bytes]
         for name, index in plan.buffer_of.items():
             arrays[name] = self._array(tensors[name], buffers[index])

@@ -86,8 +86,12 @@ class PreparedProgram:
 
     def __init__(self, backend: Backend, steps: list[Step], feeds: Sequence[tuple[str, Any, TensorInfo]],
                  fetches: Sequence[tuple[Any, DType]], fetch_names: Sequence[str], report: PrepareReport,
-                 float16_range: Float16Range | None = None) -> None:
+                 float16_range: Float16Range | None = None,
+                 resident: Mapping[str, tuple[np.ndarray, Any]] | None = None) -> None:
         self.backend = backend
+        self.resident = dict(resident or {})
+        """Parameter name -> (its scope array, its handle): what a program prepared with ``share``
+        takes from this one."""
         self._steps = steps
         self._running = [step for step in steps if step.run is not None]
         self._runs: list[Run] = [step.run for step in steps if step.run is not None]

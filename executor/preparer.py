@@ -14,9 +14,18 @@
 3. the memory plan groups views and in-place outputs (as the backend allows for its kernels)
    and assigns buffers by liveness; a kernel whose output the plan puts in place is made again
    with ``spec.inplace``;
-4. the backend allocates a handle per tensor and binds each kernel to its op's handles;
+4. the backend allocates a handle per tensor and binds each kernel to its op's handles; the
+   parameters a program given as ``share`` binds from the same scope arrays, on the same device
+   memory, keep that program's handles (weights uploaded once; state seen by both);
 5. a program holding float16 values gets float16's range checks around its runs
    (``halfway.executor.float16_range``) unless ``check_float16_range`` is False.
+
+A parameter some op writes (a persistable var that is also an op's output: a key/value cache
+``cached_attention`` appends to, batch_norm's MeanOut) is *state*: it is bound as the scope's
+array itself, not a read-only view, so that a numpy kernel may write it in place and the next run
+(of this program, or of another prepared from the same scope) reads what it wrote. On a device the
+state lives in the buffer uploaded from the scope's array, and programs prepared with ``share``
+bind that buffer too; the scope's array then keeps the value it was uploaded with.
 """
 
 from __future__ import annotations
@@ -54,15 +63,18 @@ class Preparer:
     """Prepares one block for one backend; used once."""
 
     def __init__(self, block: Block, backend: Backend, scope: Scope, *, reuse: bool = True,
-                 strict: bool = False, check_float16_range: bool = True) -> None:
+                 strict: bool = False, check_float16_range: bool = True, share: PreparedProgram | None = None) -> None:
         self.block = block
         self.backend = backend
         self.scope = scope
         self.reuse = reuse
         self.strict = strict
         self.check_float16_range = check_float16_range
+        self.share = share
         self.infos: dict[str, TensorInfo] = {}
         self.parameters: dict[str, np.ndarray] = {}
+        self.sources: dict[str, np.ndarray] = {}
+        """Parameter name -> its array in the scope (what ``share`` matches by identity)."""
         self.host_values: dict[str, np.ndarray] = {}
         self.written = {name for op in block.ops for name in op.output_names()}
 
@@ -82,14 +94,17 @@ class Preparer:
                 "; ".join(f"op #{i} {t} ({why})" for i, t, why in report.fallbacks) +
                 " (register kernels for them, or drop strict to run them on numpy with transfers)")
         report.memory = plan_memory(self._values(resolved, selections, fetch_names), reuse=self.reuse)
-        handles = self.backend.allocate(self.infos, report.memory, self.parameters, list(feed_names))
+        shared = self._shared()
+        uploads = {name: value for name, value in self.parameters.items() if name not in shared}
+        handles = self.backend.allocate(self.infos, report.memory, uploads, list(feed_names), shared=shared)
         dying = self._dying(resolved, fetch_names)
         steps = [self._step(r, s, handles, dying.get(i, ()), report) for i, (r, s) in enumerate(zip(resolved, selections))]
         feed_handles = [(name, handles[name], info) for name, info in feeds]
         fetches = [(self._handle(handles, n), self.infos[n].dtype) for n in fetch_names]
         checks = (float16_range([step.op for step in steps], self.infos, self.parameters, list(feed_names), fetch_names)
                   if self.check_float16_range else None)
-        return PreparedProgram(self.backend, steps, feed_handles, fetches, fetch_names, report, checks)
+        resident = {name: (value, handles[name]) for name, value in self.sources.items() if name in handles}
+        return PreparedProgram(self.backend, steps, feed_handles, fetches, fetch_names, report, checks, resident)
 
     # -- tensors --------------------------------------------------------------------------------
     def _bind_feed(self, name: str, shape: Sequence[int] | None) -> tuple[str, TensorInfo]:
@@ -123,8 +138,17 @@ class Preparer:
             raise HalfwayError(f"op {op.describe()}: input {name!r} is missing from the scope")
         info = TensorInfo(value.shape, DType.from_any(value.dtype))
         self.infos[name] = info
-        self.parameters[name] = read_only(value)
+        self.sources[name] = value
+        self.parameters[name] = value if name in self.written else read_only(value)  # state: see the docstring
         return info
+
+    def _shared(self) -> dict[str, Any]:
+        """The handles ``share`` holds for parameters bound here from the same scope arrays, when
+        both programs' values live in one device memory (numpy's runs read the arrays themselves)."""
+        share = self.share
+        if share is None or self.backend.memory is None or share.backend.memory is not self.backend.memory:
+            return {}
+        return {name: handle for name, (value, handle) in share.resident.items() if self.sources.get(name) is value}
 
     def _handle(self, handles: Mapping[str, Any], name: str) -> Any:
         if name not in handles:
