@@ -1,4 +1,5 @@
-"""Schemas of the transformer ops: scaled_dot_product_attention and rotary_embedding.
+"""Schemas of the transformer ops: scaled_dot_product_attention, cached_attention and
+rotary_embedding.
 
 ``scaled_dot_product_attention`` is the op attention subgraphs fuse into (BERT's and GPT's
 MatMul -> Scale -> Add(mask) -> Softmax -> MatMul, PyTorch's ``scaled_dot_product_attention``,
@@ -8,13 +9,16 @@ ONNX ``Attention`` does the same with reshapes, transposes and concats around it
 
 Float16 classes (``FLOAT16_CLASSES``, gathered by the float16 transpile's lists): attention runs
 float16 always — two matrix products dominate it, its float16 kernel stores float16 and computes
-in float32, softmax included, so the scores never round to float16. rotary_embedding follows its
-input (FOLLOW): its kernel computes in float32 too, and it is cheap.
+in float32, softmax included, so the scores never round to float16. cached_attention follows its
+input (FOLLOW): its caches are the program's state, made in the program's dtype, which a cast
+around the op would sever from the vars it writes. rotary_embedding follows its input too: its
+kernel computes in float32, and it is cheap.
 """
 
 from __future__ import annotations
 
 from ..attrs import AttrType
+from ..dtypes import DType
 from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 from .family import Float16
 
@@ -119,6 +123,65 @@ register_op(OpSchema(
         "(both > 0), Q, K and V are sequence-major [B, S, H * D] (ONNX's 3-D Attention: no head split or merge "
         "around the op) with those head counts, and Out is [B, Sq, Hq * Dv]; Mask and Scores keep their "
         "[B, Hq, Sq, Skv] layout.",
+))
+
+
+def _infer_cached_attention(ctx: InferContext) -> None:
+    q_split, kv_split = _layout(ctx)
+    (batch, q_heads, q_len, depth), (_, kv_heads, kv_len, k_depth), v_shape = _head_major(ctx, q_split, kv_split)
+    q, caches = ctx.input("Q"), (ctx.input("KCache"), ctx.input("VCache"))
+    ctx.check(_agree(kv_len, q_len) and _agree(k_depth, depth) and _agree(v_shape[1], kv_heads)
+              and _agree(v_shape[2], kv_len),
+              f"K {list(ctx.input('K').shape)} and V {list(ctx.input('V').shape)} must hold the {q_len} new tokens "
+              f"of Q {list(q.shape)} for {kv_heads} key/value heads, K of Q's head size")
+    ctx.check(not _known(q_heads, kv_heads) or (kv_heads > 0 and q_heads % kv_heads == 0),
+              f"Q's {q_heads} heads must be a multiple of K's and V's {kv_heads}")
+    kc, vc = (info.shape for info in caches)
+    ctx.check(len(kc) == len(vc) == 4 and all(_agree(a, b) for a, b in zip(kc[:3], vc[:3]))
+              and all(_agree(a, b) for a, b in zip(kc, (batch, kv_heads, kc[2], depth))) and _agree(vc[3], v_shape[3]),
+              f"KCache {list(kc)} and VCache {list(vc)} must be [batch = {batch}, kv heads = {kv_heads}, max length, "
+              f"head size] of K and V")
+    ctx.check(all(info.dtype == q.dtype for info in caches),
+              f"KCache and VCache must be of Q's dtype {q.dtype.name}, are {caches[0].dtype.name} and "
+              f"{caches[1].dtype.name}")
+    past = ctx.input("Past")
+    ctx.check(len(past.shape) == 1 and _agree(past.shape[0], batch) and past.dtype in (DType.int32, DType.int64),
+              f"Past must be [batch = {batch}] int32 or int64, is {past.dtype.name} {list(past.shape)}")
+    if ctx.has_input("KeyMask"):
+        mask = ctx.input("KeyMask")
+        ctx.check(len(mask.shape) == 2 and _agree(mask.shape[0], batch) and _agree(mask.shape[1], kc[2])
+                  and not mask.dtype.is_floating,
+                  f"KeyMask must be [batch = {batch}, max length = {kc[2]}] bool or integers, is {mask.dtype.name} "
+                  f"{list(mask.shape)}")
+    merged = q_heads * v_shape[3] if _known(q_heads, v_shape[3]) else -1
+    ctx.set_output("Out", (batch, q_len, merged) if q_split else (batch, q_heads, q_len, v_shape[3]), q.dtype)
+    ctx.set_output("KCacheOut", kc, q.dtype)
+    ctx.set_output("VCacheOut", vc, q.dtype)
+
+
+register_op(OpSchema(
+    "cached_attention",
+    inputs=[Slot("Q"), Slot("K"), Slot("V"), Slot("KCache"), Slot("VCache"), Slot("Past"),
+            Slot("KeyMask", dispensable=True)],
+    outputs=[Slot("Out"), Slot("KCacheOut"), Slot("VCacheOut")],
+    attrs=[AttrSpec("scale", AttrType.FLOAT, 0.0), AttrSpec("softcap", AttrType.FLOAT, 0.0),
+           AttrSpec("window", AttrType.INT, 0), AttrSpec("q_num_heads", AttrType.INT, 0),
+           AttrSpec("kv_num_heads", AttrType.INT, 0)],
+    infer=_infer_cached_attention, dtype_slots=("Q",), keep_dtype_slots=("Past", "KeyMask"),
+    views={"KCacheOut": "KCache", "VCacheOut": "VCache"},
+    doc="Causal attention of S new tokens per sequence over a key/value cache, appending their keys and values "
+        "to it: a decoder's attention for prefill (S = the prompt's length) and decode (S = 1) alike.\n\n"
+        "Q [B, Hq, S, D], K [B, Hkv, S, D] and V [B, Hkv, S, Dv] hold the new tokens (Hq a multiple of Hkv: query "
+        "head h reads key/value head h // (Hq / Hkv), no head is copied); KCache [B, Hkv, L, D] and VCache "
+        "[B, Hkv, L, Dv], of Q's dtype, hold L positions per sequence, and KCacheOut and VCacheOut are those vars "
+        "themselves: the op writes the caches in place, persistable vars whose values outlive the run. Past [B] "
+        "(int32 or int64) is how many positions of sequence b the cache holds before this step: its new token i "
+        "is written at position Past[b] + i (dropped at L and beyond) and attends to the positions j <= Past[b] + "
+        "i, within window (> 0: Past[b] + i - j < window) and where KeyMask [B, L] (dispensable, bool or integers: "
+        "nonzero attends) is set: a right-padded batch needs no mask (each sequence has its own Past), a "
+        "left-padded one masks its padding. Scores are Q K^T * scale (0: 1 / sqrt(D)), through c * tanh(s / c) "
+        "when softcap c > 0; a row with no key to attend to is 0. Out is [B, Hq, S, Dv], or with q_num_heads and "
+        "kv_num_heads set (both > 0) Q, K, V and Out are sequence-major [B, S, H * D] with those head counts.",
 ))
 
 

@@ -1,6 +1,7 @@
-"""numpy kernels of the transformer ops (``halfway.ir.ops.attention``): scaled_dot_product_attention
-and rotary_embedding. float16 runs widened to float32 (the registry's default): float16 storage,
-float32 scores and softmax.
+"""numpy kernels of the transformer ops (``halfway.ir.ops.attention``): scaled_dot_product_attention,
+cached_attention and rotary_embedding. float16 runs widened to float32 (the registry's default):
+float16 storage, float32 scores and softmax; cached_attention's float16 kernel is registered on
+its own, as widening would hand it float32 copies of the caches it writes in place.
 
 Attention computes every head at once: query heads are grouped under their key/value head
 ([B, Hkv, G * Sq, D], a view of Q), so one 4-D ``np.matmul`` makes the scores of all heads
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
 from ..registry import Kernel, KernelSpec, register_kernel
 from .jit import compiled_softmax
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans
@@ -177,6 +179,70 @@ def _attention(spec: KernelSpec) -> Kernel:
         return (out, kept[0]) if keep_scores else out
 
     return run
+
+
+def _visible(past: int, rows: int, keys: int, window: int, mask: np.ndarray | None) -> np.ndarray:
+    """[rows, keys] bool: which cache positions each new token attends to (see cached_attention)."""
+    positions = past + np.arange(rows)[:, None]
+    keys_at = np.arange(keys)
+    visible = keys_at <= positions
+    if window > 0:
+        visible &= positions - keys_at < window
+    if mask is not None:
+        visible &= mask[:keys].astype(bool)
+    return visible
+
+
+def _cached_attention(spec: KernelSpec) -> Kernel:
+    """Per sequence: the new keys and values written into the caches at its Past, then the
+    grouped scores of its query heads over the cache's first Past + S positions (one
+    ``np.matmul`` for all heads, K and V read as they lie), float32 for a float16 cache."""
+    attrs = spec.attrs
+    scale, softcap, window = attrs["scale"], attrs["softcap"], attrs["window"]
+    q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
+    wide = np.float64 if spec.dtype is DType.float64 else np.float32
+
+    def attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, visible: np.ndarray) -> np.ndarray:
+        """One sequence's heads [Hq, S, Dv] from q [Hq, S, D] and its cache's keys and values."""
+        q_heads, rows, depth = q.shape
+        kv_heads = keys.shape[0]
+        grouped = q.reshape(kv_heads, -1, depth).astype(wide, copy=False)
+        scores = np.matmul(grouped, keys.astype(wide, copy=False).swapaxes(-1, -2))
+        scores *= wide(scale or 1 / np.sqrt(depth))
+        if softcap > 0:
+            np.tanh(scores / wide(softcap), out=scores)
+            scores *= wide(softcap)
+        heads = scores.reshape(q_heads, rows, -1)
+        np.copyto(heads, -np.inf, where=~visible)
+        _softmax_in_place(scores)
+        heads[:, ~visible.any(axis=-1)] = 0  # rows without a key: 0, not softmax's NaN
+        return np.matmul(scores, values.astype(wide, copy=False)).reshape(q_heads, rows, -1)
+
+    def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
+            past: np.ndarray, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if q_split:
+            q, k, v = _heads_first(q, q_split), _heads_first(k, kv_split), _heads_first(v, kv_split)
+        batch, q_heads, rows, _ = q.shape
+        length = k_cache.shape[2]
+        out = np.empty((batch, rows, q_heads * v.shape[-1]) if q_split else (batch, q_heads, rows, v.shape[-1]),
+                       q.dtype)
+        heads = _heads_first(out, q_heads) if q_split else out
+        for b in range(batch):
+            start = int(past[b])
+            if not 0 <= start <= length:
+                raise HalfwayError(f"Past[{b}] = {start} is outside the cache's {length} positions")
+            end = min(start + rows, length)
+            k_cache[b, :, start:end] = k[b, :, :end - start]
+            v_cache[b, :, start:end] = v[b, :, :end - start]
+            visible = _visible(start, rows, end, window, None if mask is None else mask[b])
+            heads[b] = attend(q[b], k_cache[b, :, :end], v_cache[b, :, :end], visible)
+        return out, k_cache, v_cache
+
+    return run
+
+
+register_kernel("cached_attention", dtypes=(DType.float32, DType.float64))(_cached_attention)
+register_kernel("cached_attention", dtypes=(DType.float16,))(_cached_attention)
 
 
 @register_kernel("rotary_embedding", dtypes=_FLOATS)

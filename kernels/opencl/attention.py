@@ -1,6 +1,6 @@
-"""The OpenCL kernel of scaled_dot_product_attention (``attention.cl``): one launch, an online
-softmax over K/V tiles in local memory (the flash-attention scheme), float32 math in every
-float16 mode. Masks (bool or additive, broadcast, a last dim shorter than the keys), KeyLengths,
+"""The OpenCL kernels of the transformer ops. scaled_dot_product_attention (``attention.cl``): one
+launch, an online softmax over K/V tiles in local memory (the flash-attention scheme), float32
+math in every float16 mode. Masks (bool or additive, broadcast, a last dim shorter than the keys), KeyLengths,
 causal masking and softcap are applied to each tile's scores; the Scores output (the full
 matrix this kernel never forms) is left to numpy. Q, K, V and Out are indexed through their
 strides (build defines), so the sequence-major [B, S, H * D] layout (q_num_heads set) reads
@@ -14,6 +14,12 @@ why any other attention keeps the portable kernel.
 Head sizes are compile-time constants (each row keeps its query and accumulator in private
 memory), so a program is built per (head size, sequence lengths, heads) signature: prepare
 time, not run time.
+
+cached_attention appends the step's keys and values to the caches (``kv_append.cl``) and runs
+the portable kernel over the caches with PAST: each sequence's rows sit at its own past length,
+which the causal mask and the sliding window measure from, and the key tiles stop at it. Past
+lengths are read on the device, so a decode step binds nothing new. rotary_embedding is one
+work-item per element (``rotary.cl``).
 """
 
 from __future__ import annotations
@@ -32,8 +38,10 @@ from .base import (
     Launch,
     Unsupported,
     broadcast_strides,
+    copy_launch,
     index_defines,
     launch,
+    launch_1d,
     param_defines,
     source,
 )
@@ -152,3 +160,87 @@ def _attention(spec: KernelSpec) -> Binder:
 
 
 register_kernel("scaled_dot_product_attention", "opencl", FLOATS)(_attention)
+
+
+def _cached_attention(spec: KernelSpec) -> Binder:
+    """The caches appended to (``kv_append.cl``, a launch for the keys and one for the values),
+    then ``attention.cl`` over them with PAST: each sequence's row positions and keys from its
+    Past. Tensor cores are left to ``scaled_dot_product_attention``."""
+    attrs = spec.attrs
+    q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
+    (batch, q_heads, q_len, depth), k, v = (_head_major(spec.input(slot).shape, heads) for slot, heads in
+                                            (("Q", q_split), ("K", kv_split), ("V", kv_split)))
+    kv_heads, v_depth, length = k[1], v[3], spec.input("KCache").shape[2]
+    if max(depth, v_depth) > MAX_HEAD_SIZE:
+        raise Unsupported(f"head size {max(depth, v_depth)} over {MAX_HEAD_SIZE}")
+    if spec.has_input("KeyMask") and spec.input("KeyMask").dtype is not DType.bool:
+        raise Unsupported(f"a {spec.input('KeyMask').dtype.name} KeyMask")
+    index = index_defines(spec.input("Past").dtype)
+    defines: dict[str, object] = {
+        "D": depth, "DV": v_depth, "HQ": q_heads, "HKV": kv_heads, "SQ": q_len, "SKV": length, "CAUSAL": "",
+        "OFFSET": 0, "PAST": "", "SCALE": f"{float(np.float32(attrs['scale'] or 1 / math.sqrt(depth)))!r}f", **index}
+    for prefix, (heads, rows, size), split in (("Q", (q_heads, q_len, depth), q_split),
+                                                ("K", (kv_heads, length, depth), 0), ("V", (kv_heads, length, v_depth), 0),
+                                                ("O", (q_heads, q_len, v_depth), q_split)):
+        defines.update(zip((f"{prefix}_B", f"{prefix}_H", f"{prefix}_S"), _strides(heads, rows, size, bool(split))))
+    if attrs["softcap"] > 0:
+        defines["SOFTCAP"] = f"{float(np.float32(attrs['softcap']))!r}f"
+    if attrs["window"] > 0:
+        defines["WINDOW"] = attrs["window"]
+    mask_strides = [0, 0, 0, 0]
+    if spec.has_input("KeyMask"):
+        defines.update({"MASK_BOOL": "", "MW": length})
+        mask_strides = [length, 0, 0, 1]
+    appends = [{"W": size, "HKV": kv_heads, "SQ": q_len, "SKV": length, **index,
+                **dict(zip(("X_B", "X_H", "X_S"), _strides(kv_heads, q_len, size, bool(kv_split))))}
+               for size in (depth, v_depth)]
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        q, new_k, new_v, k_cache, v_cache, past = ins[:6]
+        mask = ins[6].buffer if spec.has_input("KeyMask") else None
+        rows = 32 if rt.caps.is_gpu else 16
+        options = rt.float_options(spec.dtype)
+        launches = []
+        for values, cache, size, append in ((new_k, k_cache, depth, appends[0]), (new_v, v_cache, v_depth, appends[1])):
+            kernel = rt.kernel(source("kv_append.cl", defines=append), "kv_append", options)
+            launches.append(launch_1d(rt, kernel, batch * kv_heads * q_len * size, values.buffer, cache.buffer,
+                                      past.buffer))
+        text = source("attention_score.h", "attention.cl", defines={**defines, "BQ": rows, "BK": rows})
+        kernel = rt.kernel(text, "attention", options)
+        launches.append(launch(rt, kernel, (-(-q_len // rows) * rows, batch * q_heads), (rows, 1), q.buffer,
+                               k_cache.buffer, v_cache.buffer, outs[0].buffer, mask, past.buffer,
+                               *(np.int32(s) for s in mask_strides)))
+        launches += [copy_launch(rt, cache, out) for cache, out in ((k_cache, outs[1]), (v_cache, outs[2]))
+                     if out is not None]
+        return launches
+
+    return bind
+
+
+register_kernel("cached_attention", "opencl", FLOATS)(_cached_attention)
+
+
+def _rotary_embedding(spec: KernelSpec) -> Binder:
+    """``rotary.cl``: one work-item per element."""
+    x = spec.input("X").shape
+    heads, rotary, interleaved = spec.attrs["num_heads"], spec.attrs["rotary_dim"], spec.attrs["interleaved"]
+    sequence_major = len(x) == 3
+    head_dim = x[-1] // heads if sequence_major else x[-1]
+    h, s = (heads, x[1]) if sequence_major else (x[1], x[2])
+    width = rotary or head_dim
+    ids = spec.has_input("PositionIds")
+    defines: dict[str, object] = {"D": head_dim, "H": h, "S": s, "ROT": width, "HALF": width // 2,
+                                  **(index_defines(spec.input("PositionIds").dtype) if ids else {"IDX": "int"})}
+    defines.update({flag: "" for flag, on in (("SEQ_MAJOR", sequence_major), ("INTERLEAVED", interleaved),
+                                              ("IDS", ids)) if on})
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        tables = param_defines(rt, spec.input("Cos").dtype)
+        kernel = rt.kernel(source("rotary.cl", defines={**defines, **tables}), "rotary", rt.float_options(spec.dtype))
+        return [launch_1d(rt, kernel, math.prod(x), ins[0].buffer, ins[1].buffer, ins[2].buffer,
+                          ins[3].buffer if ids else None, outs[0].buffer)]
+
+    return bind
+
+
+register_kernel("rotary_embedding", "opencl", FLOATS)(_rotary_embedding)

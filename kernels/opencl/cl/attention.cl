@@ -9,9 +9,12 @@
  * Defines: D, DV, HQ, HKV, SQ, SKV, the strides, BQ, BK, SCALE;
  * SOFTCAP (c * tanh(s / c)); CAUSAL with OFFSET (key j > row + OFFSET dropped); MASK_BOOL
  * (uchar, 0 drops) or MASK_T / LOADM (added), read at mstride . (b, h, row, j) for keys j < MW
- * (keys past MW drop); LENGTHS with IDX (keys j >= lengths[b] drop): each score through
- * attention_score.h's score(), in base 2, so the softmax runs on exp2. A row whose keys all drop
- * gives 0 / 0 = NaN, as the numpy kernel does. */
+ * (keys past MW drop); LENGTHS with IDX (keys j >= lengths[b] drop); PAST with IDX
+ * (cached_attention: lengths[b] is what K and V, its caches, held before this step: row r is at
+ * position lengths[b] + r, which CAUSAL and WINDOW measure from, and keys from lengths[b] + SQ on
+ * drop): each score through attention_score.h's score(), in base 2, so the softmax runs on exp2.
+ * Key tiles stop at the last key a row may read. A row whose keys all drop gives 0 / 0 = NaN, as
+ * the numpy kernel of scaled_dot_product_attention does, and 0 with PAST, as cached_attention's. */
 
 __kernel void attention(__global const T* q, __global const T* k, __global const T* v, __global T* out, MASK_ARG,
                         LENGTHS_ARG, int ms0, int ms1, int ms2, int ms3) {
@@ -27,13 +30,17 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
     long mrow = (long)b * ms0 + (long)h * ms1 + (long)(live ? row : 0) * ms2;
     for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    int keys = SKV;
+    int keys = SKV, past = 0;
 #ifdef LENGTHS
     keys = (int)min((long)SKV, (long)lengths[b]);
 #endif
+#ifdef PAST
+    past = (int)lengths[b];
+    keys = min(SKV, past + SQ);
+#endif
     __global const T* kp = k + (long)b * K_B + (long)kvh * K_H;
     __global const T* vp = v + (long)b * V_B + (long)kvh * V_H;
-    for (int start = 0; start < SKV; start += BK) {
+    for (int start = 0; start < keys; start += BK) {
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int e = lid; e < BK * D; e += BQ) {
             int j = start + e / D;
@@ -49,7 +56,7 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
             int j = start + jj;
             float s = 0.0f;
             for (int d = 0; d < D; ++d) s += qr[d] * kt[jj * D + d];
-            s = score(s, row, j, keys, mask, mrow, ms3);
+            s = score(s, past + row, j, keys, mask, mrow, ms3);
             sc[jj] = s;
             tile_max = fmax(tile_max, s);
         }
@@ -68,5 +75,8 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
     }
     if (!live) return;
     __global T* op = out + (long)b * O_B + (long)h * O_H + (long)row * O_S;
+#ifdef PAST
+    if (l == 0.0f) l = INFINITY;  /* no key: acc is 0, and so is the row */
+#endif
     for (int d = 0; d < DV; ++d) STORE(op, d, acc[d] / l);
 }

@@ -1,7 +1,7 @@
 /* A score of fused attention (attention.cl, attention_mma.cl) after scale, softcap, the mask,
- * causal masking and key lengths, in base 2 (times log2 e: the kernels' softmax runs on exp2).
+ * causal masking, the sliding window and key lengths, in base 2 (times log2 e: the kernels' softmax runs on exp2).
  * MASK_ARG and LENGTHS_ARG declare the kernels' mask and key-length arguments of their types
- * (MASK_BOOL, MASK_T or none; LENGTHS with IDX, or none). */
+ * (MASK_BOOL, MASK_T or none; LENGTHS or PAST with IDX, or none). */
 #define LOG2E 1.4426950408889634f
 
 #if defined(MASK_BOOL)
@@ -11,13 +11,14 @@
 #else
 #define MASK_ARG __global const void* mask
 #endif
-#ifdef LENGTHS
+#if defined(LENGTHS) || defined(PAST)
 #define LENGTHS_ARG __global const IDX* lengths
 #else
 #define LENGTHS_ARG __global const void* lengths
 #endif
 
-/* The score of row `row` (mrow: its mask offset) for key `key`, in base 2: -inf where it drops. */
+/* The score of the query at position `row` (mrow: its mask offset) for key `key`, in base 2: -inf
+ * where it drops (WINDOW: keys WINDOW or more positions before the query drop). */
 inline float score(float x, int row, int key, int keys, MASK_ARG, long mrow, int ms3) {
     x *= SCALE;
 #ifdef SOFTCAP
@@ -36,6 +37,9 @@ inline float score(float x, int row, int key, int keys, MASK_ARG, long mrow, int
 #endif
 #ifdef CAUSAL
     if (key > row + OFFSET) x = -INFINITY;
+#endif
+#ifdef WINDOW
+    if (row - key >= WINDOW) x = -INFINITY;
 #endif
     return key < keys ? x * LOG2E : -INFINITY;
 }
