@@ -6,7 +6,7 @@ rest load (``halfway.cli.entry``). The IR (``halfway.ir``: ``halfway.Program``, 
 of one of its names; the passes, the float16 transpiler, the importers and the executor on first
 use of one of theirs (``halfway.PassManager``, ``halfway.load``, ``halfway.Executor``, ...); the
 library services of ``halfway.api`` on first use of their module's name (``halfway.batch``,
-``halfway.layers``, ``halfway.ray``, ``halfway.float16``, ``halfway.openblas``).
+``halfway.layers``, ``halfway.llm``, ``halfway.ray``, ``halfway.float16``, ``halfway.openblas``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _EXPORTS = {
 }
 """Module -> the public names of ``halfway`` it defines, imported on first access."""
 
-_MODULES = ("batch", "float16", "layers", "openblas", "ray")
+_MODULES = ("batch", "float16", "layers", "llm", "openblas", "ray")
 """The public modules of ``halfway.api``, reached as ``halfway.NAME``."""
 
 _LAZY: dict[str, tuple[str, str | None]] = {"passes": ("halfway.passes", None)}
