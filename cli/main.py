@@ -17,6 +17,7 @@ from .commands.bench import COMMAND as BENCH
 from .commands.demo import COMMAND as DEMO
 from .commands.devices import COMMAND as DEVICES
 from .commands.diff import COMMAND as DIFF
+from .commands.generate import COMMAND as GENERATE
 from .commands.graph import COMMAND as GRAPH
 from .commands.inspect import COMMAND as INSPECT
 from .commands.registry import OPS, PASSES
@@ -27,7 +28,8 @@ from .report.console import Output
 
 __all__ = ["main", "build_parser", "one_line", "COMMANDS"]
 
-COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BATCH, BENCH, DIFF, GRAPH, DEVICES, PASSES, OPS)
+COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BATCH, GENERATE, BENCH, DIFF, GRAPH, DEVICES, PASSES,
+                                 OPS)
 """The subcommands, in the order ``halfway --help`` lists them."""
 
 EPILOG = """\
