@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,14 @@ __all__ = ["LanguageModel", "GenerationStats", "load"]
 class GenerationStats:
     """The last generation's figures: prompt tokens and the prefill's seconds; tokens made by
     decode steps (one per sequence per step, the first token, the prefill's, aside) and their
-    seconds."""
+    seconds; the seconds spent preparing programs for shapes not run before, which the other
+    seconds leave out."""
 
     prompt_tokens: int = 0
     prefill_seconds: float = 0.0
     decode_tokens: int = 0
     decode_seconds: float = 0.0
+    prepare_seconds: float = 0.0
 
     @property
     def prefill_tokens_per_second(self) -> float:
@@ -196,7 +198,8 @@ class LanguageModel:
         encoded = [self.tokenizer.encode(text) for text in texts]
         steps = list(self.stream(encoded if len(encoded) > 1 else encoded[0], max_new_tokens, **options))
         eos = self._eos(options.get("eos_token_id"))
-        made = [self.tokenizer.decode(_until(np.array([s[row] for s in steps]), eos)) for row in range(len(texts))]
+        made = [self.tokenizer.continuation(ids, _until(np.array([s[row] for s in steps], np.int64), eos))
+                for row, ids in enumerate(encoded)]
         return made[0] if isinstance(prompt, str) else made
 
     def _eos(self, eos_token_id: int | Sequence[int] | None) -> np.ndarray:
@@ -218,9 +221,8 @@ class LanguageModel:
         self.stats = stats = GenerationStats(prompt_tokens=int(prompts.lengths.sum()))
         if not max_new_tokens:
             return
-        start = time.perf_counter()
-        logits = self._prefill(prompts, every=False)
-        stats.prefill_seconds = time.perf_counter() - start
+        session = self._session_for(prompts.batch)
+        logits, stats.prefill_seconds = _timed(session, lambda: self._prefill(prompts, every=False), stats)
         finished = np.zeros(prompts.batch, bool)
         for step in range(max_new_tokens):
             tokens = np.where(finished, self.pad_token_id, sampler(logits))
@@ -228,10 +230,18 @@ class LanguageModel:
             yield tokens
             if finished.all() or step == max_new_tokens - 1:
                 return
-            start = time.perf_counter()
-            logits = self.decode(tokens)
-            stats.decode_seconds += time.perf_counter() - start
+            logits, seconds = _timed(session, lambda: self.decode(tokens), stats)
+            stats.decode_seconds += seconds
             stats.decode_tokens += prompts.batch
+
+
+def _timed(session: Session, step: Callable[[], np.ndarray], stats: GenerationStats) -> tuple[np.ndarray, float]:
+    """``step``'s logits and its seconds, less any preparing it did (added to ``stats``)."""
+    start, prepared = time.perf_counter(), session.prepare_seconds
+    logits = step()
+    preparing = session.prepare_seconds - prepared
+    stats.prepare_seconds += preparing
+    return logits, time.perf_counter() - start - preparing
 
 
 def _until(tokens: np.ndarray, eos: np.ndarray) -> np.ndarray:

@@ -10,6 +10,8 @@ caches (``Executor.prepare``'s ``share``), so a step uploads nothing but its sma
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ...executor import Executor, PreparedProgram
@@ -40,6 +42,8 @@ class Session:
             for name in names:
                 self.scope.set(name, np.zeros(decoder.cache_shape(batch), decoder.dtype.numpy))
         self._prepared: dict[tuple[int, int], PreparedProgram] = {}
+        self.prepare_seconds = 0.0
+        """Seconds spent preparing the program, for every shape so far."""
 
     @property
     def cache_bytes(self) -> int:
@@ -59,8 +63,10 @@ class Session:
             shapes = {"input_ids": (self.batch, width), "position_ids": (self.batch, width),
                       "past_lengths": (self.batch,), "rows": (rows,)}
             share = next(iter(self._prepared.values()), None)
+            start = time.perf_counter()
             prepared = Executor(self.place).prepare(self.decoder.program, list(FEEDS), [LOGITS], self.scope,
                                                     feed_shapes=shapes, check_float16_range=False, share=share)
             assert isinstance(prepared, PreparedProgram)  # every feed's shape is given
             self._prepared[key] = prepared
+            self.prepare_seconds += time.perf_counter() - start
         return self._prepared[key]

@@ -45,3 +45,10 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         return str(self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=True))
+
+    def continuation(self, prompt: Sequence[int] | np.ndarray, new: Sequence[int] | np.ndarray) -> str:
+        """The text ``new`` adds after ``prompt``: decoded with the prompt, so that a first token's
+        leading space (which a decoder drops at the start of a text) is kept."""
+        before = self.decode(prompt)
+        text = self.decode([*prompt, *new])
+        return text[len(before):] if text.startswith(before) else self.decode(new)

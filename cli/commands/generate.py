@@ -70,7 +70,7 @@ class _Printer:
     """Streams a sequence's new tokens: text (each step's new characters) or ids."""
 
     def __init__(self, output: Output, lm: LanguageModel, prompt: np.ndarray, as_text: bool) -> None:
-        self.output, self.lm, self.as_text = output, lm, as_text
+        self.output, self.lm, self.as_text, self.prompt = output, lm, as_text, prompt
         self.tokens: list[int] = []
         self.shown = ""
         if not output.json_mode:
@@ -90,7 +90,7 @@ class _Printer:
     @property
     def text(self) -> str:
         eos = set(self.lm.eos_token_ids)
-        return self.lm.tokenizer.decode([t for t in self.tokens if t not in eos])
+        return self.lm.tokenizer.continuation(self.prompt, [t for t in self.tokens if t not in eos])
 
     def _write(self, text: str) -> None:
         self.output.out.file.write(text)
@@ -122,7 +122,8 @@ def _report(output: Output, lm: LanguageModel, printer: _Printer, place: str, in
     facts = {"model": str(lm.folder), "place": place, "dtype": lm.dtype, "tokens": printer.tokens,
              "interrupted": interrupted, "prompt_tokens": stats.prompt_tokens,
              "prefill_tokens_per_second": stats.prefill_tokens_per_second, "decode_tokens": stats.decode_tokens,
-             "decode_tokens_per_second": stats.decode_tokens_per_second, "cache_bytes": lm.cache_bytes()}
+             "decode_tokens_per_second": stats.decode_tokens_per_second, "prepare_seconds": stats.prepare_seconds,
+             "cache_bytes": lm.cache_bytes()}
     if printer.as_text:
         facts["text"] = printer.text
     if output.json_mode:
@@ -131,8 +132,12 @@ def _report(output: Output, lm: LanguageModel, printer: _Printer, place: str, in
     output.raw("")
     output.note(f"{'interrupted: ' if interrupted else ''}{len(printer.tokens)} new tokens on {place} ({lm.dtype}); "
                 f"prefill {stats.prompt_tokens} tokens at {stats.prefill_tokens_per_second:.1f} tokens/s, decode "
-                f"{stats.decode_tokens} tokens at {stats.decode_tokens_per_second:.1f} tokens/s; cache "
-                f"{lm.cache_bytes() / 2**20:.1f} MiB")
+                f"{stats.decode_tokens} tokens at {stats.decode_tokens_per_second:.1f} tokens/s (preparing "
+                f"{stats.prepare_seconds:.2f} s aside); cache {_size(lm.cache_bytes())}")
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.0f} KiB"
 
 
 COMMAND = Command(
