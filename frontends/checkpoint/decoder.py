@@ -139,13 +139,14 @@ class _Builder:
         flat = layers.reshape(x, [-1, self.config.hidden_size])
         picked = append_op("gather", {"X": flat, "Index": rows}, {"axis": 0})["Out"][0]
         h = self.norm(picked, "norm", weights.norm, weights.norm_bias)
-        if weights.lm_head is None:
-            logits = layers.matmul(h, self.block.var("embed"), transpose_y=True)
-        else:
-            logits = layers.matmul(h, self.param("lm_head.weight", weights.lm_head))
+        tied = weights.lm_head is None
+        head = self.block.var("embed") if tied else self.param("lm_head.weight", weights.lm_head)
         out = self.block.create_var(LOGITS, dtype=DType.float32, shape=(-1, self.config.vocab_size))
-        if self.dtype is DType.float32:
-            return append_op("assign", {"X": logits}, outputs={"Out": [out]})["Out"][0]
+        wide = self.dtype is DType.float32
+        logits = append_op("matmul_v2", {"X": h, "Y": head}, {"trans_y": tied},
+                           outputs={"Out": [out] if wide else 1})["Out"][0]
+        if wide:
+            return logits
         attrs = {"in_dtype": int(self.dtype), "out_dtype": int(DType.float32)}
         return append_op("cast", {"X": logits}, attrs, outputs={"Out": [out]})["Out"][0]
 

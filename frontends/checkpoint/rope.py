@@ -6,6 +6,8 @@ then cos and sin), for the scalings a checkpoint may name: none ("default"), "li
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -28,10 +30,9 @@ def _inverse_frequencies(rope: Rope) -> np.ndarray:
     return inverse
 
 
-def _llama3(inverse: np.ndarray, scaling: dict[str, float] | object) -> np.ndarray:
+def _llama3(inverse: np.ndarray, scaling: Mapping[str, Any]) -> np.ndarray:
     """Llama 3.1's bands: long wavelengths divided by ``factor``, short ones kept, the middle
     interpolated."""
-    assert isinstance(scaling, dict)
     factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
     context = scaling["original_max_position_embeddings"]
     wavelength = 2 * math.pi / inverse
