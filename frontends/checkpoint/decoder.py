@@ -140,7 +140,7 @@ class _Builder:
         picked = append_op("gather", {"X": flat, "Index": rows}, {"axis": 0})["Out"][0]
         h = self.norm(picked, "norm", weights.norm, weights.norm_bias)
         tied = weights.lm_head is None
-        head = self.block.var("embed") if tied else self.param("lm_head.weight", weights.lm_head)
+        head = self.block.var("embed") if weights.lm_head is None else self.param("lm_head.weight", weights.lm_head)
         out = self.block.create_var(LOGITS, dtype=DType.float32, shape=(-1, self.config.vocab_size))
         wide = self.dtype is DType.float32
         logits = append_op("matmul_v2", {"X": h, "Y": head}, {"trans_y": tied},
