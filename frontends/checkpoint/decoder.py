@@ -13,7 +13,9 @@ Feeds (``FEEDS``), for a batch of B sequences of S new tokens each (S = 1 to dec
 Fetch: ``logits`` [R, vocab] float32. The caches are the persistable vars ``cache_names``
 [B, kv heads, max length, head size] of the program's dtype; their values are the runtime's
 (``halfway.api.llm``), in the scope it prepares the program with. Weights are the checkpoint's in
-the program's dtype, norm weights and the rotary tables float32.
+the program's dtype, norm weights and the rotary tables float32. Tied embeddings are held once,
+as the output projection [hidden, vocab] (``HEAD``), whose product by one row reads it as it lies
+(a transposed product takes the tiled kernels on OpenCL); their lookup gathers its columns.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ __all__ = ["DecoderProgram", "build_decoder", "FEEDS", "LOGITS"]
 
 FEEDS = ("input_ids", "position_ids", "past_lengths", "rows")
 LOGITS = "logits"
+HEAD = "lm_head.weight"
+"""The output projection [hidden, vocab]; tied embeddings are its columns."""
 
 
 @frozen
@@ -125,7 +129,11 @@ class _Builder:
         return self.linear(hidden, f"layers.{i}.down", w.down, w.down_bias)
 
     def embeddings(self, weights: DecoderWeights, feeds: dict[str, Variable]) -> Variable:
-        x = append_op("lookup_table_v2", {"W": self.param("embed", weights.embed), "Ids": feeds["input_ids"]})["Out"][0]
+        ids = feeds["input_ids"]
+        if weights.lm_head is None:
+            x = self.tied_lookup(ids, self.param(HEAD, weights.embed.T))
+        else:
+            x = append_op("lookup_table_v2", {"W": self.param("embed", weights.embed), "Ids": ids})["Out"][0]
         if self.config.embed_scale != 1.0:
             x = layers.scale(x, scale=float(np.asarray(self.config.embed_scale, self.dtype.numpy)))
         if weights.positions is not None:
@@ -134,17 +142,23 @@ class _Builder:
             x = _op("elementwise_add", X=x, Y=at)
         return x
 
+    def tied_lookup(self, ids: Variable, head: Variable) -> Variable:
+        """The embeddings of ``ids`` [B, S] as columns of the output projection ``head`` [H, vocab]
+        (tied embeddings are held once, in the layout its product reads fastest), [B, S, H]."""
+        columns = append_op("gather", {"X": head, "Index": layers.reshape(ids, [-1])}, {"axis": 1})["Out"][0]
+        hidden = self.param("embed.hidden_size", np.array([self.config.hidden_size]), DType.int32)
+        shape = layers.concat([layers.shape(ids), hidden])
+        return layers.reshape(layers.transpose(columns, [1, 0]), shape)
+
     def logits(self, x: Variable, weights: DecoderWeights, rows: Variable) -> Variable:
         """The final norm and output projection of the ``rows`` picked from the [B, S, H] states."""
         flat = layers.reshape(x, [-1, self.config.hidden_size])
         picked = append_op("gather", {"X": flat, "Index": rows}, {"axis": 0})["Out"][0]
         h = self.norm(picked, "norm", weights.norm, weights.norm_bias)
-        tied = weights.lm_head is None
-        head = self.block.var("embed") if weights.lm_head is None else self.param("lm_head.weight", weights.lm_head)
+        head = self.block.var(HEAD) if weights.lm_head is None else self.param(HEAD, weights.lm_head)
         out = self.block.create_var(LOGITS, dtype=DType.float32, shape=(-1, self.config.vocab_size))
         wide = self.dtype is DType.float32
-        logits = append_op("matmul_v2", {"X": h, "Y": head}, {"trans_y": tied},
-                           outputs={"Out": [out] if wide else 1})["Out"][0]
+        logits = append_op("matmul_v2", {"X": h, "Y": head}, outputs={"Out": [out] if wide else 1})["Out"][0]
         if wide:
             return logits
         attrs = {"in_dtype": int(self.dtype), "out_dtype": int(DType.float32)}
