@@ -36,35 +36,35 @@ def _reference(q, k_cache, v_cache, past, rows, window=0, mask=None, softcap=0.0
     return out
 
 
-def _program(rows: int, dtype="float32", sequence_major=False, mask=False, **attrs):
+def _program(rows: int, dtype="float32", sequence_major=False, mask=False, kv=HKV, **attrs):
     """One cached_attention op on fed Q, K, V, Past (and KeyMask), the caches persistable vars."""
     prog = halfway.Program()
     block = prog.global_block()
-    heads = {"q_num_heads": HQ, "kv_num_heads": HKV} if sequence_major else {}
-    shapes = ({"Q": (B, rows, HQ * D), "K": (B, rows, HKV * D), "V": (B, rows, HKV * D)} if sequence_major else
-              {"Q": (B, HQ, rows, D), "K": (B, HKV, rows, D), "V": (B, HKV, rows, D)})
+    heads = {"q_num_heads": HQ, "kv_num_heads": kv} if sequence_major else {}
+    shapes = ({"Q": (B, rows, HQ * D), "K": (B, rows, kv * D), "V": (B, rows, kv * D)} if sequence_major else
+              {"Q": (B, HQ, rows, D), "K": (B, kv, rows, D), "V": (B, kv, rows, D)})
     with program_guard(prog):
         inputs = {slot: halfway.layers.data(slot.lower(), shape, dtype) for slot, shape in shapes.items()}
         inputs["Past"] = halfway.layers.data("past", [B], "int64")
         if mask:
             inputs["KeyMask"] = halfway.layers.data("mask", [B, L], "bool")
-        caches = [block.create_var(name, dtype=dtype, shape=[B, HKV, L, D], persistable=True) for name in ("kc", "vc")]
+        caches = [block.create_var(name, dtype=dtype, shape=[B, kv, L, D], persistable=True) for name in ("kc", "vc")]
         inputs.update(KCache=caches[0], VCache=caches[1])
         out = append_op("cached_attention", inputs, {**heads, **attrs},
                         outputs={"Out": 1, "KCacheOut": [caches[0]], "VCacheOut": [caches[1]]})["Out"][0]
     return prog, out.name
 
 
-def _scope(dtype="float32"):
+def _scope(dtype="float32", kv=HKV):
     scope = halfway.Scope()
     for name in ("kc", "vc"):
-        scope.set(name, np.zeros((B, HKV, L, D), dtype))
+        scope.set(name, np.zeros((B, kv, L, D), dtype))
     return scope
 
 
-def _feeds(rng, rows, past, dtype="float32", mask=None):
-    feeds = {"q": rng.standard_normal((B, HQ, rows, D)), "k": rng.standard_normal((B, HKV, rows, D)),
-             "v": rng.standard_normal((B, HKV, rows, D))}
+def _feeds(rng, rows, past, dtype="float32", mask=None, kv=HKV):
+    feeds = {"q": rng.standard_normal((B, HQ, rows, D)), "k": rng.standard_normal((B, kv, rows, D)),
+             "v": rng.standard_normal((B, kv, rows, D))}
     feeds = {name: value.astype(dtype) for name, value in feeds.items()}
     feeds["past"] = np.array(past, np.int64)
     if mask is not None:
@@ -80,7 +80,8 @@ def _run(place, prog, out, scope, feeds, share=None):
 
 def _expected_caches(feeds_list):
     """The caches after runs of ``feeds_list`` (head-major K and V), float64."""
-    caches = [np.zeros((B, HKV, L, D)), np.zeros((B, HKV, L, D))]
+    shape = (B, feeds_list[0]["k"].shape[1], L, D)
+    caches = [np.zeros(shape), np.zeros(shape)]
     for feeds in feeds_list:
         for b, start in enumerate(feeds["past"]):
             rows = min(feeds["k"].shape[2], L - start)
@@ -121,17 +122,18 @@ def test_prefill_then_decode_share_the_caches(place):
         np.testing.assert_allclose(scope.get("kc"), caches[0], rtol=1e-6)
 
 
+@pytest.mark.parametrize("kv", [HKV, 1], ids=["grouped", "multi-query"])
 @pytest.mark.parametrize("place", PLACES)
-def test_window_mask_softcap_and_sequence_major(place):
+def test_window_mask_softcap_and_sequence_major(place, kv):
     rng = np.random.default_rng(1)
     mask = np.ones((B, L), bool)
     mask[1, :2] = False  # sequence 1 is left-padded by two
-    prog, out = _program(6, sequence_major=True, mask=True, window=3, softcap=2.0)
-    feeds = _feeds(rng, 6, [0, 2], mask=mask)
+    prog, out = _program(6, sequence_major=True, mask=True, kv=kv, window=3, softcap=2.0)
+    feeds = _feeds(rng, 6, [0, 2], mask=mask, kv=kv)
     head_major = {name: feeds[name] for name in ("q", "k", "v")}
     feeds.update({name: np.ascontiguousarray(value.transpose(0, 2, 1, 3).reshape(B, 6, -1))
                   for name, value in head_major.items()})
-    _, got = _run(_place(place), prog, out, _scope(), feeds)
+    _, got = _run(_place(place), prog, out, _scope(kv=kv), feeds)
     caches = _expected_caches([{**feeds, **head_major}])
     expected = _reference(head_major["q"], *caches, [0, 2], 6, window=3, mask=mask, softcap=2.0)
     np.testing.assert_allclose(got, expected.transpose(0, 2, 1, 3).reshape(B, 6, -1), rtol=1e-5, atol=1e-5)
