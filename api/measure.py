@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from attrs import frozen
 
 from ..ir.errors import HalfwayError
 
-__all__ = ["Timing", "Comparison", "time_runs", "compare"]
+__all__ = ["Timing", "Comparison", "time_runs", "compare", "nonfinite"]
 
 
 @frozen
@@ -89,3 +89,16 @@ def _without_trailing_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
     while len(dims) > 2 and dims[-1] == 1:
         dims.pop()
     return tuple(dims)
+
+
+def nonfinite(arrays: Mapping[str, np.ndarray]) -> list[str]:
+    """``'name' holds 3 NaN and 1 inf of 4 values`` for each floating array holding NaN or
+    infinities."""
+    found = []
+    for name, value in arrays.items():
+        if value.dtype.kind not in "fc" or np.isfinite(value).all():
+            continue
+        counts = [(int(np.isnan(value).sum()), "NaN"), (int(np.isinf(value).sum()), "inf")]
+        held = " and ".join(f"{n} {what}" for n, what in counts if n)
+        found.append(f"{name!r} holds {held} of {value.size} values")
+    return found

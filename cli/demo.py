@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import importlib.resources
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import numpy as np
 from attrs import frozen
 
 from ..api.feeds import random_inputs
+from ..api.input_shapes import feed_shapes
 from ..api.measure import Comparison, Timing, compare, time_runs
 from ..api.models import Model, ops_fused, param_bytes, prepare, run_float16, run_passes, save_model
 from ..api.places import place_label
@@ -55,18 +56,21 @@ def demo_model_path(name: str = DEMO_MODEL) -> Path:
 
 @frozen
 class DemoModel:
-    """A model as imported, and the tokens per row of its inputs if it is a text model."""
+    """A model as imported, the tokens per row of its inputs if it is a text model, and the
+    shapes of its inputs where given (``--input-shapes``)."""
 
     model: Model
     sequence: int = SEQUENCE
+    shapes: Mapping[str, Sequence[int]] | None = None
 
 
-def demo_inputs(model: Model, seed: int, sequence: int = SEQUENCE) -> dict[str, np.ndarray]:
+def demo_inputs(model: Model, seed: int, sequence: int = SEQUENCE,
+                shapes: Mapping[str, Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """The demo's seeded input ``seed`` for ``model``: a padded token batch for a text model,
-    random values otherwise."""
+    values the model can take otherwise; ``shapes`` (``--input-shapes``) sizes free dims."""
     if is_text_model(model.program, model.feed_names):
-        return token_inputs(model.program, model.feed_names, seed, sequence=sequence)
-    return random_inputs(model.program, model.feed_names, seed)
+        return token_inputs(model.program, model.feed_names, seed, sequence=sequence, shapes=shapes)
+    return random_inputs(model.program, model.feed_names, seed, feed_shapes(model.program, model.feed_names, shapes))
 
 
 @frozen
@@ -148,7 +152,7 @@ def _demo_model(output: Output, demo: DemoModel, places: Sequence[Place], sample
         half, report = run_float16(fused)
     if out_dir is not None:
         _save_pair(out_dir, fused, half)
-    feeds = [demo_inputs(model, seed + i, demo.sequence) for i in range(samples)]
+    feeds = [demo_inputs(model, seed + i, demo.sequence, demo.shapes) for i in range(samples)]
     imported = _Variant("float32", model, 0)
     *_, reference = _timed_runs(output, f"{name} float32 reference (as imported)", imported, CPUPlace(), feeds,
                                 warmup)

@@ -23,7 +23,7 @@ from .device_tensor import DeviceTensor
 from .float16_range import Float16Range
 from .memory import MemoryPlan
 
-__all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feeds", "check_feed", "read_only"]
+__all__ = ["Step", "PreparedProgram", "PrepareReport", "check_feeds", "check_names", "check_feed", "read_only"]
 
 Feed = np.ndarray | DeviceTensor
 
@@ -133,9 +133,7 @@ class PreparedProgram:
         place, without a copy from the host each run."""
         check_feeds(feed)
         infos = {name: info for name, _, info in self._feeds}
-        unknown = set(feed) - set(infos)
-        if unknown:
-            raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
+        check_names(feed, self.feed_names, ())
         tensors = {}
         for name in feed:
             value = check_feed(name, feed, infos[name])
@@ -172,10 +170,8 @@ class PreparedProgram:
     def _check(self, feed: Mapping[str, Any]) -> list[Feed]:
         """Every feed checked, in feed order."""
         check_feeds(feed, devices=True)
+        check_names(feed, self.feed_names, self.feed_names)
         checked = [check_device_feed(name, feed, info, self.backend.memory) for name, _, info in self._feeds]
-        unknown = set(feed) - set(self.feed_names)
-        if unknown:
-            raise FeedError(f"unknown feed name(s) {sorted(unknown)}; the program is fed {self.feed_names}")
         if self._range is not None and not any(isinstance(value, DeviceTensor) for value in checked):
             self._range.check_feeds(_hosts(checked))
         return checked
@@ -225,6 +221,18 @@ def check_feeds(feed: object, devices: bool = False) -> Mapping[str, Any]:
             hint = "" if value is None else " (np.asarray(value, dtype=...) makes one)"
             raise FeedError(f"feed {name!r} must be a numpy array, got {type(value).__name__}{hint}")
     return feed
+
+
+def check_names(feed: Mapping[str, Any], feed_names: Sequence[str], required: Sequence[str]) -> None:
+    """FeedError naming, at once, the names of ``feed`` that are not among ``feed_names`` and
+    the ``required`` names it lacks (a misspelt feed is both)."""
+    unknown = sorted(set(feed) - set(feed_names))
+    missing = [name for name in required if name not in feed]
+    if not unknown and not missing:
+        return
+    lacking = f"missing feed{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}"
+    problems = ([f"unknown feed name(s) {unknown}"] if unknown else []) + ([lacking] if missing else [])
+    raise FeedError(f"{' and '.join(problems)}; the program is fed {list(feed_names)}")
 
 
 def check_feed(name: str, feed: Mapping[str, Any], info: TensorInfo) -> np.ndarray:

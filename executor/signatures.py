@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir.errors import FeedError
 from .device_tensor import DeviceTensor
-from .prepared import PreparedProgram, PrepareReport, check_feeds
+from .prepared import PreparedProgram, PrepareReport, check_feeds, check_names
 
 __all__ = ["Signature", "PreparedBySignature"]
 
@@ -69,9 +69,7 @@ class PreparedBySignature:
     def for_feed(self, feed: Mapping[str, Any]) -> PreparedProgram:
         """The program prepared for the shapes of ``feed`` (prepared now if they are new)."""
         check_feeds(feed, devices=True)
-        missing = [name for name in self._dynamic if name not in feed]
-        if missing:
-            raise FeedError(f"missing feed(s) {missing}; the program is fed {self.feed_names}")
+        check_names(feed, self.feed_names, self._dynamic)
         signature = tuple(tuple(feed[name].shape) for name in self._dynamic)
         with self._lock:
             prepared = self._prepared.get(signature)

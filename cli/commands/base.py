@@ -12,7 +12,7 @@ from ..exits import EXIT_BROKEN_PIPE, EXIT_DIFFERENT, EXIT_ERROR, EXIT_INTERRUPT
 from ..report.console import Output
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "EXIT_DIFFERENT", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "Command", "UsageError",
-           "add_model", "add_json", "add_places", "add_inputs", "add_repeat", "positive", "non_negative",
+           "add_model", "add_json", "add_places", "add_inputs", "add_input_shapes", "add_repeat", "positive", "non_negative",
            "tolerance"]
 
 Run = Callable[[argparse.Namespace, Output], int]
@@ -64,8 +64,21 @@ def add_inputs(parser: argparse.ArgumentParser) -> None:
                        help="the value of input NAME from a .npy file, or FILE.npz holding arrays named after "
                             "the inputs (repeatable)")
     group.add_argument("--random", action="store_true",
-                       help="feed seeded random values shaped like the inputs (the default without --input)")
+                       help="feed seeded values the model can take, shaped like the inputs (the default without "
+                            "--input): ids within the embedding's vocabulary, masks of ones, token type ids 0, "
+                            "floats in [0, 1)")
     parser.add_argument("--seed", type=non_negative, default=0, help="seed of the random inputs (default: 0)")
+    add_input_shapes(parser)
+    parser.add_argument("--cast-inputs", action="store_true",
+                        help="convert --input arrays of another float (int) dtype than the model's, such as "
+                             "float64 for float32, and say so (default: such an array is an error, as in ONNX "
+                             "Runtime)")
+
+
+def add_input_shapes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--input-shapes", action="append", default=[], metavar="NAME:1x128,...",
+                        help="the shapes of generated inputs, sizing the dims the model leaves free (inputs that "
+                             "share a dim name follow; unsized free dims are 1); repeatable")
 
 
 def add_repeat(parser: argparse.ArgumentParser, default: int) -> None:

@@ -15,7 +15,7 @@ from ...ir.errors import HalfwayError
 from ..report.console import Output
 from ..report.tables import human_bytes, milliseconds, table
 from .base import Command, add_inputs, add_json, add_model, add_places, add_repeat
-from .execution import feeds_for
+from .execution import feeds_for, warn_nonfinite
 from .places import parse_places
 
 __all__ = ["COMMAND"]
@@ -50,18 +50,22 @@ def onnxruntime_runner(model: Model, feeds: Mapping[str, np.ndarray]) -> Callabl
 def _run(args: argparse.Namespace, output: Output) -> int:
     model = load_model(args.model)
     places = parse_places(args.places, output, args.tune)
-    feeds = feeds_for(args, model)
+    feeds = feeds_for(args, model, output)
     runners: list[tuple[str, Callable[[], object], int | None]] = []
+    last: dict[str, list[np.ndarray]] = {}
     for place in places:
         prepared = prepare(model.program, model.scope, model.feed_names, model.fetch_names, feeds, place)
         peak = prepared.report.peak_activation_bytes
-        runners.append((f"halfway {place_label(place)}", lambda p=prepared: p.run(feeds), peak))
+        label = place_label(place)
+        runners.append((f"halfway {label}", lambda p=prepared, at=label: last.__setitem__(at, p.run(feeds)), peak))
     if "onnxruntime" in args.compare:
         runners.append(("onnxruntime cpu", onnxruntime_runner(model, feeds), None))
     timings: list[tuple[str, Timing, int | None]] = []
     for name, runner, peak in runners:
         with output.task(f"timing {name}", total=args.warmup + args.repeat) as tick:
             timings.append((name, time_runs(runner, args.repeat, args.warmup, tick), peak))
+    for label, results in last.items():
+        warn_nonfinite(output, dict(zip(model.fetch_names, results)), label)
     baseline = timings[0][1].median
     params = param_bytes(model.program, model.scope)
     rows = [{"runtime": name, **t.as_dict(), "vs_first": t.median / baseline, "activation_peak_bytes": peak}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ...api.input_shapes import parse_input_shapes
 from ...api.models import load_model
 from ...api.tokens import SEQUENCE
 from ..demo import DEMO_MODELS, DemoModel, demo_model_path, run_demo
 from ..report.console import Output
-from .base import Command, add_json, add_places, non_negative, positive
+from .base import Command, UsageError, add_input_shapes, add_json, add_places, non_negative, positive
 from .places import parse_places
 
 __all__ = ["COMMAND"]
@@ -18,6 +19,7 @@ __all__ = ["COMMAND"]
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="PATH",
                         help=f"run on this model instead of the shipped {' and '.join(DEMO_MODELS)}")
+    add_input_shapes(parser)
     add_places(parser, several=True)
     parser.add_argument("--samples", type=positive, default=8, metavar="K",
                         help="seeded inputs per model: each program runs once on each, timed (default: 8)")
@@ -31,11 +33,14 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
+    if args.input_shapes and not args.model:
+        raise UsageError("--input-shapes sizes the inputs of a --model; the shipped models take their own")
+    shapes = parse_input_shapes(args.input_shapes)
     shipped = {str(demo_model_path(name)): sequence for name, sequence in DEMO_MODELS.items()}
     models = []
     for path, sequence in ({args.model: SEQUENCE} if args.model else shipped).items():
         with output.task(f"importing {Path(path).name}"):
-            models.append(DemoModel(load_model(path), sequence))
+            models.append(DemoModel(load_model(path), sequence, shapes))
     places = parse_places(args.places, output, args.tune)
     return run_demo(output, models, places, samples=args.samples, warmup=args.warmup, seed=args.seed,
                     out_dir=args.out)

@@ -13,7 +13,7 @@ from ...api.places import parse_place, place_label
 from ..report.console import Output
 from ..report.tables import table
 from .base import Command, add_inputs, add_json, add_model, add_places
-from .execution import feeds_for
+from .execution import feeds_for, warn_nonfinite
 
 __all__ = ["COMMAND", "array_stats"]
 
@@ -43,10 +43,11 @@ def array_stats(value: np.ndarray) -> dict[str, Any]:
 def _run(args: argparse.Namespace, output: Output) -> int:
     model = load_model(args.model)
     place = parse_place(args.place, args.tune)
-    feeds = feeds_for(args, model)
+    feeds = feeds_for(args, model, output)
     prepared = prepare(model.program, model.scope, model.feed_names, model.fetch_names, feeds, place,
                        check_float16_range=args.check_float16_range)
     results = dict(zip(model.fetch_names, prepared.run(feeds)))
+    warn_nonfinite(output, results, place_label(place))
     if args.output:
         write_npz(args.output, results)
     facts = {"model": model.path, "place": place_label(place),
@@ -68,7 +69,9 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 COMMAND = Command(
     "run", "run a model once on given or random inputs",
     "Run a model once and show each output's dtype, shape, min, max, mean and argmax.\n"
-    "Inputs come from --input NAME=FILE.npy (or FILE.npz) or are seeded random values\n"
-    "(--random, the default). -o OUT.npz saves the outputs by name.\n\n"
+    "Inputs come from --input NAME=FILE.npy (or FILE.npz) or are seeded values the model can\n"
+    "take (--random, the default: ids within the embedding's vocabulary, masks of ones, floats\n"
+    "in [0, 1)), --input-shapes NAME:1x128 sizing the dims it leaves free. An output holding\n"
+    "NaN or inf is a warning on stderr. -o OUT.npz saves the outputs by name.\n\n"
     "example: halfway run model.onnx --input image=cat.npy --place opencl -o out.npz",
     _configure, _run)

@@ -10,6 +10,7 @@ readable. In JSON mode stdout carries exactly one JSON document and nothing else
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -53,7 +54,13 @@ class Output:
         self.out.file.flush()
 
     def json(self, document: Any) -> None:
-        self.raw(json.dumps(document, indent=2, default=_jsonable))
+        """``document`` as strict JSON: NaN and infinities as the strings ``"NaN"``, ``"Infinity"``
+        and ``"-Infinity"`` (JSON has no such numbers)."""
+        self.raw(json.dumps(_jsonable(document), indent=2, allow_nan=False, default=str))
+
+    def warning(self, text: str) -> None:
+        """``halfway: warning: text`` on stderr: the command goes on, but its results need a look."""
+        self.err.print(f"[bold yellow]halfway: warning:[/] {escape(text)}", soft_wrap=True)
 
     def note(self, text: str) -> None:
         """A side remark on stderr (never mixed into results)."""
@@ -92,7 +99,14 @@ class Output:
 
 
 def _jsonable(value: Any) -> Any:
-    """numpy scalars and arrays, paths and other odd values as JSON."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return str(value)
+    """``value`` with numpy scalars and arrays as lists and numbers, and the floats JSON has no
+    number for as strings (other odd values, such as paths, become strings when written)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _jsonable(value.tolist())
+    return value
