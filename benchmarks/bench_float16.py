@@ -12,7 +12,7 @@ range; only a calibrated conversion stays finite there.
 
     .venv/bin/python benchmarks/bench_float16.py [--models vgg19,bvlc_alexnet] [--repeats 3] [--json OUT]
 
-``--suite modern`` compares instead on today's architectures (``tests/modern.py``'s fixtures,
+``--suite modern`` compares instead on today's architectures (``tests/support/modern.py``'s fixtures,
 every saved case): halfway's float16 (plain; calibrated on the cases; ``tolerance=1e-3`` on them)
 against onnxconverter-common's ``convert_float_to_float16(keep_io_types=True)`` and
 onnxruntime.transformers' ``convert_float_to_float16(keep_io_types=True)`` with its default op
@@ -47,9 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.executor import Executor  # noqa: E402
-from tests.modern import FIXTURE_DIR, expected_failure, fixtures  # noqa: E402
-from tests.modern import cases as modern_cases
-from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
+from tests.support.modern import FIXTURE_DIR, expected_failure, fixtures  # noqa: E402
+from tests.support.modern import cases as modern_cases
+from tests.support.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
 
 MODERN_MODELS = [e["name"] for e in fixtures() if expected_failure(e["name"]) is None]
 

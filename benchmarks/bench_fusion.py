@@ -22,7 +22,7 @@ import halfway
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.results import Results, add_json_option  # noqa: E402
-from tests.modern import FIXTURE_DIR, cases, fixtures  # noqa: E402
+from tests.support.modern import FIXTURE_DIR, cases, fixtures  # noqa: E402
 
 MODEL_TYPES = {"bert": "bert", "distilbert": "bert", "roberta": "bert", "gpt2": "gpt2", "vit": "vit", "swin": "swin",
                "t5_encoder": "t5", "llama": "gpt2", "whisper_encoder": "bert", "segformer": "vit"}

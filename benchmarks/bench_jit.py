@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_zoo import alternate, paired_ratio, prepare_halfway  # noqa: E402
 from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.kernels.numpy import jit  # noqa: E402
-from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, with_random_weights  # noqa: E402
+from tests.support.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, with_random_weights  # noqa: E402
 
 
 def prepared_pair(name: str):

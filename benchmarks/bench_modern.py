@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_zoo import alternate, geomean, paired_ratio, prepare_halfway, print_profiles, profile_by_op_type  # noqa: E402
 
 from benchmarks.results import Results, add_json_option  # noqa: E402
-from tests.onnx_zoo import ort_session  # noqa: E402
+from tests.support.onnx_zoo import ort_session  # noqa: E402
 
 MODELS = ["bert_base", "gpt2_small", "t5_small_encoder", "vit_b16", "convnext_tiny", "mobilenetv3_large", "yolo_640"]
 DEFAULT_DIR = Path(os.environ.get("HALFWAY_BENCH_MODELS", Path.home() / ".cache" / "halfway" / "bench_models"))

@@ -30,7 +30,7 @@ import halfway
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.results import Results, add_json_option  # noqa: E402
-from tests.modern import FIXTURE_DIR, fixtures  # noqa: E402
+from tests.support.modern import FIXTURE_DIR, fixtures  # noqa: E402
 
 MODEL_TYPES = {"bert": "bert", "distilbert": "bert", "roberta": "bert", "gpt2": "gpt2", "t5_encoder": "t5",
                "vit": "vit", "swin": "swin"}

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.executor import Executor  # noqa: E402
 from halfway.executor.prepared import PreparedProgram  # noqa: E402
-from tests.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
+from tests.support.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
 
 THREADS = 2
 SETTLE_S = 0.3

@@ -34,8 +34,8 @@ on this machine; pin it so that pip never picks another)::
 The script rewrites the folder (all of it, or the fixtures of ``--only`` families, keeping the
 others' manifest entries; run it from the repository root or anywhere, not with the root as the
 working directory of an interactive ``python``, whose ``kernels/`` folder would shadow a package of
-that name); then ``.venv/bin/python -m tests.modern`` prints each fixture's first failure in
-halfway, from which ``EXPECTED_FAILURES`` in ``tests/modern.py`` is updated.
+that name); then ``.venv/bin/python -m tests.support.modern`` prints each fixture's first failure in
+halfway, from which ``EXPECTED_FAILURES`` in ``tests/support/modern.py`` is updated.
 """
 
 from __future__ import annotations

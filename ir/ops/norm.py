@@ -135,7 +135,8 @@ register_op(OpSchema(
 ))
 
 
-def _infer_log_softmax(ctx: InferContext) -> None:
+def _infer_along_axis(ctx: InferContext) -> None:
+    """softmax and log_softmax: Out is X's shape; axis within its rank."""
     x = ctx.input("X")
     rank, axis = max(len(x.shape), 1), ctx.attr("axis")
     ctx.check(-rank <= axis < rank, f"attr axis must be in [{-rank}, {rank}) for X {list(x.shape)}, got {axis}")
@@ -144,7 +145,7 @@ def _infer_log_softmax(ctx: InferContext) -> None:
 
 register_op(OpSchema(
     "log_softmax", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("axis", AttrType.INT, -1)],
-    infer=_infer_log_softmax, doc="Out = log(softmax(X)) along `axis`, computed as X - max - log(sum(exp)).",
+    infer=_infer_along_axis, doc="Out = log(softmax(X)) along `axis`, computed as X - max - log(sum(exp)).",
 ))
 
 
@@ -222,16 +223,11 @@ register_op(OpSchema(
 ))
 
 
-def _infer_softmax(ctx: InferContext) -> None:
-    x = ctx.input("X")
-    rank, axis = max(len(x.shape), 1), ctx.attr("axis")
-    ctx.check(-rank <= axis < rank, f"attr axis must be in [{-rank}, {rank}) for X {list(x.shape)}, got {axis}")
-    ctx.set_output("Out", x.shape, x.dtype)
 
 
 register_op(OpSchema(
     "softmax", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("axis", AttrType.INT, -1)],
-    infer=_infer_softmax, doc="Softmax along axis.",
+    infer=_infer_along_axis, doc="Softmax along axis.",
 ))
 
 

@@ -5,7 +5,7 @@ GELU's) and erf (``erf_of``); and ``log1p_exp_of``. numpy spends a pass over mem
 operation of their formulas (ten or more for GELU); the loops read and write each element once.
 
 They compute in float32, 16 lanes of AVX-512 where float64 has 8, within 1e-6 of the float64
-formulas over the whole float32 range (``tests/test_jit.py``): exp is a call-free polynomial
+formulas over the whole float32 range (``tests/kernels/test_jit.py``): exp is a call-free polynomial
 (``exp32``), and an argument that a float32 would not hold precisely enough (GELU's tanh form,
 swish's beta x, the squares in erfc's exponent) reaches it as a pair of float32s (``_split``).
 The normal CDF is ``numpy_math.erfc``'s fit of |x| / sqrt 2, taken so that nothing cancels.

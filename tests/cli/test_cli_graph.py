@@ -1,0 +1,99 @@
+"""``halfway graph``: .dot text, .svg through Graphviz's ``dot``, and the self-contained .html."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import xml.dom.minidom
+from collections import Counter
+
+from halfway.cli.report.graph import STYLES
+from tests.support.clirun import RESNET_TINY, halfway, one_line_error, proto_op_types
+
+NODE = re.compile(r'^  "(op\d+|in:[^"]+|out:[^"]+)" \[label="([^"\\]*)', re.M)
+EDGE = re.compile(r'^  "([^"]+)" -> "([^"]+)"', re.M)
+
+
+def _fused_fp16(tmp_path):
+    done = halfway("transpile", RESNET_TINY, "-o", tmp_path / "half", "--fp16")
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "half.pdmodel"
+
+
+def test_dot_has_every_op_and_its_data_flow(tmp_path):
+    assert halfway("graph", RESNET_TINY, "-o", tmp_path / "g.dot").returncode == 0
+    dot = (tmp_path / "g.dot").read_text()
+    nodes = dict(NODE.findall(dot))
+    ops = Counter(label for node, label in nodes.items() if node.startswith("op"))
+    assert ops == proto_op_types(RESNET_TINY)
+    assert [n for n in nodes if n.startswith(("in:", "out:"))] == ["in:image", "out:softmax_0.tmp_0"]
+    edges = EDGE.findall(dot)
+    assert all(source in nodes and target in nodes for source, target in edges)
+    assert ("in:image", next(n for n, label in nodes.items() if label == "conv2d")) in edges
+    assert dot.count(STYLES["float32"][0]) == sum(ops.values())
+
+
+def test_float16_ops_casts_and_fused_ops_are_marked(tmp_path):
+    half = _fused_fp16(tmp_path)
+    assert halfway("graph", half, "-o", tmp_path / "g.dot").returncode == 0
+    dot = (tmp_path / "g.dot").read_text()
+    lines = [line for line in dot.splitlines() if '"op' in line and "label=" in line]
+    casts = [line for line in lines if 'label="cast' in line]
+    assert len(casts) == proto_op_types(half)["cast"] >= 2 and all(STYLES["cast"][0] in line for line in casts)
+    fused = [line for line in lines if "fused_conv2d" in line]
+    assert fused and all('peripheries="2"' in line and STYLES["float16"][0] in line for line in fused)
+
+
+def test_html_is_one_offline_page_with_a_layered_svg(tmp_path):
+    half = _fused_fp16(tmp_path)
+    done = halfway("graph", half, "-o", tmp_path / "g.html")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "g.html").read_text()
+    assert "<script" not in page and not re.search(r'(src|href)="(https?:)?//', page)
+    svg = xml.dom.minidom.parseString(page[page.index("<svg"):page.index("</svg>") + 6])
+    groups = [g for g in svg.getElementsByTagName("g") if "node" in g.getAttribute("class").split()]
+    ops = sum(proto_op_types(half).values())
+    assert len(groups) == ops + 2  # one input, one output
+    boxes = []
+    for g in groups:
+        rect = g.getElementsByTagName("rect")[0]
+        boxes.append(tuple(float(rect.getAttribute(k)) for k in ("x", "y", "width", "height")))
+    for i, a in enumerate(boxes):  # no two nodes overlap
+        for b in boxes[i + 1:]:
+            assert a[0] + a[2] <= b[0] or b[0] + b[2] <= a[0] or a[1] + a[3] <= b[1] or b[1] + b[3] <= a[1]
+    for path in svg.getElementsByTagName("path"):  # every edge points down the page
+        if path.getAttribute("class") == "edge":
+            numbers = [float(v) for v in re.findall(r"-?\d+\.?\d*", path.getAttribute("d"))]
+            assert numbers[-1] > numbers[1]
+    kinds = Counter(g.getAttribute("class").split()[1] for g in groups)
+    assert kinds["cast"] == proto_op_types(half)["cast"] and kinds["float16"] > 0
+    assert "⚡ fused" in page and "digraph" in page
+
+
+def _fake_dot(folder, script: str) -> dict[str, str]:
+    folder.mkdir()
+    dot = folder / "dot"
+    dot.write_text("#!/bin/sh\n" + script)
+    dot.chmod(dot.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_svg_goes_through_graphviz(tmp_path):
+    """A stand-in ``dot`` that checks its arguments and wraps its stdin shows what halfway hands
+    Graphviz and that its output lands in the file; without ``dot`` the error says what to do."""
+    env = _fake_dot(tmp_path / "bin", '[ "$1" = "-Tsvg" ] || exit 9\necho "<svg>"; cat; echo "</svg>"\n')
+    assert halfway("graph", RESNET_TINY, "-o", tmp_path / "g.svg", env=env).returncode == 0
+    svg = (tmp_path / "g.svg").read_text()
+    assert svg.startswith("<svg>") and 'digraph "resnet_tiny.pdmodel"' in svg
+    failing = _fake_dot(tmp_path / "bad", 'echo "syntax error in line 1" >&2; exit 1\n')
+    one_line_error(halfway("graph", RESNET_TINY, "-o", tmp_path / "x.svg", env=failing), "syntax error")
+    no_dot = {"PATH": str(tmp_path / "empty")}
+    one_line_error(halfway("graph", RESNET_TINY, "-o", tmp_path / "y.svg", env=no_dot), "graphviz", ".dot", ".html")
+    assert not (tmp_path / "x.svg").exists() and not (tmp_path / "y.svg").exists()
+
+
+def test_unknown_formats_are_refused(tmp_path):
+    done = halfway("graph", RESNET_TINY, "-o", tmp_path / "g.png")
+    one_line_error(done, ".dot, .svg, .html")
+    assert done.returncode == 2 and list(tmp_path.iterdir()) == []

@@ -1,0 +1,220 @@
+"""The selection, indexing and normalisation ops (``ir/ops/indexing.py``, ``ir/ops/norm.py``, their
+numpy kernels and ONNX converters): each ONNX op imported and run against onnx's reference
+implementation, in float32 and (where the op computes) float16; the Paddle-only ops against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+import halfway
+from halfway.executor import Executor
+from tests.support.node_model import node_model
+from tests.support.oprun import run_op
+
+RNG = np.random.default_rng(5)
+
+
+def _check(op_type: str, feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray] | None = None,
+           outputs: int = 1, opset: int = 18, rtol: float = 1e-5, **attrs: object) -> None:
+    model = node_model(op_type, feeds, consts or {}, outputs, opset, **attrs)
+    prog, names, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, dict(zip(names, feeds.values())), fetches, scope)
+    want = ReferenceEvaluator(model).run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == np.shape(w) and g.dtype == np.asarray(w).dtype, (g.shape, np.shape(w), g.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), np.asarray(w, np.float64), rtol=rtol, atol=rtol)
+
+
+def _x(*shape: int, dtype: type = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+FLOATS = [np.float32, np.float16]
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, np.int64])
+def test_where_broadcasts_the_three(dtype):
+    _check("Where", {"c": RNG.random((3, 1)) > 0.5, "x": _x(4, dtype=dtype) * 0 + 2, "y": _x(3, 4, dtype=dtype)})
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, np.bool_])
+def test_expand_broadcasts_both_ways_and_tile(dtype):
+    x = (_x(3, 1) > 0).astype(dtype)
+    _check("Expand", {"x": x}, {"shape": np.array([2, 1, 4], np.int64)})
+    _check("Tile", {"x": x}, {"repeats": np.array([2, 3], np.int64)})
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumsum(exclusive, reverse):
+    _check("CumSum", {"x": _x(3, 5)}, {"axis": np.array(1, np.int64)}, exclusive=exclusive, reverse=reverse)
+    _check("CumSum", {"x": np.arange(6, dtype=np.int64).reshape(2, 3)}, {"axis": np.array(-2, np.int32)},
+           exclusive=exclusive, reverse=reverse)
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumprod(exclusive, reverse):
+    _check("CumProd", {"x": _x(3, 5)}, {"axis": np.array(-1, np.int64)}, opset=26, exclusive=exclusive,
+           reverse=reverse)
+    _check("CumProd", {"x": np.arange(1, 7, dtype=np.int32).reshape(2, 3)}, {"axis": np.array(0, np.int32)},
+           opset=26, exclusive=exclusive, reverse=reverse)
+
+
+@pytest.mark.parametrize("upper, k", [(1, 0), (0, 0), (1, -1), (0, 2)])
+def test_trilu(upper, k):
+    _check("Trilu", {"x": _x(2, 4, 5)}, {"k": np.array(k, np.int64)}, upper=upper)
+
+
+def test_range_with_runtime_bounds_and_constant_ones():
+    _check("Range", {"s": np.array(1.5, np.float32), "l": np.array(7, np.float32), "d": np.array(0.5, np.float32)})
+    _check("Range", {}, {"s": np.array(10, np.int64), "l": np.array(2, np.int64), "d": np.array(-3, np.int64)})
+
+
+@pytest.mark.parametrize("op_type", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("keepdims, last", [(1, 0), (0, 0), (1, 1), (0, 1)])
+def test_arg_max_min_take_the_first_or_last_of_equals(op_type, keepdims, last):
+    x = RNG.integers(0, 3, (3, 4, 5)).astype(np.float32)
+    _check(op_type, {"x": x}, axis=1, keepdims=keepdims, select_last_index=last)
+
+
+@pytest.mark.parametrize("largest", [0, 1])
+def test_top_k_orders_equal_values_by_index(largest):
+    x = RNG.integers(0, 4, (3, 6)).astype(np.float32)
+    _check("TopK", {"x": x}, {"k": np.array([3], np.int64)}, outputs=2, axis=1, largest=largest)
+
+
+def test_gather_nd_and_gather_elements_with_negative_indices():
+    x = _x(3, 4, 2)
+    _check("GatherND", {"x": x, "i": np.array([[0, -1], [2, 1]], np.int64)})
+    _check("GatherElements", {"x": x, "i": np.array([[[0, 1]], [[-1, 2]], [[3, -4]]], np.int64)}, axis=1)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements_and_scatter_nd(reduction):
+    opset = 18
+    x = _x(3, 4)
+    _check("ScatterElements", {"x": x, "i": np.array([[1, 0], [3, 2]], np.int64), "u": _x(2, 2)},
+           opset=opset, axis=1, reduction=reduction)
+    _check("ScatterND", {"x": x, "i": np.array([[1], [0]], np.int64), "u": _x(2, 4)}, opset=opset,
+           reduction=reduction)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_with_negative_and_float_indices(axis):
+    _check("OneHot", {"i": np.array([[1, -1, 4], [0, 2, -3]], np.int64)},
+           {"depth": np.array(5, np.int64), "values": np.array([-2, 3], np.float32)}, axis=axis)
+    _check("OneHot", {"i": np.array([1.0, 4.0], np.float32)},
+           {"depth": np.array(5.0, np.float32), "values": np.array([0, 1], np.int64)}, axis=axis)
+
+
+@pytest.mark.parametrize("equation, shapes", [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ij,kj", [(3, 4), (5, 4)]),
+                                              ("...ii->...i", [(2, 3, 3)]), ("i,i", [(4,), (4,)])])
+def test_einsum(equation, shapes):
+    _check("Einsum", {f"x{i}": _x(*s) for i, s in enumerate(shapes)}, equation=equation)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_layer_norm_with_every_output(dtype, axis):
+    tol = 5e-3 if dtype is np.float16 else 1e-5
+    x = _x(2, 3, 4, dtype=dtype)
+    scale = _x(*x.shape[axis % 3:], dtype=dtype)
+    _check("LayerNormalization", {"x": x, "s": scale, "b": _x(x.shape[-1], dtype=dtype)}, outputs=3 if dtype is
+           np.float32 else 1, opset=17, rtol=tol, axis=axis, epsilon=1e-3)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_instance_and_group_norm(dtype):
+    tol = 5e-3 if dtype is np.float16 else 1e-5
+    x = _x(2, 6, 3, 4, dtype=dtype)
+    _check("InstanceNormalization", {"x": x, "s": _x(6, dtype=dtype), "b": _x(6, dtype=dtype)}, rtol=tol)
+    _check("GroupNormalization", {"x": x, "s": _x(6, dtype=dtype), "b": _x(6, dtype=dtype)}, opset=21, rtol=tol,
+           num_groups=3)
+    _check("GroupNormalization", {"x": x, "s": _x(3, dtype=dtype), "b": _x(3, dtype=dtype)}, opset=18, rtol=tol,
+           num_groups=3)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_log_softmax(axis):
+    _check("LogSoftmax", {"x": _x(2, 3, 4) * 10}, opset=13, axis=axis)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_log_softmax_before_opset_13_flattens_from_axis(axis):
+    """onnx's reference reads every opset as 13; ONNX Runtime follows opset 11's flattening."""
+    onnxruntime = pytest.importorskip("onnxruntime")
+    x = _x(2, 3, 4) * 10
+    model = node_model("LogSoftmax", {"x": x}, {}, opset=11, axis=axis)
+    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    prog, names, fetches, scope = halfway.load(model)
+    np.testing.assert_allclose(Executor().run(prog, {"x": x}, fetches, scope)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("slope_shape", [(1,), (3, 1, 1), (5,), (4, 5), (2, 3, 4, 5)])
+def test_prelu_slopes(slope_shape):
+    _check("PRelu", {"x": _x(2, 3, 4, 5), "s": _x(*slope_shape)})
+
+
+@pytest.mark.parametrize("op_type", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"])
+def test_composed_reductions(op_type):
+    _check(op_type, {"x": np.abs(_x(2, 3, 4)) + 0.1}, {"axes": np.array([1], np.int64)}, keepdims=0)
+
+
+def test_paddle_only_ops_match_numpy():
+    x = _x(2, 3, 4)
+    np.testing.assert_allclose(run_op("tile", {"X": x}, {"repeat_times": [2, 1, 1]}).out, np.tile(x, (2, 1, 1)))
+    index = np.array([3, 0, 4], np.int64)
+    np.testing.assert_array_equal(run_op("one_hot_v2", {"X": index}, {"depth": 5}).out, np.eye(5, dtype=np.float32)[index])
+    ran = run_op("layer_norm", {"X": x}, {"begin_norm_axis": 2}, outputs={"Y": 1, "Mean": 1, "Variance": 1})
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    np.testing.assert_allclose(ran["Y"][0], (x - mean) / np.sqrt(var + 1e-5), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ran["Variance"][0], var.reshape(2, 3), rtol=1e-5)
+    alpha = _x(3)
+    np.testing.assert_allclose(run_op("prelu", {"X": x, "Alpha": alpha}, {"mode": "channel"}).out,
+                               np.where(x > 0, x, x * alpha[:, None]))
+
+
+@pytest.mark.parametrize("padding_idx", [-1, 2])
+def test_lookup_table_v2_is_an_embedding(padding_idx):
+    table = _x(5, 3)
+    ids = np.array([[0, 2, 4], [2, 1, 1]], np.int64)
+    got = run_op("lookup_table_v2", {"W": table, "Ids": ids}, {"padding_idx": padding_idx}).out
+    expected = table[ids]
+    if padding_idx != -1:
+        expected[ids == padding_idx] = 0
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_out_of_range_indices_are_errors_naming_the_op():
+    with pytest.raises(halfway.HalfwayError, match=r"lookup_table_v2: an id is outside \[0, 5\)"):
+        run_op("lookup_table_v2", {"W": _x(5, 3), "Ids": np.array([5], np.int64)})
+    with pytest.raises(halfway.HalfwayError, match="take_along_axis: an index is outside"):
+        run_op("take_along_axis", {"Input": _x(2, 3), "Index": np.array([[3]], np.int64)}, {"Axis": 1})
+    with pytest.raises(halfway.HalfwayError, match="one_hot_v2: an index is outside"):
+        run_op("one_hot_v2", {"X": np.array([5], np.int64)}, {"depth": 5})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("affine", [True, False])
+def test_skip_layer_norm_is_layer_norm_of_the_sum(dtype, affine):
+    x, y = _x(2, 3, 16, dtype=dtype), _x(2, 3, 16, dtype=dtype)
+    params = {"Scale": _x(16), "Bias": _x(16)} if affine else {}
+    ran = run_op("skip_layer_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": 2, "epsilon": 1e-3},
+                 outputs={"Out": 1, "Sum": 1})
+    total = (x + y).astype(np.float64)  # x + y rounds to the inputs' dtype, as elementwise_add
+    want = (total - total.mean(-1, keepdims=True)) / np.sqrt(total.var(-1, keepdims=True) + 1e-3)
+    if affine:
+        want = want * params["Scale"] + params["Bias"]
+    tol = 2e-3 if dtype is np.float16 else 1e-5
+    assert ran.out.dtype == ran["Sum"][0].dtype == dtype
+    np.testing.assert_array_equal(ran["Sum"][0], x + y)
+    np.testing.assert_allclose(ran.out.astype(np.float64), want, rtol=tol, atol=tol)
+    alone = run_op("skip_layer_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": 2, "epsilon": 1e-3})
+    np.testing.assert_array_equal(alone.out, ran.out)
+
+
+def test_skip_layer_norm_needs_operands_of_one_shape():
+    with pytest.raises(halfway.HalfwayError, match="must have X's shape"):
+        run_op("skip_layer_norm", {"X": _x(2, 4), "Y": _x(1, 4)}, {"begin_norm_axis": 1})
