@@ -1,38 +1,18 @@
-"""Writing one output file atomically: the file holds all the new bytes or is as it was; arrays
-by name as .npz bytes."""
+"""Writing one output file atomically (``halfway.ir.tempfiles.write_file``: the file holds all
+the new bytes or is as it was, and keeps its mode); arrays by name as .npz bytes."""
 
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import zipfile
 from collections.abc import Mapping
 
 import numpy as np
 
 from ..ir.errors import SerdeError
+from ..ir.tempfiles import write_file
 
 __all__ = ["write_file", "write_npz", "npz_bytes"]
-
-
-def write_file(path: str, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then move it over ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise SerdeError(f"{path}: is a directory; give a file name")
-    if not os.path.isdir(folder):
-        raise SerdeError(f"{path}: the folder {folder} does not exist")
-    fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(temp, path)
-    except BaseException as e:
-        os.unlink(temp)
-        if isinstance(e, OSError):
-            raise SerdeError(f"{path}: cannot write ({e.strerror or e}); nothing was written") from None
-        raise
 
 
 def write_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:

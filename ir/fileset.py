@@ -1,5 +1,5 @@
-"""The files of one saved model, written so that a kill at any moment leaves a loadable model or
-one that load reports clearly, and checked on load.
+"""The files of one saved model, written so that a kill at any moment leaves the old model or
+the new one loadable, and checked on load.
 
 A model is several files (the program, its parameters, perhaps one file per parameter) that make
 sense only together, and no file system moves several files at once. So a save also writes a
@@ -7,17 +7,22 @@ manifest beside the program file, ``<program file>.sha256`` in ``sha256sum``'s f
 every file of the save with its digest (``sha256sum -c`` checks it), and commits in this order:
 
 1. lock the folder (``flock`` on the directory: saves into one folder, from any process or
-   thread, run one at a time), and remove the temporaries of saves whose process is gone;
-2. write every new file to a temporary beside it, ``.<file>.<pid>.<random>.tmp``, synced;
-3. move into place the manifest, then the program file, then the parameter files; then remove
-   files of the old model the new one does not have (a parameter file).
+   thread, run one at a time), and finish a save of the same program file that was killed while
+   moving its files (below);
+2. write every new file to a synced temporary beside it (``halfway.ir.tempfiles``);
+3. move into place the manifest, then the program file, then the parameter files, each after a
+   backup of the file it replaces; then remove files of the old model the new one does not have;
+4. remove the backups, and the temporaries and backups of saves whose process has ended.
 
 A reader (``Manifest``) trusts the manifest only when the program file matches it; then every
-listed file must match too. So after a kill: before step 3, the old files (and their manifest, if
-any) are untouched; after the manifest moved, the old program no longer matches it and the old
-model loads as it was; after the program moved, parameters that do not match are reported as
-belonging to an interrupted save, which the next save repairs. Files another tool wrote over a
-saved model leave a manifest that matches nothing, and it is ignored.
+listed file must match too, or a temporary of it must (that of a save killed in step 3, which
+waits there whole). So after a kill: before the manifest moved, the old files are untouched;
+after it moved and before the program moved, the old program no longer matches it and the old
+model loads as it was; after the program moved, the new model loads, its parameters read from
+their temporaries until the next save of it moves them into place. A failure in step 3 puts the
+old files back, the last moved first, keeping each new file at its temporary until all are
+back, so a kill then too leaves one of the two models. Files another tool wrote over a saved
+model leave a manifest that matches nothing, and it is ignored.
 """
 
 from __future__ import annotations
@@ -26,20 +31,18 @@ import contextlib
 import errno
 import hashlib
 import os
-import re
-import secrets
 import shutil
-import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from .errors import SerdeError
+from .tempfiles import BACKUP, TEMP, leftovers, remove, remove_dead, sync_folder, temp_name, write_temp
 
 __all__ = ["MANIFEST_SUFFIX", "Manifest", "manifest_path", "read_file", "write_files", "folder_lock"]
 
 MANIFEST_SUFFIX = ".sha256"
 _MANIFEST_LIMIT = 1 << 24
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.(?:tmp|bak)$")
+_CHUNK = 1 << 22
 
 
 def manifest_path(program_file: Path) -> Path:
@@ -48,6 +51,46 @@ def manifest_path(program_file: Path) -> Path:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    """The digest of a regular file's bytes, read in chunks; None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        if not path.is_file():
+            return None
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _recorded(path: Path) -> dict[str, str]:
+    """File name -> digest, as the manifest at ``path`` records them (nothing when it is missing,
+    unreadable or too large to be one)."""
+    try:
+        if not path.is_file() or path.stat().st_size > _MANIFEST_LIMIT:
+            return {}
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    digests = {}
+    for line in text.splitlines():
+        digest, _, name = line.partition("  ")
+        if len(digest) == 64 and name:
+            digests[name] = digest
+    return digests
+
+
+def _pending(file: Path, digest: str, *, dead_only: bool) -> Path | None:
+    """A temporary of ``file`` holding the bytes of ``digest`` (of a process that has ended, with
+    ``dead_only``): the new file of a save killed before it moved that one into place."""
+    for leftover in leftovers(file.parent, {file.name}):
+        if leftover.kind == TEMP and (not dead_only or leftover.dead()) and _file_digest(leftover.path) == digest:
+            return leftover.path
+    return None
 
 
 # -- reading ----------------------------------------------------------------------------------------
@@ -67,17 +110,7 @@ class Manifest:
     @classmethod
     def read(cls, program_file: Path, program_bytes: bytes) -> Manifest | None:
         path = manifest_path(program_file)
-        try:
-            if not path.is_file() or path.stat().st_size > _MANIFEST_LIMIT:
-                return None
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-        digests = {}
-        for line in text.splitlines():
-            digest, _, name = line.partition("  ")
-            if len(digest) == 64 and name:
-                digests[name] = digest
+        digests = _recorded(path)
         if digests.get(program_file.name) != _digest(program_bytes):
             return None
         return cls(path, digests)
@@ -85,16 +118,26 @@ class Manifest:
     def lists(self, file: Path) -> bool:
         return file.name in self.digests
 
-    def check(self, file: Path, data: bytes) -> None:
-        """SerdeError when ``file`` is listed with another digest than ``data``'s."""
-        expected = self.digests.get(file.name)
-        if expected is not None and expected != _digest(data):
-            raise SerdeError(f"{file}: does not belong to the program beside it ({self.path} records another "
-                             f"digest): a save of this model was interrupted, or another tool changed the "
-                             f"file; save the model again")
+    def file_bytes(self, file: Path) -> bytes:
+        """The bytes of ``file`` as the manifest records them: the file's own when they match,
+        else those of its temporary left by a save killed before it moved that file into place.
+
+        Raises:
+            SerdeError: naming ``file``, when neither matches (or it is missing).
+        """
+        expected = self.digests[file.name]
+        data = read_file(file) if file.exists() else None
+        if data is not None and _digest(data) == expected:
+            return data
+        pending = _pending(file, expected, dead_only=False)
+        if pending is not None:
+            return read_file(pending)
+        if data is None:
+            return read_file(file)  # missing: its error
+        raise SerdeError(f"{file}: does not belong to the program beside it ({self.path} records another "
+                         f"digest): another tool changed the file; save the model again")
 
 
-# -- writing ----------------------------------------------------------------------------------------
 def read_file(path: Path) -> bytes:
     """The bytes of a regular file; a FIFO, a device or a folder is refused before it is opened
     (reading one could block forever or never end).
@@ -110,6 +153,7 @@ def read_file(path: Path) -> bytes:
         raise SerdeError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
+# -- writing ----------------------------------------------------------------------------------------
 def write_files(files: Mapping[Path, bytes], remove: tuple[Path, ...] = ()) -> None:
     """Write ``files`` (the program file first, in the order they are to be moved into place) and
     their manifest, then remove ``remove``, as the module docstring describes.
@@ -131,27 +175,47 @@ def write_files(files: Mapping[Path, bytes], remove: tuple[Path, ...] = ()) -> N
         raise SerdeError(f"{current}: cannot write ({e.strerror or e}); nothing was written") from None
     try:
         with folder_lock(program_file.parent, exclusive=True):
+            _complete(program_file)
             _commit(files, remove)
     except BaseException:
         _remove_folders(created)
         raise
 
 
-def _commit(files: Mapping[Path, bytes], remove: tuple[Path, ...]) -> None:
+def _complete(program_file: Path) -> None:
+    """Finish a save of ``program_file`` killed while it moved its files into place: every file
+    its manifest lists that does not match is replaced by the temporary (of a process that has
+    ended) that does. Nothing moves unless every listed file can be made to match."""
+    digests = _recorded(manifest_path(program_file))
+    folder = program_file.parent
+    if not any(item.kind == TEMP and item.dead() for item in leftovers(folder, set(digests))):
+        return
+    moves = []
+    for name, digest in digests.items():
+        file = folder / name
+        if _file_digest(file) == digest:
+            continue
+        pending = _pending(file, digest, dead_only=True)
+        if pending is None:
+            return
+        moves.append((pending, file))
+    for pending, file in moves:
+        os.replace(pending, file)
+
+
+def _commit(files: Mapping[Path, bytes], stale: tuple[Path, ...]) -> None:
     program_file = next(iter(files))
     ordered = {manifest_path(program_file): _manifest_text(files).encode()} | dict(files)
-    for folder in {file.parent for file in ordered}:
-        _remove_leftovers(folder, {file.name for file in (*ordered, *remove)})
     temps: dict[Path, Path] = {}
     backups: dict[Path, Path | None] = {}
     current = program_file
     try:
         for current, data in ordered.items():
-            temps[current] = _write_temp(current, data)
+            temps[current] = write_temp(current, data)
         for current, temp in temps.items():
             backups[current] = _backup(current)
             os.replace(temp, current)
-        for current in remove:
+        for current in stale:
             if current.exists() and current not in ordered:
                 backups[current] = _backup(current)
                 os.unlink(current)
@@ -162,9 +226,11 @@ def _commit(files: Mapping[Path, bytes], remove: tuple[Path, ...]) -> None:
         raise
     for backup in backups.values():
         if backup is not None:
-            _remove(backup)
+            remove(backup)
+    names = {file.name for file in (*ordered, *stale)}
     for folder in {file.parent for file in ordered}:
-        _sync_folder(folder)
+        remove_dead(folder, names)
+        sync_folder(folder)
 
 
 def _manifest_text(files: Mapping[Path, bytes]) -> str:
@@ -191,30 +257,6 @@ def folder_lock(folder: Path, *, exclusive: bool) -> Iterator[None]:
         os.close(fd)
 
 
-def _remove_leftovers(folder: Path, names: set[str]) -> None:
-    """Remove temporaries and backups of ``names`` left by saves whose process has ended."""
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return
-    for entry in entries:
-        match = _LEFTOVER.match(entry)
-        if match and match["name"] in names and not _alive(int(match["pid"])):
-            _remove(folder / entry)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def _make_dirs(directory: Path, created: list[Path]) -> None:
     """Create ``directory`` and its missing parents, adding each one made to ``created``."""
     missing = []
@@ -226,65 +268,41 @@ def _make_dirs(directory: Path, created: list[Path]) -> None:
         created.append(folder)
 
 
-def _write_temp(target: Path, data: bytes) -> Path:
-    temp = _unused_name(target, "tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if target.exists():
-            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))
-    except BaseException:
-        _remove(temp)
-        raise
-    return temp
-
-
 def _backup(target: Path) -> Path | None:
     if not target.exists():
         return None
-    backup = _unused_name(target, "bak")
-    try:
-        os.link(target, backup)
-    except OSError:
-        shutil.copy2(target, backup)
+    backup = temp_name(target, BACKUP)
+    _keep(target, backup)
     return backup
 
 
-def _unused_name(target: Path, kind: str) -> Path:
-    return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}.{kind}")
+def _keep(target: Path, name: Path) -> None:
+    """A second name for ``target``'s bytes: a hard link, or a copy where links fail."""
+    try:
+        os.link(target, name)
+    except OSError:
+        shutil.copy2(target, name)
 
 
 def _undo(temps: dict[Path, Path], backups: dict[Path, Path | None]) -> None:
-    """Put back every replaced or removed target, then remove temporaries and backups."""
-    for target, backup in backups.items():
-        if backup is not None:
-            with contextlib.suppress(OSError):
+    """Put back every replaced or removed target, the last moved first; a new file moved into
+    place goes back to its temporary first, and the temporaries are removed last."""
+    for target, backup in reversed(backups.items()):
+        temp = temps.get(target)
+        moved_in = temp if temp is not None and not temp.exists() else None
+        with contextlib.suppress(OSError):
+            if moved_in is not None:
+                _keep(target, moved_in)
+            if backup is not None:
                 os.replace(backup, target)
-            _remove(backup)
-        elif not temps[target].exists():
-            _remove(target)
+                remove(backup)  # still there when it was a link to the target itself
+            elif moved_in is not None:
+                os.unlink(target)
     for temp in temps.values():
-        _remove(temp)
+        remove(temp)
 
 
 def _remove_folders(created: list[Path]) -> None:
     for folder in reversed(created):
         with contextlib.suppress(OSError):
             os.rmdir(folder)
-
-
-def _sync_folder(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)

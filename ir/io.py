@@ -18,8 +18,8 @@ accepts its absence.
 
 Saving checks everything first (feed and fetch names, a value of the right dtype and shape for
 every parameter), then writes the files with a manifest of their digests (``fileset``): on any
-failure no new file remains and existing files are as they were; after a kill the path holds the
-old or the new model, or one whose load says a save was interrupted (the next save repairs it).
+failure no new file remains and existing files are as they were; after a kill at any moment the
+path loads the old model or the new one (the next save of it finishes the killed one's moves).
 A parameter file of an older model that the new one does not need is removed. Loading checks the
 files against the manifest when there is one.
 """
@@ -340,10 +340,9 @@ def _read_values(layout: _Layout, specs: list[ParamSpec], manifest: Manifest | N
 
 
 def _read(path: Path, manifest: Manifest | None = None) -> bytes:
-    data = read_file(path)
-    if manifest is not None:
-        manifest.check(path, data)
-    return data
+    if manifest is not None and manifest.lists(path):
+        return manifest.file_bytes(path)
+    return read_file(path)
 
 
 def _param_file(layout: _Layout, name: str) -> Path:
