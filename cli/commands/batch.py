@@ -12,7 +12,7 @@ import numpy as np
 
 from ...api.batch.columns import Columns, concat_columns, row_count, slice_rows
 from ...api.batch.predictor import Predictor
-from ...api.batch.tables import FORMATS, read_rows, write_rows
+from ...api.batch.tables import FORMATS, check_output, read_rows, write_rows
 from ...api.models import load_model
 from ...ir.errors import HalfwayError
 from ..report.console import Output
@@ -56,6 +56,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _run(args: argparse.Namespace, output: Output) -> int:
     if args.ray is None and (args.workers is not None or args.gpus):
         raise UsageError("--workers and --gpus choose Ray actors: give --ray too")
+    check_output(args.output, args.input)
     model = load_model(args.model)
     columns = read_rows(args.input, model.feed_names)
     rows = row_count(columns)
@@ -126,7 +127,8 @@ COMMAND = Command(
     "columns (ids, file names, and `index`, the row's place in DATA) to OUT (Parquet or .npz),\n"
     "atomically. The model is loaded, passed, transpiled and prepared once, then runs batches\n"
     "of --batch-size rows. A row of the wrong shape or dtype is an error naming the row and\n"
-    "column, and nothing is written.\n\n"
+    "column, and nothing is written. OUT is never DATA nor inside DATA's folder; an OUT that\n"
+    "exists keeps its permissions.\n\n"
     f"DATA: {FORMATS}.\n"
     "Without --ray it runs in this process; with --ray it starts a local Ray runtime for the run,\n"
     "or joins the cluster at ADDRESS (`ray start --head` prints it), with --workers actors.\n\n"
