@@ -24,9 +24,16 @@ element as REAL. The modes (``Mode``, what ``source`` receives when it is a func
 
 The global size is rounded up to a multiple of the local size, so a kernel checks its bounds.
 Constants are prepared once per prepare from the op's parameters (``KernelSpec.constant``):
-packed or transposed weights, say. A floating constant is stored as the op's element type T
-(read it with ``LOAD``); others as they are. A constant function returning None (its parameter
-is not known at prepare) declines the kernel: the op runs on numpy, or a strict place refuses it.
+packed or transposed weights, say. A constant is a numeric array; a floating one is stored as
+the op's element type T (read it with ``LOAD``), others as they are. A constant function
+returning None (its parameter is not known at prepare) declines the kernel: the op runs on
+numpy, or a strict place refuses it.
+
+What a kernel binds is checked (``CustomKernelError`` naming the op and the kernel): every
+argument against the kernel's parameter types (``halfway.kernels.opencl.kernel_args``), work
+sizes that launch something where an output the kernel writes holds elements, no more than
+``MAX_WORK_ITEMS`` work-items and work-groups within the device's limits; an exception raised by
+one of the user's functions (source, work sizes, constants, defines) names that function.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from ...ir.errors import HalfwayError
 from ...ir.schema import TensorInfo, get_schema, has_schema
 from ..registry import KernelSpec, register_kernel
 from .base import C_TYPES, Binder, DeviceArray, Launch, Unsupported, element_options, launch, with_header
+from .kernel_args import ARG_INFO_OPTION, kernel_params, param_problem
 from .runtime import Float16Mode, Runtime, cl
 
 __all__ = ["opencl_kernel", "CustomKernel", "CustomKernelError", "Input", "Output", "Attr", "Size", "Constant", "Arg",
@@ -54,6 +62,10 @@ WorkSize = Union[Sequence[int], Callable[[KernelSpec], Sequence[int]]]
 SourceFn = Callable[[KernelSpec, Mode], str]
 Defines = Union[Mapping[str, Any], Callable[[KernelSpec], Mapping[str, Any]]]
 ConstantFn = Callable[[KernelSpec], Union[np.ndarray, None]]
+
+MAX_WORK_ITEMS = 2**31 - 1
+"""The most work-items one launch holds: the global ids a kernel's int indices reach."""
+_NUMERIC = "biuf"
 
 
 class CustomKernelError(HalfwayError):
@@ -142,17 +154,21 @@ class CustomKernel:
         if lws is not None and (len(lws) != len(gws) or 0 in lws):
             raise CustomKernelError(f"{where}: local_size {list(lws)} must be as many positive sizes as "
                                     f"global_size {list(gws)}")
-        host = self._constants(spec, where)
         values = [_resolve(arg, spec, where) for arg in self.args]
-        defines = self.defines(spec) if callable(self.defines) else self.defines
+        _check_covers(gws, lws, spec, values, where)
+        host = self._constants(spec, where)
+        defines = _defines(self.defines, spec, where)
 
         def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
             kernel = self._kernel(rt, spec, defines, where)
             _check_fits(rt, kernel, lws, len(values), self.args, where)
             if 0 in gws:
                 return []
-            buffers = {name: rt.upload(_stored(value, rt, spec.dtype)) for name, value in host.items()}
-            args = [_device_arg(v, ins, outs, buffers) for v in values]
+            stored = {name: _stored(value, rt, spec.dtype) for name, value in host.items()}
+            bound = [_device_arg(v, ins, outs, stored) for v in values]
+            _check_types(kernel, self.args, bound, where)
+            buffers = {name: rt.upload(value) for name, value in stored.items()}
+            args = [buffers[v.name] if isinstance(v, Constant) else arg for v, (arg, _) in zip(values, bound)]
             try:
                 return [launch(rt, kernel, gws, lws, *args)]
             except cl.Error as e:
@@ -163,16 +179,23 @@ class CustomKernel:
     def _constants(self, spec: KernelSpec, where: str) -> dict[str, np.ndarray]:
         values = {}
         for name, make in self.constants.items():
-            value = make(spec)
+            value = _call(make, f"constant {name!r}", where, spec)
             if value is None:
                 raise Unsupported(f"{where}: constant {name!r} needs a parameter whose value is known at prepare")
+            if not isinstance(value, np.ndarray) or value.dtype.kind not in _NUMERIC:
+                kind = f"an array of {value.dtype}" if isinstance(value, np.ndarray) else f"a {type(value).__name__}"
+                raise CustomKernelError(f"{where}: constant {name!r} is {kind}; a constant is a numpy array of "
+                                        f"numbers or bools, uploaded as its bytes")
             values[name] = np.ascontiguousarray(value)
         return values
 
     def _kernel(self, rt: Runtime, spec: KernelSpec, defines: Mapping[str, Any] | None, where: str) -> Any:
         mode = element_mode(rt, spec.dtype)
-        text = self.source(spec, mode) if callable(self.source) else self.source
-        full, options = with_header(text, defines), element_options(rt, spec.dtype)
+        text = _call(self.source, "source", where, spec, mode) if callable(self.source) else self.source
+        if not isinstance(text, str):
+            raise CustomKernelError(f"{where}: its source function {_name(self.source)} returned a "
+                                    f"{type(text).__name__}, not the kernel's OpenCL C text")
+        full, options = with_header(text, defines), (*element_options(rt, spec.dtype), ARG_INFO_OPTION)
         try:
             program = rt.program(full, options)
         except HalfwayError as e:
@@ -215,9 +238,26 @@ def opencl_kernel(op_type: str, source: str | SourceFn, name: str, *, args: Iter
         SchemaError: a kernel is registered already and ``override`` is False.
     """
     kernel = CustomKernel(op_type, source, name, tuple(args), global_size, local_size, dict(constants or {}), defines)
+    _check_callables(kernel)
     _check_names(kernel)
     register_kernel(op_type, "opencl", dtypes, override=override)(kernel)
     return kernel
+
+
+def _check_callables(kernel: CustomKernel) -> None:
+    """CustomKernelError for a source that is neither text nor a function, defines that are
+    neither a mapping nor a function, or a constant that is no function."""
+    where = f"op {kernel.op_type}: OpenCL kernel {kernel.name!r}"
+    if not isinstance(kernel.source, str) and not callable(kernel.source):
+        raise CustomKernelError(f"{where}: source must be OpenCL C text or a function of (spec, mode) returning "
+                                f"it, got a {type(kernel.source).__name__}")
+    if kernel.defines is not None and not callable(kernel.defines) and not isinstance(kernel.defines, Mapping):
+        raise CustomKernelError(f"{where}: defines must be a mapping or a function giving one, got "
+                                f"{type(kernel.defines).__name__}")
+    for name, make in kernel.constants.items():
+        if not callable(make):
+            raise CustomKernelError(f"{where}: constant {name!r} must be a function of the spec, got "
+                                    f"{type(make).__name__}")
 
 
 def _check_names(kernel: CustomKernel) -> None:
@@ -229,6 +269,9 @@ def _check_names(kernel: CustomKernel) -> None:
         if not isinstance(arg, (Input, Output, Attr, Size, Constant, np.generic)):
             raise CustomKernelError(f"{where}: argument {arg!r} is none of Input, Output, Attr, Size, Constant "
                                     f"or a numpy scalar")
+        if isinstance(arg, Attr) and not _numeric_type(arg.dtype):
+            raise CustomKernelError(f"{where}: argument {arg} has dtype {arg.dtype!r}; give a numpy number type "
+                                    f"(np.float32 for a float parameter, np.int32 for an int)")
     if not has_schema(kernel.op_type):
         return
     schema = get_schema(kernel.op_type)
@@ -242,8 +285,15 @@ def _check_names(kernel: CustomKernel) -> None:
                                     f"of {kernel.op_type}; it has {', '.join(known) or 'none'}")
 
 
+def _numeric_type(dtype: object) -> bool:
+    try:
+        return np.dtype(dtype).kind in _NUMERIC  # type: ignore[call-overload]
+    except TypeError:
+        return False
+
+
 def _work_size(size: WorkSize, spec: KernelSpec, what: str, where: str) -> tuple[int, ...]:
-    values = size(spec) if callable(size) else size
+    values = _call(size, what, where, spec) if callable(size) else size
     try:
         sizes = tuple(operator.index(v) for v in values)
     except TypeError:
@@ -251,6 +301,54 @@ def _work_size(size: WorkSize, spec: KernelSpec, what: str, where: str) -> tuple
     if not 1 <= len(sizes) <= 3 or min(sizes) < 0:
         raise CustomKernelError(f"{where}: {what} must be 1 to 3 non-negative integers, got {values!r}")
     return sizes
+
+
+def _defines(defines: Defines | None, spec: KernelSpec, where: str) -> Mapping[str, Any] | None:
+    """The ``#define``s, checked: names that are C identifiers, values of one line."""
+    values = _call(defines, "defines", where, spec) if callable(defines) else defines
+    if values is None:
+        return None
+    if not isinstance(values, Mapping):
+        raise CustomKernelError(f"{where}: its defines function {_name(defines)} returned a {type(values).__name__}, "
+                                f"not a mapping of names to values")
+    for name, value in values.items():
+        if not isinstance(name, str) or not name.isidentifier() or "\n" in str(value):
+            raise CustomKernelError(f"{where}: define {name!r} = {value!r} is not a C identifier and a one-line value")
+    return values
+
+
+def _call(fn: Callable[..., Any], what: str, where: str, *args: Any) -> Any:
+    """``fn(*args)``, a user's function: an exception other than a HalfwayError becomes a
+    CustomKernelError naming the op, the kernel and the function."""
+    try:
+        return fn(*args)
+    except HalfwayError:
+        raise
+    except Exception as e:
+        raise CustomKernelError(f"{where}: its {what} function {_name(fn)} raised {type(e).__name__}: {e}") from e
+
+
+def _name(fn: object) -> str:
+    return str(getattr(fn, "__qualname__", None) or repr(fn))
+
+
+def _check_covers(gws: tuple[int, ...], lws: tuple[int, ...] | None, spec: KernelSpec, values: Sequence[Any],
+                  where: str) -> None:
+    """CustomKernelError for a global size that runs no work-item while an output the kernel
+    writes holds elements (they would keep whatever the buffer held), or one of more work-items
+    than a kernel's int indices reach."""
+    rounded = gws if lws is None else tuple(-(-g // l) * l for g, l in zip(gws, lws))
+    if math.prod(rounded) > MAX_WORK_ITEMS:
+        raise CustomKernelError(f"{where}: global_size {list(rounded)} holds {math.prod(rounded):,} work-items; "
+                                f"at most {MAX_WORK_ITEMS:,} are launched (the global ids int indices reach)")
+    if 0 not in gws:
+        return
+    for value in values:
+        if isinstance(value, _Buffer) and value.output:
+            slot, index = spec.output_keys[value.position]
+            if numel(spec.output(slot, index)) > 0:
+                raise CustomKernelError(f"{where}: global_size {list(gws)} runs no work-item, but output {slot} holds "
+                                        f"{numel(spec.output(slot, index))} elements that nothing would write")
 
 
 class _Buffer(NamedTuple):
@@ -274,7 +372,7 @@ def _resolve(arg: Arg, spec: KernelSpec, where: str) -> Any:
         value = spec.attrs[arg.name]
         if not isinstance(value, (bool, int, float, np.number)):
             raise CustomKernelError(f"{where}: argument {arg} is {value!r}, not a scalar")
-        return arg.dtype(value)
+        return _scalar(value, np.dtype(arg.dtype), arg, where)
     if isinstance(arg, Size):
         infos = spec.inputs.get(arg.slot) or spec.outputs.get(arg.slot) or ()
         if arg.index >= len(infos):
@@ -282,18 +380,41 @@ def _resolve(arg: Arg, spec: KernelSpec, where: str) -> Any:
         shape = infos[arg.index].shape
         if arg.axis is not None and not -len(shape) <= arg.axis < len(shape):
             raise CustomKernelError(f"{where}: argument {arg} is out of range for shape {list(shape)}")
-        return np.int32(math.prod(shape) if arg.axis is None else shape[arg.axis])
+        return _scalar(math.prod(shape) if arg.axis is None else shape[arg.axis], np.dtype(np.int32), arg, where)
     return arg
 
 
+def _scalar(value: bool | int | float | np.number, dtype: np.dtype, arg: Arg, where: str) -> np.generic:
+    """``value`` as a ``dtype`` scalar; CustomKernelError where that would change it (a fraction
+    or an out-of-range number as an integer)."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise CustomKernelError(f"{where}: argument {arg} is {value!r}, which a {dtype} cannot hold")
+        if not info.min <= int(value) <= info.max:
+            raise CustomKernelError(f"{where}: argument {arg} is {value!r}, beyond the range of {dtype}")
+    return dtype.type(value)
+
+
 def _device_arg(value: Any, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None],
-                buffers: Mapping[str, Any]) -> Any:
+                stored: Mapping[str, np.ndarray]) -> tuple[Any, np.dtype | None]:
+    """(what is passed, the element type of a buffer; None for a scalar or an absent output).
+    A constant's buffer is not made yet: it is passed as its Constant."""
     if isinstance(value, _Buffer):
         array = (outs if value.output else ins)[value.position]
-        return None if array is None else array.buffer
+        return (None, None) if array is None else (array.buffer, array.dtype)
     if isinstance(value, Constant):
-        return buffers[value.name]
-    return value
+        return value, stored[value.name].dtype
+    return value, None
+
+
+def _check_types(kernel: Any, args: Sequence[Arg], bound: Sequence[tuple[Any, np.dtype | None]], where: str) -> None:
+    """CustomKernelError for an argument of another type than the kernel's parameter."""
+    params = kernel_params(kernel)
+    for arg, param, (value, element) in zip(args, params or (), bound):
+        problem = param_problem(param, value, element)
+        if problem is not None:
+            raise CustomKernelError(f"{where}: argument {arg!r} is {problem}")
 
 
 def _stored(value: np.ndarray, rt: Runtime, dtype: DType) -> np.ndarray:
@@ -308,9 +429,15 @@ def _check_fits(rt: Runtime, kernel: Any, lws: tuple[int, ...] | None, given: in
     if kernel.num_args != given:
         raise CustomKernelError(f"{where} takes {kernel.num_args} arguments but args gives {given}: "
                                 f"{_describe(args)}")
-    if lws is not None and math.prod(lws) > rt.caps.max_work_group_size:
+    if lws is None:
+        return
+    if math.prod(lws) > rt.caps.max_work_group_size:
         raise CustomKernelError(f"{where}: local_size {list(lws)} holds {math.prod(lws)} work-items; "
                                 f"{rt.caps.name} allows at most {rt.caps.max_work_group_size} per work-group")
+    for dim, (size, most) in enumerate(zip(lws, rt.caps.max_work_item_sizes)):
+        if size > most:
+            raise CustomKernelError(f"{where}: local_size {list(lws)} is {size} along dim {dim}; {rt.caps.name} "
+                                    f"allows at most {list(rt.caps.max_work_item_sizes)}")
 
 
 def _describe(args: Sequence[Arg]) -> str:

@@ -73,6 +73,7 @@ class DeviceCaps:
     max_work_group_size: int
     local_mem_size: int
     compute_units: int = 1
+    max_work_item_sizes: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, device: Any) -> DeviceCaps:
@@ -82,7 +83,7 @@ class DeviceCaps:
             capability = (device.compute_capability_major_nv, device.compute_capability_minor_nv)
         return cls(device.name.strip(), device.vendor.strip(), bool(device.type & cl.device_type.GPU),
                    "cl_khr_fp16" in extensions, capability, device.max_work_group_size, device.local_mem_size,
-                   device.max_compute_units)
+                   device.max_compute_units, tuple(device.max_work_item_sizes))
 
     @property
     def tensor_cores(self) -> bool:
