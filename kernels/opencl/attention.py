@@ -203,8 +203,8 @@ def _cached_attention(spec: KernelSpec) -> Binder:
         launches = []
         for values, cache, size, append in ((new_k, k_cache, depth, appends[0]), (new_v, v_cache, v_depth, appends[1])):
             kernel = rt.kernel(source("kv_append.cl", defines=append), "kv_append", options)
-            launches.append(launch_1d(rt, kernel, batch * kv_heads * q_len * size, values.buffer, cache.buffer,
-                                      past.buffer))
+            items = batch * kv_heads * q_len * size
+            launches.append(launch_1d(rt, kernel, items, values.buffer, cache.buffer, past.buffer, np.int32(items)))
         text = source("attention_score.h", "attention.cl", defines={**defines, "BQ": rows, "BK": rows})
         kernel = rt.kernel(text, "attention", options)
         launches.append(launch(rt, kernel, (-(-q_len // rows) * rows, batch * q_heads), (rows, 1), q.buffer,
@@ -238,7 +238,7 @@ def _rotary_embedding(spec: KernelSpec) -> Binder:
         tables = param_defines(rt, spec.input("Cos").dtype)
         kernel = rt.kernel(source("rotary.cl", defines={**defines, **tables}), "rotary", rt.float_options(spec.dtype))
         return [launch_1d(rt, kernel, math.prod(x), ins[0].buffer, ins[1].buffer, ins[2].buffer,
-                          ins[3].buffer if ids else None, outs[0].buffer)]
+                          ins[3].buffer if ids else None, outs[0].buffer, np.int64(math.prod(x)))]
 
     return bind
 

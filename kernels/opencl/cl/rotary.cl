@@ -1,13 +1,15 @@
-/* Rotary position embedding (rotary_embedding), one work-item per element of X: [B, H, S, D]
+/* Rotary position embedding (rotary_embedding) of X: [B, H, S, D]
  * head-major, or with SEQ_MAJOR [B, S, H * D]. The first ROT entries of each head rotate in pairs —
  * the halves (entry d with d + ROT / 2) or, with INTERLEAVED, the even and odd entries — by the
  * angle of row (b, s) of the tables COS and SIN [rows, ROT / 2] (of type P, read with LOADP): the row
- * ids[b * S + s] with IDS (IDX), else b * S + s; the other entries pass through.
+ * ids[b * S + s] with IDS (IDX), else b * S + s; the other entries pass through. One work-item
+ * per element (n of them; a work-group may run past).
  * Defines: D, H, S, ROT, HALF (ROT / 2), P, LOADP, and IDX (int without IDS), SEQ_MAJOR, INTERLEAVED, IDS. */
 
 __kernel void rotary(__global const T* x, __global const P* cos_t, __global const P* sin_t,
-                     __global const IDX* ids, __global T* out) {
+                     __global const IDX* ids, __global T* out, long n) {
     long e = get_global_id(0);
+    if (e >= n) return;
     int d = e % D;
 #ifdef SEQ_MAJOR
     long bs = e / (D * H);
