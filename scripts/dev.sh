@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv"
 python=${PYTHON:-python3}
-extras="dev,onnx,opencl,jit,ray,docs"
+extras="dev,onnx,opencl,jit,ray,docs,llm"
 stamp="$venv/.halfway-installed"
 want=$(sha256sum < "$root/pyproject.toml" | cut -c1-16)-$extras
 
