@@ -6,7 +6,8 @@ rest load (``halfway.cli.entry``). The IR (``halfway.ir``: ``halfway.Program``, 
 of one of its names; the passes, the float16 transpiler, the importers and the executor on first
 use of one of theirs (``halfway.PassManager``, ``halfway.load``, ``halfway.Executor``, ...); the
 library services of ``halfway.api`` on first use of their module's name (``halfway.batch``,
-``halfway.layers``, ``halfway.llm``, ``halfway.ray``, ``halfway.float16``, ``halfway.openblas``).
+``halfway.layers``, ``halfway.llm``, ``halfway.ray``, ``halfway.float16``, ``halfway.openblas``);
+``halfway.__version__`` (``halfway.api.version``) and ``halfway.InferenceSession`` on first use.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ _EXPORTS = {
     "halfway.frontends.onnx_export": ("save_onnx",),
     "halfway.executor": ("Executor", "CPUPlace", "OpenCLPlace", "Float16RangeError", "DeviceTensor"),
     "halfway.kernels.opencl.custom": ("opencl_kernel",),
+    "halfway.api.session": ("InferenceSession",),
 }
 """Module -> the public names of ``halfway`` it defines, imported on first access."""
 
@@ -42,6 +44,8 @@ def __getattr__(name: str) -> Any:
     """The lazy names: ``__all__`` and the IR's names load the IR; ``_LAZY``'s their module."""
     if name == "__all__":
         value: Any = list(_ir().__all__) + list(_LAZY)
+    elif name == "__version__":
+        value = importlib.import_module("halfway.api.version").version()
     elif name in _LAZY:
         module, attribute = _LAZY[name]
         value = importlib.import_module(module)

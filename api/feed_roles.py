@@ -108,19 +108,17 @@ def _reach(block: Block, name: str) -> _Reach:
     return _Reach(None, None, weights)
 
 
-def check_ids(program: Program, feeds: Mapping[str, np.ndarray]) -> None:
+def check_ids(roles: Mapping[str, Role], feeds: Mapping[str, np.ndarray]) -> None:
     """FeedError naming the input when fed ids fall outside the embedding table they index
-    (``[-rows, rows)``, as ONNX's Gather takes them).
+    (``[-rows, rows)``, as ONNX's Gather takes them); ``roles`` as ``feed_roles`` gives them.
 
     Raises:
         FeedError: naming the input, the table and the largest (or smallest) id.
     """
-    block = program.global_block()
     for name, value in feeds.items():
-        if not block.has_var(name) or not isinstance(value, np.ndarray) or value.dtype.kind not in "iu":
-            continue
-        role = input_role(program, name)
-        if role.rows is None or not value.size:
+        role = roles.get(name)
+        if role is None or role.rows is None or not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" \
+                or not value.size:
             continue
         low, high = int(value.min()), int(value.max())
         if low < -role.rows or high >= role.rows:

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Sequence
 
 from ..api.errors import SpecError
+from ..api.version import version
 from ..ir.errors import HalfwayError
 from .commands.base import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command, UsageError
 from .commands.batch import COMMAND as BATCH
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="halfway", parents=[common], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="A graph transpiler for inference programs: import a model, fuse ops, transpile it "
                     "to float16, run it on numpy or OpenCL.")
+    parser.add_argument("--version", action="version", version=f"halfway {version()}")
     commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         sub = commands.add_parser(command.name, parents=[common], help=command.summary,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .attrs import AttrType
 from .dtypes import DType, VarKind
 from .errors import IRError
 
@@ -14,8 +17,10 @@ if TYPE_CHECKING:
 __all__ = ["Variable", "Use", "DIM_NAMES"]
 
 DIM_NAMES = "dim_names"
-"""The var attr (STRINGS) naming a feed's run-time dims, "" for the others: an ONNX graph input's
-dim_params. Dims of one name are one size (the ONNX model's contract), which passes may rely on."""
+"""The var attr naming a feed's or a fetch's run-time dims, "" for the others: an ONNX graph
+input's or output's dim_params. Dims of one name are one size (the ONNX model's contract), which
+passes may rely on (a feed's). A STRING holding the names as a JSON list, as a Paddle VarDesc
+attr holds no list of strings (so the names survive a save as .pdmodel)."""
 
 Use = tuple["Operator", str, int]
 """Where a var appears in an op: (op, slot name, position in the slot)."""
@@ -104,6 +109,25 @@ class Variable:
         if self.dtype is None:
             raise IRError(f"var {self._name!r} ({self.kind.name}) holds no tensor: it has no dtype")
         return self.dtype
+
+    def dim_names(self) -> list[str]:
+        """The names of the dims (``DIM_NAMES``), "" where none is recorded (all "" when the
+        record is not a list of names of the var's rank)."""
+        rank = len(self.shape or ())
+        found = next((value for key, _, value in self.attrs if key == DIM_NAMES), None)
+        try:
+            names = json.loads(found) if isinstance(found, str) else None
+        except ValueError:
+            names = None
+        if isinstance(names, list) and len(names) == rank and all(isinstance(n, str) for n in names):
+            return names
+        return [""] * rank
+
+    def set_dim_names(self, names: Sequence[str]) -> None:
+        """Record ``names`` (one per dim, "" for an unnamed one) as the dims' names."""
+        if len(names) != len(self.shape or ()):
+            raise IRError(f"var {self._name!r}: {len(names)} dim names for a rank-{len(self.shape or ())} shape")
+        self.attrs = [a for a in self.attrs if a[0] != DIM_NAMES] + [(DIM_NAMES, AttrType.STRING, json.dumps(list(names)))]
 
     @property
     def numel(self) -> int | None:

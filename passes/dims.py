@@ -42,7 +42,6 @@ from ..ir.evaluate import evaluate_op
 from ..ir.operator import Operator
 from ..ir.schema import InferContext, TensorInfo, get_schema, has_schema
 from ..ir.scope import Scope
-from ..ir.variable import DIM_NAMES, Variable
 
 __all__ = ["Symbol", "Dim", "DimTable", "EXACT_OPS", "probe_dims"]
 
@@ -158,7 +157,7 @@ class _Prober:
         symbol for each unknown one; a small integer parameter's value."""
         var = self.block.find_var(name)
         shape = tuple(var.shape or ()) if var is not None else ()
-        names = _dim_names(var, len(shape))
+        names = var.dim_names() if var is not None else []
         self._set_dims(name, tuple(d if d >= 0 else self._named(names[i], name, i) for i, d in enumerate(shape)))
         value = self.scope.find(name) if self.scope is not None and var is not None and var.persistable else None
         if value is not None and value.dtype.kind in "iub" and value.size <= _SMALL:
@@ -305,13 +304,6 @@ def _declared(block: Block, name: str) -> tuple[int, ...]:
     """The dims ``name`` is declared with (-1: unknown)."""
     var = block.find_var(name)
     return tuple(var.shape or ()) if var is not None else ()
-
-
-def _dim_names(var: Variable | None, rank: int) -> list[str]:
-    """The names of ``var``'s dims (``DIM_NAMES``), "" where it names none."""
-    found = next((value for key, _, value in var.attrs if key == DIM_NAMES), None) if var is not None else None
-    names = [str(n) for n in found] if found is not None and len(found) == rank else []
-    return names or [""] * rank
 
 
 def _dtype(block: Block, name: str) -> DType:

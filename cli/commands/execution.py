@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ...api.feed_roles import check_ids
+from ...api.feed_roles import check_ids, feed_roles
 from ...api.feeds import dtype_changes, random_inputs, read_inputs, typed_feeds
 from ...api.input_shapes import feed_shapes, parse_input_shapes, unsized_feeds
 from ...api.measure import nonfinite
@@ -32,7 +32,7 @@ def feeds_for(args: argparse.Namespace, model: Model, output: Output) -> dict[st
     else:
         shapes = generated_shapes(args, model, output)
         feeds = random_inputs(model.program, model.feed_names, args.seed, shapes)
-    check_ids(model.program, feeds)
+    check_ids(feed_roles(model.program, model.feed_names), feeds)
     return feeds
 
 

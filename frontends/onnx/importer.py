@@ -23,13 +23,12 @@ from google.protobuf.message import DecodeError
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from ...ir import limits
-from ...ir.attrs import AttrType
 from ...ir.errors import HalfwayError, SerdeError
 from ...ir.fileset import read_file
 from ...ir.io import set_feed_fetch
 from ...ir.program import Program
 from ...ir.scope import Scope
-from ...ir.variable import DIM_NAMES
+from ...ir.variable import Variable
 from ...ir.verifier import verify
 from . import (  # noqa: F401  (register converters)
     attention,
@@ -89,6 +88,8 @@ def load(model: str | os.PathLike[str] | ModelProto, *, input_shapes: Mapping[st
         _import_node(ctx, node, declared)
     ctx.node = None
     fetches = [_fetchable(ctx, out) for out in graph.output]
+    for out, fetch in zip(graph.output, fetches):
+        _name_dims(ctx.block.var(fetch), _dim_params(out))
     set_feed_fetch(ctx.block, feeds, fetches)
     verify(ctx.program)
     return ctx.program, feeds, fetches, ctx.scope
@@ -256,7 +257,7 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, list
                                   f"only tensors are supported")
         tensor_type = value.type.tensor_type
         shape = shapes.pop(value.name, None)
-        names = [] if shape is not None else [d.dim_param if d.dim_param else "" for d in tensor_type.shape.dim]
+        names = [] if shape is not None else _dim_params(value)
         if shape is None:
             shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
         try:
@@ -265,12 +266,23 @@ def _declare_inputs(ctx: GraphContext, graph: GraphProto, shapes: dict[str, list
         except HalfwayError as e:
             raise ConversionError(f"{ctx.source}: {e}") from None
         feeds.append(ctx.declare_input(value.name, shape, dtype))
-        if any(names):
-            ctx.block.var(feeds[-1]).attrs.append((DIM_NAMES, AttrType.STRINGS, names))
+        _name_dims(ctx.block.var(feeds[-1]), names)
     if shapes:
         raise ConversionError(f"{ctx.source}: input_shapes names {sorted(shapes)}, which are not graph inputs "
                               f"(inputs: {[v.name for v in graph.input if v.name not in ctx.consts]})")
     return feeds
+
+
+def _dim_params(value: ValueInfoProto) -> list[str]:
+    """The dim_params of a graph input's or output's shape ("" for a dim without one)."""
+    return [d.dim_param for d in value.type.tensor_type.shape.dim] if value.type.HasField("tensor_type") else []
+
+
+def _name_dims(var: Variable, names: list[str]) -> None:
+    """Record ``names`` as ``var``'s ``DIM_NAMES`` where some dim has one, the rank matches and
+    no other names are recorded (a fed var fetched keeps its input's)."""
+    if any(names) and len(names) == len(var.shape or ()) and not any(var.dim_names()):
+        var.set_dim_names(names)
 
 
 def _inferred_dims(proto: ModelProto) -> dict[str, tuple[int, ...]]:

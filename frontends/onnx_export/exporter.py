@@ -6,7 +6,7 @@
 Steps: check the opset and that every op has an exporter (all that do not are reported at once);
 write each op of the global block, in order, through its exporter (``registry.EXPORTERS``); the
 parameters the nodes read become initializers; feeds and fetches become the graph's inputs and
-outputs, a -1 dim a named dim (``<var>_dim<i>``). ``save_onnx`` writes the file atomically
+outputs, a -1 dim a named dim (the name the import recorded, else ``<var>_dim<i>``). ``save_onnx`` writes the file atomically
 (``halfway.ir.fileset``): a failing export writes nothing and changes nothing.
 """
 
@@ -111,7 +111,10 @@ def _check_supported(ops: Sequence[Operator]) -> None:
 
 
 def _value_info(ctx: ExportContext, name: str) -> ValueInfoProto:
-    dims = [d if d >= 0 else f"{name}_dim{i}" for i, d in enumerate(ctx.shape(name))]
+    """A graph input or output: a -1 dim is named as the var's ``DIM_NAMES`` record names it
+    (an imported ONNX model's dim_params, which inputs and outputs share), else ``<var>_dim<i>``."""
+    names = ctx.var(name).dim_names()
+    dims = [d if d >= 0 else (names[i] or f"{name}_dim{i}") for i, d in enumerate(ctx.shape(name))]
     return helper.make_tensor_value_info(name, onnx_type(ctx.dtype(name)), dims)
 
 
