@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 
 from ..ir.errors import FeedError
 from ..ir.program import Program
-from ..ir.variable import DIM_NAMES, Variable
 from .errors import SpecError
 
-__all__ = ["DYNAMIC_DIM", "parse_input_shapes", "feed_shapes", "unsized_feeds", "dim_names"]
+__all__ = ["DYNAMIC_DIM", "parse_input_shapes", "feed_shapes", "unsized_feeds"]
 
 DYNAMIC_DIM = 1
 """What a free dim becomes when nothing gives its size."""
@@ -53,14 +52,6 @@ def _dims(text: str, spec: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts)
 
 
-def dim_names(var: Variable) -> list[str]:
-    """The names of ``var``'s dims ("" for an unnamed one), as the importer recorded them."""
-    for name, _, value in var.attrs:
-        if name == DIM_NAMES:
-            return list(value)
-    return [""] * len(var.shape or ())
-
-
 def feed_shapes(program: Program, feed_names: Sequence[str], given: Shapes | None = None,
                 default: int = DYNAMIC_DIM) -> dict[str, tuple[int, ...]]:
     """The shape of every feed, its free dims resolved as the module docstring says.
@@ -85,7 +76,7 @@ def _resolved(program: Program, feed_names: Sequence[str], given: Shapes) -> dic
     block = program.global_block()
     named: dict[str, int] = {}
     for name, dims in given.items():
-        for dim_name, size in zip(dim_names(block.var(name)), dims):
+        for dim_name, size in zip(block.var(name).dim_names(), dims):
             if dim_name:
                 named.setdefault(dim_name, size)
     shapes = {}
@@ -97,7 +88,7 @@ def _resolved(program: Program, feed_names: Sequence[str], given: Shapes) -> dic
             continue
         ranked = [dims for dims in given.values() if len(dims) == len(shape)]
         shapes[name] = tuple(d if d >= 0 else named.get(dim_name, ranked[0][i] if ranked else -1)
-                             for i, (d, dim_name) in enumerate(zip(shape, dim_names(var))))
+                             for i, (d, dim_name) in enumerate(zip(shape, var.dim_names())))
     return shapes
 
 
