@@ -1,9 +1,10 @@
 """``load``: one entry point for every model format halfway reads, chosen by the file.
 
 * an ``onnx.ModelProto``, or a file ending ``.onnx`` or holding an ONNX model: the ONNX importer;
-* a Paddle 3 PIR model — a ``.json`` file, a folder holding one ``.json`` (and no ``.pdmodel``),
-  or a path prefix with ``<prefix>.json`` (and no ``<prefix>.pdmodel``), its parameters in the
-  ``.pdiparams`` beside it: the PIR importer (``halfway.frontends.paddle``);
+* a Paddle 3 PIR model — a ``.json`` file, a folder holding one ``.json`` that is a PIR program
+  (beside any others, such as ``config.json``; and no ``.pdmodel``), or a path prefix with
+  ``<prefix>.json`` (and no ``<prefix>.pdmodel``), its parameters in the ``.pdiparams`` beside
+  it: the PIR importer (``halfway.frontends.paddle``);
 * a Paddle or halfway inference model — a ``.pdmodel`` file, a folder holding one (or the
   legacy ``__model__`` with per-parameter files), or a path prefix with ``<prefix>.pdmodel``:
   ``load_inference_model``.

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from ...ir import limits
 from ...ir.block import Block
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError
@@ -57,6 +58,14 @@ class PirContext:
     def fail(self, message: str) -> NoReturn:
         where = f"op #{self.index} {self.op.name}" if self.op is not None else "program"
         raise PirConversionError(f"{self.source}: {where}: {message}")
+
+    def check_size(self, value: int, shape: Sequence[int], dtype: np.dtype) -> None:
+        """A PirConversionError naming the op and ``value`` when a tensor of ``shape`` would be
+        larger than the tensor size limit (``halfway.ir.limits``), before it is made."""
+        try:
+            limits.check_tensor_size(shape, dtype, f"value %{value}")
+        except HalfwayError as e:
+            self.fail(str(e))
 
     # -- reading ---------------------------------------------------------------------------------
     def given(self, value: int) -> bool:

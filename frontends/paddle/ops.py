@@ -7,6 +7,7 @@ pool2d's kernel size, scale's factor, dropout's p, slice's starts and ends) are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -99,8 +100,19 @@ for _name in _ONE_TO_ONE:
 # -- constants ---------------------------------------------------------------------------------------
 @converts("full")
 def _full(ctx: PirContext, op: PirOp) -> None:
-    dtype = _dtype(op.attrs["dtype"]).numpy
-    ctx.consts[op.outputs[0]] = np.full(op.attrs["shape"], op.attrs["value"], dtype=dtype)
+    dtype, shape, value = _dtype(op.attrs["dtype"]).numpy, op.attrs["shape"], op.attrs["value"]
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        ctx.fail(f"value %{op.outputs[0]}: shape {shape!r} is not a list of dims")
+    if not isinstance(value, (int, float)) or (dtype.kind in "iu" and not _fits(value, dtype)):
+        ctx.fail(f"value %{op.outputs[0]}: value {value!r} is not {'an' if dtype.kind == 'i' else 'a'} {dtype}")
+    ctx.check_size(op.outputs[0], shape, dtype)
+    ctx.consts[op.outputs[0]] = np.full(shape, value, dtype=dtype)
+
+
+def _fits(value: float, dtype: np.dtype) -> bool:
+    """Whether an integer ``dtype`` holds ``value`` as it is (a whole number within its range)."""
+    info = np.iinfo(dtype)
+    return math.isfinite(value) and float(value).is_integer() and info.min <= int(value) <= info.max
 
 
 @converts("full_int_array")
@@ -314,6 +326,13 @@ def _split_with_num(ctx: PirContext, op: PirOp) -> None:
     """One ``split``; its pieces become the values of the ``builtin.split`` that unpacks the list."""
     axis = int(ctx.const(op.inputs[1], "split's axis").reshape(-1)[0])
     num = op.attrs["num"]
+    declared = ctx.types.get(op.outputs[0])
+    items = len(declared.items) if declared is not None else 0
+    dims = ctx.block.var(ctx.var(op.inputs[0])).shape or ()
+    dim = dims[axis] if -len(dims) <= axis < len(dims) else None
+    if not isinstance(num, int) or num < 1 or num != items or (dim is not None and dim >= 0 and dim % num):
+        ctx.fail(f"value %{op.outputs[0]}: num {num!r} must split the dim {dim} along axis {axis} into the "
+                 f"{items} pieces its type declares")
     pieces = [ctx.new_value() for _ in range(num)]
     ctx.emit("split", {"X": op.inputs[0]}, {"Out": pieces}, {"axis": axis, "num": num})
     ctx.lists[op.outputs[0]] = pieces
