@@ -6,6 +6,7 @@ from . import (
                                     casts,  # noqa: F401
                                     channels_last,  # noqa: F401
                                     constants,  # noqa: F401
+                                    cse,  # noqa: F401
                                     dce,  # noqa: F401
                                     float16,  # noqa: F401
                                     fuse_activations,  # noqa: F401
