@@ -3,6 +3,7 @@
 # built-in passes (one import per line)
 from . import (
                                     attention_heads,  # noqa: F401
+                                    cache_attention,  # noqa: F401
                                     casts,  # noqa: F401
                                     channels_last,  # noqa: F401
                                     constants,  # noqa: F401

@@ -1,5 +1,6 @@
-"""``halfway.llm``: text generation with decoder LLMs from transformers checkpoint folders, on
-numpy or OpenCL, with a key/value cache per layer written in place on the device.
+"""``halfway.llm``: text generation with decoder LLMs from transformers checkpoint folders or
+decoder ONNX exports with a past/present cache, on numpy or OpenCL, with a key/value cache per
+layer written in place on the device.
 
     lm = halfway.llm.load("path/to/checkpoint", place="cpu", dtype="float32", max_length=512)
     ids = lm.generate([[1, 306, 4966]], max_new_tokens=32)            # greedy, stops at eos

@@ -15,6 +15,7 @@ from attrs import define
 
 from ...executor.place import Place
 from ...frontends.checkpoint import DecoderConfig, DecoderProgram, is_checkpoint, load_checkpoint
+from ...frontends.onnx.decoder import is_onnx, load_decoder
 from ...ir.errors import FeedError, HalfwayError
 from ..places import parse_place
 from .prompts import Prompts, check_length, check_tokens, read_prompts
@@ -253,17 +254,23 @@ def _until(tokens: np.ndarray, eos: np.ndarray) -> np.ndarray:
 def load(path: str | os.PathLike[str], *, place: str | Place = "cpu", dtype: str = "float32",
          max_length: int | None = None) -> LanguageModel:
     """A decoder LLM from the transformers checkpoint folder at ``path`` (``config.json`` and
-    safetensors weights: the families of ``halfway.frontends.checkpoint``) on ``place`` (cpu,
-    opencl, opencl:N or a Place), as a ``dtype`` (float32 or float16) program, with caches of
-    ``max_length`` positions per sequence (default: ``DEFAULT_MAX_LENGTH``, 2048, or the model's
-    positions if fewer).
+    safetensors weights: the families of ``halfway.frontends.checkpoint``) or from a decoder ONNX
+    export with a past/present cache (``halfway.frontends.onnx.decoder``; its folder's
+    ``config.json`` and ``tokenizer.json`` are read where present) on ``place`` (cpu, opencl,
+    opencl:N or a Place), as a ``dtype`` (float32 or float16; an export's own) program, with
+    caches of ``max_length`` positions per sequence (default: ``DEFAULT_MAX_LENGTH``, 2048, or
+    the model's positions if fewer).
 
     Raises:
         CheckpointError: the folder cannot be read or built (as ``load_checkpoint``).
-        HalfwayError: ``path`` is not a checkpoint folder; a place that names no device.
+        HalfwayError: ``path`` is neither a checkpoint folder nor an ONNX file; an export that is
+            not a decoder with a cache (as ``load_decoder``); a place that names no device.
     """
+    chosen = parse_place(place) if isinstance(place, str) else place
+    if is_onnx(path):
+        return LanguageModel(load_decoder(path, dtype=dtype, max_length=max_length), chosen, Path(path).parent)
     if not is_checkpoint(path):
         raise HalfwayError(f"{path}: not a transformers checkpoint folder (config.json with model.safetensors or "
-                           f"model.safetensors.index.json); halfway.llm loads decoders from checkpoint folders")
-    chosen = parse_place(place) if isinstance(place, str) else place
+                           f"model.safetensors.index.json) nor an ONNX file; halfway.llm loads decoders from "
+                           f"either")
     return LanguageModel(load_checkpoint(path, dtype=dtype, max_length=max_length), chosen, path)

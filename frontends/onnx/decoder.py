@@ -1,0 +1,113 @@
+"""Decoder ONNX exports with a past/present cache as halfway decoder programs, which
+``halfway.api.llm`` drives as it drives a checkpoint folder's.
+
+    decoder = load_decoder("model.onnx", max_length=512)
+
+The export is imported, run through the default pipeline and then ``cache_attention``, which
+turns its past/present attention into ``cached_attention`` over caches it owns (the layout and
+feeds of ``frontends.checkpoint.decoder``). What the runtime needs to know beyond the program —
+the end-of-sequence and padding ids, the architecture — comes from a ``config.json`` (and
+``generation_config.json``) beside the file, as transformers and ONNX Runtime GenAI exports
+leave them; without one the shapes come from the graph and no token ends a sequence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError, PassError
+from ...ir.program import Program
+from ...passes import PassManager, get_pass
+from ...passes.cache_attention import LOGITS, cache_names
+from ..checkpoint import DEFAULT_MAX_LENGTH, DecoderConfig, DecoderProgram
+from ..checkpoint.families import FAMILIES, family_of
+from .importer import load
+
+__all__ = ["load_decoder", "is_onnx"]
+
+
+def is_onnx(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names an ONNX file (by its suffix)."""
+    return Path(path).suffix == ".onnx" and Path(path).is_file()
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise HalfwayError(f"{path}: not readable as JSON ({e})") from None
+    return value if isinstance(value, dict) else {}
+
+
+def _folder_config(folder: Path) -> DecoderConfig | None:
+    """The config of a ``config.json`` beside the export whose architecture a family knows."""
+    config = _json(folder / "config.json")
+    if not any(a in FAMILIES for a in config.get("architectures") or []):
+        return None
+    family = family_of(config, str(folder / "config.json"))
+    read = family.config(config, _json(folder / "generation_config.json"))
+    architecture = next(a for a in config["architectures"] if a in FAMILIES)
+    return attrs.evolve(read, architecture=architecture)
+
+
+def _graph_config(program: Program, layers: int, name: str) -> DecoderConfig:
+    """What the program itself says of the decoder."""
+    block = program.global_block()
+    _, kv_heads, _, head_dim = block.var(cache_names(0)[0]).tensor_shape
+    attention = next(op for op in block.ops if op.type == "cached_attention")
+    q_heads = block.var(attention.input("Q")[0]).tensor_shape[1]
+    vocab = block.var(LOGITS).tensor_shape[-1]
+    return DecoderConfig(
+        architecture=name, vocab_size=vocab, hidden_size=q_heads * head_dim, layers=layers, heads=q_heads,
+        kv_heads=kv_heads, head_dim=head_dim, intermediate_size=-1, norm="", norm_eps=0.0, activation="",
+        gated=False, rope=None, max_positions=DEFAULT_MAX_LENGTH, tie_embeddings=False, windows=(0,) * layers,
+        eos_token_ids=())
+
+
+def _check_agrees(config: DecoderConfig, graph: DecoderConfig, source: str) -> None:
+    for field in ("layers", "kv_heads", "head_dim", "vocab_size"):
+        want, got = getattr(config, field), getattr(graph, field)
+        if got >= 0 and want != got:
+            raise HalfwayError(f"{source}: the graph has {field} {got}, its config.json {want}")
+
+
+def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.float32,
+                 max_length: int | None = None) -> DecoderProgram:
+    """The decoder program of the ONNX export at ``path``, with caches of ``max_length``
+    positions (default: ``DEFAULT_MAX_LENGTH``, or the config's positions where fewer).
+
+    Raises:
+        HalfwayError: an export without present outputs, or whose attention does not read them
+            (naming the file and what the pass found); a ``dtype`` other than the export's;
+            a config.json that disagrees with the graph. As ``halfway.frontends.onnx.load``.
+    """
+    source = os.fspath(path)
+    folder_config = _folder_config(Path(path).parent)
+    length = max_length if max_length is not None else min(
+        DEFAULT_MAX_LENGTH, folder_config.max_positions if folder_config else DEFAULT_MAX_LENGTH)
+    program, _, fetches, scope = load(path)
+    try:
+        result = PassManager(after=[get_pass("cache_attention", max_length=length)]).run(program, scope,
+                                                                                          fetch=fetches)
+    except PassError as e:
+        raise HalfwayError(f"{source}: not a decoder with a past/present cache halfway can run: {e}") from e
+    program = result.program
+    layers = sum(1 for op in program.global_block().ops if op.type == "cached_attention")
+    graph = _graph_config(program, layers, Path(path).stem)
+    config = folder_config or graph
+    _check_agrees(config, graph, source)
+    caches = tuple(cache_names(i) for i in range(layers))
+    program_dtype = program.global_block().var(caches[0][0]).tensor_dtype
+    if DType.from_any(dtype) is not program_dtype:
+        raise HalfwayError(f"{source}: the export computes in {program_dtype.name}; it loads as a "
+                           f"{program_dtype.name} program, not {DType.from_any(dtype).name}")
+    values = result.scope if result.scope is not None else scope
+    return DecoderProgram(program, values, config, program_dtype, length, caches)

@@ -1,0 +1,66 @@
+"""halfway.llm on decoder ONNX exports (``tests/fixtures/llm/llama_onnx``): the tiny Llama's greedy
+tokens and teacher-forced logits are transformers', on numpy and OpenCL, as its checkpoint
+folder's and ONNX Runtime's past/present loop's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from halfway.api import llm
+from halfway.ir.errors import HalfwayError
+from tests.api.test_llm import FLOAT32, LENGTH, _check_greedy, _teacher_forced
+from tests.support.checkpoints import NEW_TOKENS, folder, reference
+from tests.support.onnx_decoders import EXPORTS, export, onnxruntime_greedy
+
+
+def _load(name: str, **options) -> llm.LanguageModel:
+    return llm.load(export(name), max_length=LENGTH, **options)
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_greedy_tokens_are_transformers(name):
+    _check_greedy(_load(name), reference("llama"))
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("name", EXPORTS)
+def test_greedy_tokens_are_transformers_on_opencl(name):
+    _check_greedy(_load(name, place="opencl"), reference("llama"))
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_teacher_forced_logits(name):
+    assert _teacher_forced(_load(name), reference("llama")) < FLOAT32
+
+
+@pytest.mark.opencl
+def test_teacher_forced_logits_on_opencl():
+    assert _teacher_forced(_load("dynamo", place="opencl"), reference("llama")) < FLOAT32
+
+
+def test_exports_and_the_checkpoint_give_the_same_batch():
+    ref = reference("llama")
+    prompts = [ref[f"prompt_{i}"] for i in range(3)]
+    expected = llm.load(folder("llama"), max_length=LENGTH).generate(prompts, NEW_TOKENS)
+    for name in EXPORTS:
+        np.testing.assert_array_equal(_load(name).generate(prompts, NEW_TOKENS), expected)
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_onnxruntime_loop_agrees(name):
+    pytest.importorskip("onnxruntime")
+    ref = reference("llama")
+    np.testing.assert_array_equal(onnxruntime_greedy(export(name), ref["prompt_0"], NEW_TOKENS), ref["greedy_0"])
+
+
+def test_the_export_folder_gives_config_and_tokens():
+    lm = _load("dynamo")
+    assert lm.config.architecture == "LlamaForCausalLM"
+    assert lm.eos_token_ids == (2,) and lm.pad_token_id == 0
+    assert lm.cache_bytes(batch=1) == 2 * 2 * 2 * LENGTH * 8 * 4
+
+
+def test_a_float16_program_of_a_float32_export_is_refused():
+    with pytest.raises(HalfwayError, match=r"dynamo.onnx: the export computes in float32"):
+        _load("dynamo", dtype="float16")

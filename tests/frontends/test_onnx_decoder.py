@@ -1,0 +1,57 @@
+"""frontends.onnx.decoder and the cache_attention pass on the decoder exports of
+``tests/fixtures/llm/llama_onnx``: the program they make (the checkpoint decoder's feeds, fetch and
+caches) and the exports they refuse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import onnx
+import pytest
+
+from halfway.frontends.onnx.decoder import load_decoder
+from halfway.ir.errors import HalfwayError
+from halfway.passes.cache_attention import FEEDS, LOGITS
+from tests.support.onnx_decoders import EXPORTS, ONNX, export
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_the_program_reads_and_appends_caches(name):
+    decoder = load_decoder(export(name), max_length=32)
+    program = decoder.program
+    ops = [op.type for op in program.global_block().ops]
+    assert program.feed_names() == list(FEEDS) and program.fetch_names() == [LOGITS]
+    assert ops.count("cached_attention") == 2 and "scaled_dot_product_attention" not in ops
+    assert decoder.caches == (("layers.0.key_cache", "layers.0.value_cache"),
+                              ("layers.1.key_cache", "layers.1.value_cache"))
+    cache = program.global_block().var("layers.1.value_cache")
+    assert cache.persistable and cache.tensor_shape == (-1, 2, 32, 8)
+    assert decoder.cache_shape(3) == (3, 2, 32, 8)
+    assert program.global_block().var(LOGITS).tensor_shape == (-1, 128)
+
+
+def test_without_a_config_the_graph_gives_the_shapes(tmp_path):
+    shutil.copy(export("dynamo"), tmp_path / "model.onnx")
+    config = load_decoder(tmp_path / "model.onnx", max_length=16).config
+    assert (config.architecture, config.layers, config.kv_heads, config.head_dim, config.vocab_size) == (
+        "model", 2, 2, 8, 128)
+    assert config.eos_token_ids == ()
+
+
+def test_an_export_without_presents_is_refused(tmp_path):
+    model = onnx.load(str(export("dynamo")))
+    del model.graph.output[1:]
+    path = tmp_path / "no_presents.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(HalfwayError, match=r"no_presents.onnx: not a decoder with a past/present cache .* no fetch "
+                                           r"is a present key or value .* fetches: logits"):
+        load_decoder(path)
+
+
+def test_a_config_disagreeing_with_the_graph_is_refused(tmp_path):
+    shutil.copy(export("torchscript"), tmp_path / "model.onnx")
+    config = json.loads((ONNX / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_key_value_heads": 4}))
+    with pytest.raises(HalfwayError, match=r"model.onnx: the graph has kv_heads 2, its config.json 4"):
+        load_decoder(tmp_path / "model.onnx")

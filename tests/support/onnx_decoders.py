@@ -1,0 +1,45 @@
+"""The decoder ONNX exports of ``tests/fixtures/llm/llama_onnx`` (made by
+``scripts/llm_onnx_fixtures.py`` from the tiny Llama checkpoint, whose reference outputs they
+share), and ONNX Runtime's greedy loop over an export's past/present interface.
+
+    path = export("dynamo")                     # dynamo, torchscript
+    ids = onnxruntime_greedy(path, prompt, 32)  # the prompt, then 32 tokens
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .checkpoints import LLM
+
+__all__ = ["ONNX", "EXPORTS", "export", "onnxruntime_greedy"]
+
+ONNX = LLM / "llama_onnx"
+EXPORTS = ("dynamo", "torchscript")
+
+
+def export(name: str) -> Path:
+    return ONNX / f"{name}.onnx"
+
+
+def onnxruntime_greedy(path: Path, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
+    """Greedy tokens of one prompt through ONNX Runtime, the presents of a step fed back as the
+    next step's pasts (the loop ONNX Runtime GenAI runs)."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    pasts = [i for i in session.get_inputs() if i.name.startswith("past_key_values.")]
+    feeds = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in pasts}
+    ids = np.asarray(prompt, np.int64)[None]
+    tokens = list(prompt)
+    for _ in range(new_tokens):
+        length = len(tokens) - ids.shape[1]
+        feeds.update(input_ids=ids, attention_mask=np.ones((1, len(tokens)), np.int64),
+                     position_ids=np.arange(length, len(tokens), dtype=np.int64)[None])
+        logits, *presents = session.run(None, feeds)
+        feeds.update({p.name: value for p, value in zip(pasts, presents)})
+        tokens.append(int(logits[0, -1].argmax()))
+        ids = np.array([[tokens[-1]]], np.int64)
+    return np.array(tokens, np.int64)
