@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 import halfway
 from halfway.executor import Executor
-from tests.support.clirun import RESNET_TINY, halfway_json, one_line_error
+from tests.support.clirun import DEMO_BERT, RESNET_TINY, halfway_json, one_line_error
 from tests.support.clirun import halfway as cli
 
 IO = np.load(RESNET_TINY.with_name("resnet_tiny_io.npz"))
@@ -65,3 +67,18 @@ def test_diff_measures_what_a_change_did(tmp_path):
 
 def test_diff_refuses_models_with_other_inputs():
     one_line_error(cli("diff", RESNET_TINY, MLP), "different inputs")
+
+
+def test_diff_float16_preset_passes_halfways_own_float16_program(tmp_path):
+    half = tmp_path / "bert_fp16"
+    assert cli("transpile", DEMO_BERT, "-o", half, "--fp16").returncode == 0
+    args = ["diff", DEMO_BERT, half, "--input-shapes", "input_ids:2x32"]
+    done = cli(*args, "--preset", "float32", "--atol", "1e-6", "--rtol", "1e-6", "--json")
+    strict = json.loads(done.stdout)
+    assert done.returncode == 3 and not strict["same"] and (strict["atol"], strict["rtol"]) == (1e-6, 1e-6)
+    report = halfway_json(*args, "--preset", "float16")
+    assert (report["preset"], report["atol"], report["rtol"]) == ("float16", 1e-3, 1e-2)
+    assert report["same"] and all(r["max_rel_error"] < 1e-2 for r in report["outputs"])
+    tighter = cli(*args, "--preset", "float16", "--rtol", "1e-9", "--json")
+    assert tighter.returncode == 3 and json.loads(tighter.stdout)["rtol"] == 1e-9
+    assert cli(*args, "--preset", "bfloat16").returncode == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -24,8 +26,12 @@ def test_outputs_match_paddle_and_are_saved(tmp_path):
 
 
 def test_json_describes_inputs_and_outputs(tmp_path):
-    np.savez(tmp_path / "inputs.npz", image=IO["image"].astype(np.float64))  # float64 converts to float32
-    facts = halfway_json("run", RESNET_TINY, "--input", tmp_path / "inputs.npz")
+    np.savez(tmp_path / "inputs.npz", image=IO["image"].astype(np.float64))  # float64 converts when asked
+    one_line_error(halfway("run", RESNET_TINY, "--input", tmp_path / "inputs.npz"),
+                   "input 'image' is float64, the model takes float32", "--cast-inputs")
+    done = halfway("run", RESNET_TINY, "--input", tmp_path / "inputs.npz", "--cast-inputs", "--json")
+    assert done.returncode == 0 and "input 'image': float64 converted to float32 (--cast-inputs)" in done.stderr
+    facts = json.loads(done.stdout)
     expected = IO[FETCH]
     stats = facts["outputs"][FETCH]
     assert stats["shape"] == list(expected.shape) and stats["dtype"] == "float32"
@@ -41,8 +47,9 @@ def test_random_inputs_are_seeded():
     other = halfway_json("run", RESNET_TINY, "--random", "--seed", "4")["outputs"][FETCH]
     assert first == again and first != other
     inputs = halfway_json("run", RESNET_TINY, "--seed", "3")["inputs"]["image"]
-    image = np.random.default_rng(3).standard_normal(IO["image"].shape).astype(np.float32)
+    image = np.random.default_rng(3).random(IO["image"].shape).astype(np.float32)  # floats in [0, 1)
     assert inputs["mean"] == pytest.approx(float(image.mean()), rel=1e-6)
+    assert 0 <= inputs["min"] and inputs["max"] < 1
 
 
 def _bad_inputs(tmp_path):

@@ -71,6 +71,8 @@ def test_unknown_dims_are_prepared_per_feed_signature():
     assert prepared.for_feed({"x": np.zeros((5, 3), np.float32)}) is prepared.for_feed({"x": np.ones((5, 3), np.float32)})
     with pytest.raises(FeedError, match="missing feed"):
         prepared.run({})
+    with pytest.raises(FeedError, match=r"unknown feed name\(s\) \['X'\] and missing feed 'x'"):
+        prepared.run({"X": np.zeros((5, 3), np.float32)})
     with pytest.raises(FeedError, match=r"has shape \[2, 4\], expected \[-1, 3\]"):
         prepared.run({"x": np.zeros((2, 4), np.float32)})
 
@@ -78,6 +80,7 @@ def test_unknown_dims_are_prepared_per_feed_signature():
 @pytest.mark.parametrize("feed, message", [
     ({}, "missing feed 'x'"),
     ({"x": np.zeros((2, 3), np.float32), "y": np.zeros(1)}, r"unknown feed name\(s\) \['y'\]"),
+    ({"img": np.zeros((2, 3), np.float32)}, r"unknown feed name\(s\) \['img'\] and missing feed 'x'; the program is fed"),
     ({"x": np.zeros((2, 4), np.float32)}, r"has shape \[2, 4\], expected \[2, 3\]"),
     ({"x": np.zeros((2, 3, 1), np.float32)}, r"has shape \[2, 3, 1\]"),
     ({"x": np.zeros((2, 3), np.float64)}, "has dtype float64, expected float32"),

@@ -125,13 +125,35 @@ def test_contrib_ops_run_on_onnxruntime(name):
         assert any(n.op_type == "SkipLayerNormalization" and len(n.output) == 4 for n in exported.graph.node)
 
 
-def test_symbolic_dims_become_named_dims():
-    model, _ = _modern("bert_sdpa_dynamo")
+def _dim_params(values):
+    return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in values}
+
+
+@pytest.mark.parametrize("name", ["bert_sdpa_dynamo", "convnext_torchscript"])
+def test_symbolic_dims_keep_the_names_inputs_and_outputs_share(name, tmp_path):
+    """The source's dim_params (read with onnx) come back, through the passes, the float16
+    transpile and a .pdmodel save."""
+    model, _ = _modern(name)
+    source = onnx.load(model).graph
     program, feeds, fetches, scope = halfway.load(model)
+    fused = halfway.PassManager().run(program, scope)
+    half, _ = halfway.float16_transpile(fused.program, fused.scope)
+    halfway.save_inference_model(str(tmp_path / "m"), feeds, fetches, half, fused.scope)
+    saved, saved_feeds, saved_fetches, saved_scope = halfway.load(str(tmp_path / "m"))
+    for exported in (to_onnx(program, scope, feeds, fetches), to_onnx(saved, saved_scope, saved_feeds, saved_fetches)):
+        assert _dim_params(exported.graph.input) == _dim_params(source.input)
+        assert _dim_params(exported.graph.output) == _dim_params(source.output)
+
+
+def test_unnamed_symbolic_dims_are_named_after_their_var():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])
+    program, feeds, fetches, scope = halfway.load(helper.make_model(
+        helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
     exported = to_onnx(program, scope, feeds, fetches)
-    for value in exported.graph.input:
-        dims = value.type.tensor_type.shape.dim
-        assert [d.dim_param for d in dims] == [f"{value.name}_dim{i}" for i in range(len(dims))]
+    assert _dim_params(exported.graph.input) == {"x": ["x_dim0", 3]}
+    assert _dim_params(exported.graph.output) == {"y": ["y_dim0", 3]}
 
 
 def _unexportable_program():
