@@ -25,6 +25,8 @@ why: a constant that is no scalar, a mask that widens the scores, a softmax over
 The exports of PyTorch's sdpa zero the NaN probabilities of fully masked rows
 (``where(isnan(p), 0, p) @ V``); a first rule moves that zeroing after the product (a softmax
 row is NaN throughout or nowhere, so the values are the same), which leaves the chain above.
+Then (a second phase) the zeroing of the attention's NaN outputs, ``where(isnan(out), 0, out)``
+with the zero one element, becomes the op's ``zero_nan``: two passes over the output fewer.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from ..ir.schema import InferError
 from .pattern import OpPattern, Pattern, VarPattern, op, pattern, var
 from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "ZERO_NAN_RULES"]
 
 _SCALE = "elementwise_mul|elementwise_div"
 
@@ -166,6 +168,16 @@ def _zero_nan_after(ctx: RewriteContext, *, pv: Operator, nan: Operator, p: str,
             Operator("where", {"Condition": flags, "X": z, "Y": raw}, {"Out": out})]
 
 
+def _zero_nan(ctx: RewriteContext, *, zero: Operator, nan: Operator, sdpa: Operator, z: str) -> Operator | Decline:
+    """where(isnan(sdpa(...)), 0, sdpa(...)) -> sdpa(..., zero_nan)."""
+    value = ctx.value(z)
+    if value is None or value.size != 1 or float(value.reshape(())) != 0.0:
+        return ctx.decline(f"{z} is not a zero scalar constant")
+    if sdpa.output("Scores"):
+        return ctx.decline("the attention writes its Scores, which keep their NaNs")
+    return copy_op(sdpa, outputs={"Out": zero.output("Out")}, attrs={"zero_nan": True})
+
+
 RULES = Rules([
     # matmul_v2(where(isnan(p), 0, p), V) -> where(isnan(matmul_v2(p, V)), 0, matmul_v2(p, V))
     Rule(pattern("pv:matmul_v2(X=where(Condition=nan:isnan(X=p), X=z:param, Y=p), Y=v)"), _zero_nan_after,
@@ -175,5 +187,11 @@ RULES = Rules([
     Rule(p, _attention, "attention -> scaled_dot_product_attention") for p in _patterns()
 ])
 
-register_rules("fuse_attention", RULES, "Fuse the attention chain (Q K^T, scale, masks, softmax, times V) into "
-               "one scaled_dot_product_attention.", needs_scope=True)
+ZERO_NAN_RULES = Rules([
+    # where(isnan(sdpa), 0, sdpa) -> sdpa(zero_nan)
+    Rule(pattern("zero:where(Condition=nan:isnan(X=sdpa:scaled_dot_product_attention(Q=_, K=_, V=_, ...)), X=z, "
+                 "Y=sdpa)"), _zero_nan, "attention + zeroed NaN outputs -> attention(zero_nan)"),
+])
+
+register_rules("fuse_attention", [RULES, ZERO_NAN_RULES], "Fuse the attention chain (Q K^T, scale, masks, softmax, "
+               "times V) into one scaled_dot_product_attention, with the zeroing of its NaN outputs.", needs_scope=True)

@@ -3,6 +3,7 @@ Attention: ONNX's Attention from opset 23, else its decomposition softmax(Q K^T 
 ``contrib``, ONNX Runtime's MultiHeadAttention on Q, K and V brought to [B, S, H * D].
 Sequence-major attention (q_num_heads set: [B, S, H * D]) is Attention's 3-D form and
 MultiHeadAttention's own layout; the decomposition splits its heads first and merges them after.
+``zero_nan`` is a Where(IsNaN) after any of these.
 """
 
 from __future__ import annotations
@@ -141,7 +142,19 @@ def _onnx_attention(ctx: ExportContext, op: Operator, q: str, k: str, v: str, ma
 
 @exports("scaled_dot_product_attention")
 def attention(ctx: ExportContext, op: Operator) -> None:
-    q, k, v, out = op.input("Q")[0], op.input("K")[0], op.input("V")[0], op.output("Out")[0]
+    """The attention in the form the opset and ``contrib`` allow; with ``zero_nan``, that form's
+    output through Where(IsNaN(out), 0, out)."""
+    out = op.output("Out")[0]
+    if not op.attr("zero_nan"):
+        _attention(ctx, op, out)
+        return
+    raw = ctx.temp(f"{out}.nan")
+    _attention(ctx, op, raw)
+    ctx.node("Where", [ctx.node("IsNaN", [raw]), ctx.scalar(0.0, out), raw], [out])
+
+
+def _attention(ctx: ExportContext, op: Operator, out: str) -> None:
+    q, k, v = op.input("Q")[0], op.input("K")[0], op.input("V")[0]
     mask = op.input("Mask")[0] if op.input("Mask") else None
     if mask is not None and ctx.dtype(mask).is_floating:
         mask = ctx.cast(mask, ctx.dtype(q))

@@ -107,7 +107,8 @@ register_op(OpSchema(
     attrs=[AttrSpec("scale", AttrType.FLOAT, 0.0), AttrSpec("is_causal", AttrType.BOOLEAN, False),
            AttrSpec("causal_offset", AttrType.INT, 0), AttrSpec("softcap", AttrType.FLOAT, 0.0),
            AttrSpec("scores_stage", AttrType.INT, 0, choices=(0, 1, 2, 3)),
-           AttrSpec("q_num_heads", AttrType.INT, 0), AttrSpec("kv_num_heads", AttrType.INT, 0)],
+           AttrSpec("q_num_heads", AttrType.INT, 0), AttrSpec("kv_num_heads", AttrType.INT, 0),
+           AttrSpec("zero_nan", AttrType.BOOLEAN, False)],
     infer=_infer_attention, dtype_slots=("Q",), keep_dtype_slots=("Mask", "KeyLengths"),
     doc="Out = softmax(softcap(Q K^T * scale) + mask) V per batch and head.\n\n"
         "Q [B, Hq, Sq, D]; K [B, Hkv, Skv, D] and V [B, Hkv, Skv, Dv] with Hq a multiple of Hkv (grouped-query "
@@ -118,8 +119,9 @@ register_op(OpSchema(
         "batch b's rows where j >= KeyLengths[b] (a padded batch). is_causal masks key j out of query i's row "
         "where j > i + causal_offset (0: upper-left aligned, Skv - Sq: lower-right, the length of a key cache "
         "before this step: ONNX's past keys). A row with every key masked out is NaN, as ONNX's reference "
-        "computes it. Scores (dispensable, [B, Hq, Sq, Skv]) holds the scores at scores_stage: 0 the scaled "
-        "product, 1 after softcap, 2 after the mask, 3 the softmax. With q_num_heads and kv_num_heads set "
+        "computes it; with zero_nan every NaN of Out is 0 instead (PyTorch's exports zero them: "
+        "where(isnan(out), 0, out)). Scores (dispensable, [B, Hq, Sq, Skv]) holds the scores at scores_stage: "
+        "0 the scaled product, 1 after softcap, 2 after the mask, 3 the softmax. With q_num_heads and kv_num_heads set "
         "(both > 0), Q, K and V are sequence-major [B, S, H * D] (ONNX's 3-D Attention: no head split or merge "
         "around the op) with those head counts, and Out is [B, Sq, Hq * Dv]; Mask and Scores keep their "
         "[B, Hq, Sq, Skv] layout.",

@@ -117,7 +117,7 @@ def _attention(spec: KernelSpec) -> Kernel:
     scale, softcap, stage = attrs["scale"], attrs["softcap"], attrs["scores_stage"]
     causal, offset = attrs["is_causal"], attrs["causal_offset"]
     q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
-    keep_scores = "Scores" in spec.outputs
+    keep_scores, zero_nan = "Scores" in spec.outputs, attrs["zero_nan"]
 
     has_mask = spec.has_input("Mask")
 
@@ -176,6 +176,8 @@ def _attention(spec: KernelSpec) -> Kernel:
                 run_parts([functools.partial(attend, *part, kept=kept, budget=budget) for part in parts])
             else:
                 attend(q, k, v, masks, heads, kept, SCORE_BLOCK_BYTES)
+        if zero_nan:
+            np.copyto(out, 0, where=np.isnan(out))
         return (out, kept[0]) if keep_scores else out
 
     return run

@@ -141,6 +141,8 @@ def _attention(spec: KernelSpec) -> Binder:
         defines.update(zip((f"{prefix}_B", f"{prefix}_H", f"{prefix}_S"), _strides(heads, length, size, bool(split))))
     if attrs["softcap"] > 0:
         defines["SOFTCAP"] = f"{float(np.float32(attrs['softcap']))!r}f"
+    if attrs["zero_nan"]:
+        defines["ZERO_NAN"] = ""
     if attrs["is_causal"]:
         defines.update({"CAUSAL": "", "OFFSET": attrs["causal_offset"]})
     if spec.has_input("KeyLengths"):

@@ -66,6 +66,8 @@ def test_attention_key_lengths_and_fully_masked_rows(place):
     want = run_op("scaled_dot_product_attention", args).out
     assert np.isnan(want[1, :, 2]).all()
     np.testing.assert_allclose(got.out, want, rtol=2e-5, atol=2e-5)
+    zeroed = run_op("scaled_dot_product_attention", args, {"zero_nan": True}, place=place).out
+    np.testing.assert_allclose(zeroed, np.where(np.isnan(want), 0, want), rtol=2e-5, atol=2e-5)
 
 
 def test_attention_of_a_long_sequence_against_float64_math(place):
@@ -122,6 +124,8 @@ def test_tensor_core_attention_key_lengths_and_rows_without_keys(place):
     args = {**inputs, "Mask": mask, "KeyLengths": np.array([100, 7, 0], np.int64)}
     got = check(place, "scaled_dot_product_attention", args)["Out"][0]
     assert np.isnan(got[1, :, 2]).all() and np.isnan(got[2]).all() and not np.isnan(got[0]).any()
+    zeroed = check(place, "scaled_dot_product_attention", args, {"zero_nan": True})["Out"][0]
+    assert (zeroed[1, :, 2] == 0).all() and (zeroed[2] == 0).all() and not np.isnan(zeroed).any()
 
 
 @pytest.mark.parametrize("attrs", [{}, {"is_causal": True}])

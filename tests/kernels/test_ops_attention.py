@@ -100,6 +100,17 @@ def test_attention_padded_batch_and_fully_masked_rows():
     assert np.isnan(got[:, :, 1]).all() and not np.isnan(np.delete(got, 1, axis=2)).any()
 
 
+def test_attention_with_zero_nan_zeroes_the_rows_without_keys():
+    """zero_nan: PyTorch's where(isnan(out), 0, out) after the attention, in the op."""
+    mask = np.ones((2, 1, 4, 6), bool)
+    mask[0, :, 2] = False
+    inputs = {"Q": _x(2, 3, 4, 8), "K": _x(2, 3, 6, 8), "V": _x(2, 3, 6, 8), "Mask": mask}
+    want = run_op("scaled_dot_product_attention", inputs).out
+    got = run_op("scaled_dot_product_attention", inputs, {"zero_nan": True}).out
+    assert np.isnan(want[0, :, 2]).all()
+    np.testing.assert_array_equal(got, np.where(np.isnan(want), 0, want))
+
+
 def test_attention_op_in_float16_computes_in_float32():
     q, k, v = _x(1, 4, 3, 16), _x(1, 2, 7, 16), _x(1, 2, 7, 16)
     half = [a.astype(np.float16) for a in (q, k, v)]

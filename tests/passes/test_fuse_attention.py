@@ -84,10 +84,21 @@ def test_zeroed_nan_probabilities_fuse_and_keep_masked_rows_at_zero():
             for n in ("q", "k", "v", "mask0")}
     feed["mask0"][0, 0, 1] = -np.inf
     result = fuse_and_compare(prog, scope, "fuse_attention", outs, feed=feed)
-    types = op_types(result.program)
-    assert types["scaled_dot_product_attention"] == 1 and types["isnan"] == 1 and "softmax" not in types
+    assert set(op_types(result.program)) == {"scaled_dot_product_attention"}
+    assert result.program.global_block().ops[0].attr("zero_nan")
     (got,) = halfway.Executor().run(result.program, feed, outs, result.scope)
     assert np.all(got[0, :, 1] == 0) and np.all(np.isfinite(got))
+
+
+def test_outputs_replaced_by_another_value_than_zero_keep_their_where():
+    prog, scope, outs = _attention()
+    with halfway.program_guard(prog):
+        out = prog.global_block().var(outs[0])
+        kept = _one("where", {"Condition": _one("isnan", {"X": out}), "X": _const(1.0, (1,)), "Y": out})
+    scope = halfway.init_scope(prog, seed=1)
+    result = PassManager("fuse_attention", debug=True).run(prog, scope, fetch=[kept.name])
+    assert op_types(result.program)["where"] == 1
+    assert any("is not a zero scalar constant" in m.reason for r in result.records for m in r.near_misses)
 
 
 @pytest.mark.parametrize("kwargs, reason", [

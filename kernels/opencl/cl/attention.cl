@@ -7,14 +7,15 @@
  * element (b, h, s, d) of X at b * X_B + h * X_H + s * X_S + d (Q_, K_, V_, O_ strides: head-major
  * or the sequence-major [B, S, H * D]); query head h reads key/value head h / (HQ / HKV).
  * Defines: D, DV, HQ, HKV, SQ, SKV, the strides, BQ, BK, SCALE;
- * SOFTCAP (c * tanh(s / c)); CAUSAL with OFFSET (key j > row + OFFSET dropped); MASK_BOOL
+ * SOFTCAP (c * tanh(s / c)); ZERO_NAN (attention_score.h's OUT_VALUE); CAUSAL with OFFSET (key j > row + OFFSET dropped); MASK_BOOL
  * (uchar, 0 drops) or MASK_T / LOADM (added), read at mstride . (b, h, row, j) for keys j < MW
  * (keys past MW drop); LENGTHS with IDX (keys j >= lengths[b] drop); PAST with IDX
  * (cached_attention: lengths[b] is what K and V, its caches, held before this step: row r is at
  * position lengths[b] + r, which CAUSAL and WINDOW measure from, and keys from lengths[b] + SQ on
  * drop): each score through attention_score.h's score(), in base 2, so the softmax runs on exp2.
  * Key tiles stop at the last key a row may read. A row whose keys all drop gives 0 / 0 = NaN, as
- * the numpy kernel of scaled_dot_product_attention does, and 0 with PAST, as cached_attention's. */
+ * the numpy kernel of scaled_dot_product_attention does (0 with ZERO_NAN), and 0 with PAST, as
+ * cached_attention's. */
 
 __kernel void attention(__global const T* q, __global const T* k, __global const T* v, __global T* out, MASK_ARG,
                         LENGTHS_ARG, int ms0, int ms1, int ms2, int ms3) {
@@ -78,5 +79,5 @@ __kernel void attention(__global const T* q, __global const T* k, __global const
 #ifdef PAST
     if (l == 0.0f) l = INFINITY;  /* no key: acc is 0, and so is the row */
 #endif
-    for (int d = 0; d < DV; ++d) STORE(op, d, acc[d] / l);
+    for (int d = 0; d < DV; ++d) STORE(op, d, OUT_VALUE(acc[d] / l));
 }

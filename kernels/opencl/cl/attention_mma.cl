@@ -152,6 +152,7 @@ void attention_mma(__global const T* q, __global const T* k, __global const T* v
         sum += shfl_xor(sum, 2);
         if (rows[i] < SQ)
             UNROLL for (int j = 0; j < DV / 8; ++j)
-                op[(rows[i] * O_S + j * 8 + 2 * t) / 2] = pack_half2(o[j][2 * i] / sum, o[j][2 * i + 1] / sum);
+                op[(rows[i] * O_S + j * 8 + 2 * t) / 2] = pack_half2(OUT_VALUE(o[j][2 * i] / sum),
+                                                                    OUT_VALUE(o[j][2 * i + 1] / sum));
     }
 }

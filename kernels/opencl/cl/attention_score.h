@@ -11,6 +11,12 @@
 #else
 #define MASK_ARG __global const void* mask
 #endif
+/* An output value as stored: with ZERO_NAN, NaN (a row whose keys all drop) is 0. */
+#ifdef ZERO_NAN
+#define OUT_VALUE(v) (isnan(v) ? 0.0f : (v))
+#else
+#define OUT_VALUE(v) (v)
+#endif
 #if defined(LENGTHS) || defined(PAST)
 #define LENGTHS_ARG __global const IDX* lengths
 #else
