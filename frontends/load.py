@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..ir import limits
 from ..ir.errors import SerdeError
 from ..ir.io import load_inference_model
 from ..ir.program import Program
@@ -49,9 +50,11 @@ def model_format(path: str | os.PathLike[str]) -> str:
 
 
 def _looks_like_onnx(path: Path) -> bool:
-    """Whether a file of another name parses as an ONNX model with a graph."""
+    """Whether a file of another name parses as an ONNX model with a graph (FileSizeError when it
+    is larger than a model file may be)."""
     from onnx import ModelProto
 
+    limits.check_file_size(path, "a model file")
     proto = ModelProto()
     try:
         proto.ParseFromString(path.read_bytes())

@@ -39,6 +39,7 @@ from .block import Block
 from .dtypes import DType, VarKind
 from .errors import HalfwayError, IRError, SerdeError
 from .fileset import Manifest, folder_lock, read_file, write_files
+from .limits import check_file_size
 from .operator import Operator
 from .params import ParamSpec, encode_tensor, param_mismatch, param_specs, read_param_file, read_params, write_params
 from .program import Program
@@ -258,11 +259,13 @@ def load_inference_model(path: str | os.PathLike[str], *, model_filename: str | 
 
     Feed and fetch names come from the feed/fetch ops of the global block in ``col`` order; the
     scope holds every parameter. Raises SerdeError naming the file for a missing or unreadable
-    file, a file that is not a ProgramDesc, malformed feed/fetch ops, or parameters that are
-    missing, corrupt or disagree with their vars.
+    file, a program file larger than ``HALFWAY_MAX_MODEL_BYTES`` (``halfway.ir.limits``; checked
+    before it is read), a file that is not a ProgramDesc, malformed feed/fetch ops, or
+    parameters that are missing, corrupt or disagree with their vars.
     """
     layout = _load_layout(Path(path), model_filename, params_filename)
     source = os.fspath(layout.model)
+    check_file_size(layout.model, "a model file")
     with folder_lock(layout.model.parent, exclusive=False):
         data = _read(layout.model)
         manifest = Manifest.read(layout.model, data)

@@ -47,6 +47,7 @@ from . import (  # noqa: F401  (register converters)
 )
 from .context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from .folding import fold, foldable
+from .inferred import inferred_dims
 from .registry import CONVERTERS
 from .spec import check_node
 from .tensors import TensorError, elem_dtype, read_external_data, tensor_array
@@ -81,7 +82,7 @@ def load(model: str | os.PathLike[str] | ModelProto, *, input_shapes: Mapping[st
     nodes = _sorted_nodes(graph, source)
     _check_supported(nodes, graph, source)
     feeds = _declare_inputs(ctx, graph, _input_shapes(input_shapes, source))
-    ctx.known_dims = _inferred_dims(proto)
+    ctx.known_dims = inferred_dims(proto)
     ctx.used = {name for node in nodes for name in node.input} | {out.name for out in graph.output}
     declared = _declared_types(graph)
     for node in nodes:
@@ -105,6 +106,7 @@ def read_model(model: str | os.PathLike[str] | ModelProto) -> tuple[ModelProto, 
         return model, "<ModelProto>"
     path = Path(model)
     source = os.fspath(path)
+    limits.check_file_size(path, "a model file")
     data = read_file(path)
     proto = ModelProto()
     try:
@@ -283,22 +285,6 @@ def _name_dims(var: Variable, names: list[str]) -> None:
     no other names are recorded (a fed var fetched keeps its input's)."""
     if any(names) and len(names) == len(var.shape or ()) and not any(var.dim_names()):
         var.set_dim_names(names)
-
-
-def _inferred_dims(proto: ModelProto) -> dict[str, tuple[int, ...]]:
-    """The static dims ONNX's shape inference (with data propagation through shape arithmetic)
-    finds for the graph's values, -1 for the others; nothing when it fails on the model (the
-    import does not depend on it: it only refines dims halfway leaves unknown)."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True).graph
-    except Exception:  # onnx's inference raises many kinds of errors on models it cannot follow
-        return {}
-    dims = {}
-    for value in [*inferred.value_info, *inferred.output]:
-        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
-            dims[value.name] = tuple(d.dim_value if d.HasField("dim_value") else -1
-                                     for d in value.type.tensor_type.shape.dim)
-    return dims
 
 
 def _declared_types(graph: GraphProto) -> dict[str, int]:

@@ -1,10 +1,10 @@
 """What the ONNX spec requires of a node, checked before it is converted or folded: the number
-of inputs and outputs its op's schema allows, its required attrs, the type of every attr the
-schema declares, the element types of its inputs (each one its type constraint allows, and one
-type per constraint across the inputs that share it), and attrs that index its input's dims
-(``perm`` a permutation, a softmax ``axis`` within the rank). ONNX Runtime refuses such nodes;
-a converter would otherwise read them as something else (a one-input Add as a copy, an int32
-weight as float, a perm of -1 as the last dim)."""
+of inputs and outputs its op's schema allows, its required inputs given, its required attrs,
+the type of every attr the schema declares, the element types of its inputs (each one its type
+constraint allows, and one type per constraint across the inputs that share it), and attrs that
+index its input's dims (``perm`` a permutation, a softmax ``axis`` within the rank). ONNX Runtime
+refuses such nodes; a converter would otherwise read them as something else (a one-input Add as
+a copy, an int32 weight as float, a perm of -1 as the last dim)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def check_node(node: NodeProto, opset: int, types: Sequence[int] = (), rank: int
         return
     _check_count("inputs", len(node.input), schema.min_input, schema.max_input, node.op_type, opset)
     _check_count("outputs", len(node.output), schema.min_output, schema.max_output, node.op_type, opset)
+    _check_required_inputs(node, schema, opset)
     given = {attr.name: attr for attr in node.attribute}
     missing = sorted(name for name, spec in schema.attributes.items() if spec.required and name not in given)
     if missing:
@@ -52,6 +53,17 @@ def check_node(node: NodeProto, opset: int, types: Sequence[int] = (), rank: int
     _check_types(node, schema, opset, types)
     if rank is not None:
         _check_dim_attrs(node, given, rank)
+
+
+def _check_required_inputs(node: NodeProto, schema: onnx.defs.OpSchema, opset: int) -> None:
+    """SpecError for an input the schema requires that the node leaves empty (``""`` marks an
+    optional input that is not given)."""
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    for index, name in enumerate(node.input):
+        formal = schema.inputs[min(index, len(schema.inputs) - 1)] if schema.inputs else None
+        if not name and formal is not None and formal.option != optional:
+            raise SpecError(f"input {index} ({formal.name}) of {node.op_type}-{opset} is required, but the node "
+                            f"gives none ('')")
 
 
 def _check_types(node: NodeProto, schema: onnx.defs.OpSchema, opset: int, types: Sequence[int]) -> None:

@@ -74,9 +74,9 @@ def read_external_data(tensor: TensorProto, base: Path, what: str) -> None:
     raw_data, checking the location, offset and length against the file first."""
     entries = {entry.key: entry.value for entry in tensor.external_data}
     location = entries.get("location", "")
-    if not location or os.path.isabs(location):
+    if not location or os.path.isabs(location) or "\0" in location:
         raise TensorError(f"{what} keeps its data in external file {location!r}: expected a path relative to the "
-                          f"model's folder")
+                          f"model's folder (without NUL bytes)")
     root = os.path.realpath(base)
     file = os.path.realpath(os.path.join(root, location))
     if os.path.commonpath([root, file]) != root:

@@ -5,14 +5,11 @@ one error naming the file (their sizes checked before anything is allocated)."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import multiprocessing
 import os
-import signal
 import stat
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,27 +19,13 @@ from halfway.api.batch.tables import check_output, read_rows, write_rows
 from halfway.ir.errors import HalfwayError, SerdeError
 from tests.support.batchdata import mlp_model, mlp_rows
 from tests.support.clirun import halfway, one_line_error
+from tests.support.watchdog import watchdog
 
 FORK = multiprocessing.get_context("fork")
 
 
-@contextlib.contextmanager
-def watchdog(seconds: float = 10) -> Iterator[None]:
-    """TimeoutError in the block once ``seconds`` have passed (a blocking open or read included)."""
-    def expire(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _refused(path: Path, *fragments: str) -> str:
-    with watchdog(), pytest.raises(HalfwayError) as info:
+    with watchdog(10), pytest.raises(HalfwayError) as info:
         read_rows(str(path), ["x"])
     message = str(info.value)
     for fragment in (str(path), *fragments):
@@ -76,9 +59,9 @@ def test_an_output_that_is_a_fifo_or_a_folder_is_refused(tmp_path):
     os.mkfifo(tmp_path / "pipe.npz")
     (tmp_path / "dir.npz").mkdir()
     for name in ("pipe.npz", "dir.npz"):
-        with watchdog(), pytest.raises(SerdeError, match="not a regular file"):
+        with watchdog(10), pytest.raises(SerdeError, match="not a regular file"):
             check_output(str(tmp_path / name), str(tmp_path / "rows.npz"))
-        with watchdog(), pytest.raises(SerdeError):
+        with watchdog(10), pytest.raises(SerdeError):
             write_rows(str(tmp_path / name), {"y": np.zeros(2)})
 
 

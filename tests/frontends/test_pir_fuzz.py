@@ -15,7 +15,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import traceback
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 
 from halfway.frontends.paddle import load as load_pir
 from halfway.ir.errors import HalfwayError
+from tests.support.watchdog import Expired, watchdog
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "paddle3" / "pir"
 MODELS = ("ops", "resnet")
@@ -102,33 +102,21 @@ def _case(index: int) -> tuple[str, str, str]:
 
 
 # -- one case ---------------------------------------------------------------------------------------
-class Hang(BaseException):
-    """The watchdog's interrupt (no Exception, so that no handler of the importer swallows it)."""
-
-
-def _expire(signum: int, frame: object) -> None:
-    raise Hang
-
-
 def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
 
 
 def _outcome(folder: Path) -> tuple[str, str]:
     """("ok"|"halfway_error"|"hang"|"other", detail) of loading ``folder``, within TIMEOUT_S."""
-    previous = signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, TIMEOUT_S)
     try:
-        load_pir(folder)
+        with watchdog(TIMEOUT_S):
+            load_pir(folder)
     except HalfwayError as e:
         return "halfway_error", str(e).splitlines()[0][:200]
-    except Hang:
+    except Expired:
         return "hang", f"no result in {TIMEOUT_S} s"
     except BaseException as e:  # the finding this test exists for
         return "other", "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:]).strip()[:600]
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
     return "ok", ""
 
 

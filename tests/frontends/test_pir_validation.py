@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import halfway
 from halfway.frontends.paddle import load as load_pir
 from halfway.frontends.paddle.pir import MAX_DEPTH
 from halfway.ir.errors import HalfwayError, SerdeError
+from tests.support.watchdog import watchdog
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "paddle3" / "pir"
 Ops = list[dict[str, Any]]
@@ -50,19 +50,9 @@ def _attr(op: dict[str, Any], name: str) -> dict[str, Any]:
     return attr
 
 
-def _expire(signum: int, frame: object) -> None:
-    raise TimeoutError("the import did not end within 20 s")
-
-
 def _refused(folder: Path, *fragments: str) -> str:
-    previous = signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, 20)
-    try:
-        with pytest.raises(HalfwayError) as info:
-            load_pir(folder)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    with watchdog(20), pytest.raises(HalfwayError) as info:
+        load_pir(folder)
     message = str(info.value)
     for fragment in ("model.json: ", *fragments):
         assert fragment in message, message
