@@ -44,6 +44,17 @@ def test_a_feed_beyond_float16_is_an_error_naming_it_and_the_cast(value):
         _run(half, x, [relu], scope)
 
 
+@pytest.mark.parametrize("fill, at, shown", [(np.inf, ..., "inf"), (0.5, (0, 1, 2, 3), "inf"),
+                                            (0.5, (0, 0, 0, 0), "-inf"), (np.nan, (0, 2, 1, 1), "70000")],
+                         ids=["all inf", "one inf", "one -inf", "nan beside 7e4"])
+def test_the_value_farthest_out_is_named_inf_included(fill, at, shown):
+    prog, half, scope, relu, out = _programs()
+    x = np.full((1, 3, 6, 6), fill, np.float32)
+    x[at] = {"inf": np.inf, "-inf": -np.inf, "70000": 7e4}[shown]
+    with pytest.raises(Float16RangeError, match=rf"feed 'x' holds {shown}, beyond float16's range"):
+        _run(half, x, [relu], scope)
+
+
 def test_check_float16_range_false_runs_without_the_check():
     prog, half, scope, relu, out = _programs()
     x = np.full((1, 3, 6, 6), 7e4, np.float32)
