@@ -1,6 +1,7 @@
 """The tiny Llama of ``tests/fixtures/llm/llama`` as decoder ONNX exports, for the ONNX LLM tests.
 
     /path/to/torchenv/bin/python scripts/llm_onnx_fixtures.py
+    /path/to/torchenv/bin/python scripts/llm_onnx_fixtures.py --checkpoint DIR --out DIR/model.onnx
 
 Run it with a Python that has torch, transformers and onnx (and onnxscript for the dynamo
 exporter), after ``scripts/llm_fixtures.py llama``: it loads that checkpoint in float32 and
@@ -14,10 +15,14 @@ each with transformers' (and optimum's) interface: ``input_ids``, ``attention_ma
 S], ``position_ids`` and ``past_key_values.{i}.key/.value`` [B, kv heads, past, head size] in;
 ``logits`` and ``present.{i}.key/.value`` out. The folder gets the checkpoint's ``config.json``
 and ``generation_config.json``, as an export's folder holds them.
+
+With ``--checkpoint DIR --out FILE`` it writes the dynamo export of any Llama checkpoint folder
+instead (``benchmarks/bench_llm.py``'s model), its weights in ``FILE.data`` beside it.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 from pathlib import Path
@@ -86,36 +91,44 @@ def _torchscript(module: PastPresent, example: tuple[torch.Tensor, ...], path: P
                       dynamic_axes=axes, opset_version=17)
 
 
-def _compact(path: Path, out: Path) -> None:
-    """The export as one file, without doc strings, metadata or intermediate value infos."""
+def _compact(path: Path, out: Path, external: bool = False) -> None:
+    """The export as one file (its weights in ``out.data`` when ``external``), without doc
+    strings, metadata or intermediate value infos."""
     model = onnx.load(str(path))
     del model.graph.value_info[:]
     del model.metadata_props[:]
     for node in model.graph.node:
         node.doc_string = ""
         del node.metadata_props[:]
-    onnx.save(model, str(out))
+    onnx.save(model, str(out), save_as_external_data=external, location=f"{out.name}.data")
 
 
-def export(attention: str, exporter: Any, name: str) -> None:
-    model = transformers.AutoModelForCausalLM.from_pretrained(SOURCE, dtype=torch.float32,
+def export(attention: str, exporter: Any, out: Path, source: Path = SOURCE, external: bool = False) -> None:
+    model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32,
                                                               attn_implementation=attention).eval()
     module = PastPresent(model).eval()
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "model.onnx"
         exporter(module, _example(model.config), raw, model.config.num_hidden_layers)
-        _compact(raw, OUT / name)
-    print(f"{name}: {(OUT / name).stat().st_size / 1024:.0f} KiB")
+        _compact(raw, out, external)
+    print(f"{out}: {out.stat().st_size / 1024:.0f} KiB")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, help="export this Llama checkpoint folder instead")
+    parser.add_argument("--out", type=Path, help="where its export goes (with --checkpoint)")
+    args = parser.parse_args()
+    if args.checkpoint:
+        export("sdpa", _dynamo, args.out or args.checkpoint / "model.onnx", args.checkpoint, external=True)
+        return
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
     for file in ("config.json", "generation_config.json"):
         shutil.copy(SOURCE / file, OUT / file)
-    export("sdpa", _dynamo, "dynamo.onnx")
-    export("eager", _torchscript, "torchscript.onnx")
+    export("sdpa", _dynamo, OUT / "dynamo.onnx")
+    export("eager", _torchscript, OUT / "torchscript.onnx")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import onnx
+from google.protobuf.message import DecodeError
 
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError, PassError
@@ -58,6 +60,25 @@ def _folder_config(folder: Path) -> DecoderConfig | None:
     return attrs.evolve(read, architecture=architecture)
 
 
+def _past_shapes(path: str | os.PathLike[str]) -> dict[str, list[int]]:
+    """The past keys and values of ONNX ``Attention`` nodes that are causal with their sequence
+    dim fixed at 1: the converter needs a past's length (the causal diagonal starts after it),
+    and once ``cache_attention`` has run nothing reads it. Other exports keep theirs unknown
+    (their shape arithmetic may read a past's other dims)."""
+    try:
+        graph = onnx.load(os.fspath(path), load_external_data=False).graph
+    except (OSError, DecodeError, ValueError):
+        return {}  # the import says what is wrong with the file
+    pasts = {name for node in graph.node if node.op_type == "Attention" and node.domain in ("", "ai.onnx")
+             and any(a.name == "is_causal" and a.i for a in node.attribute) for name in node.input[4:6] if name}
+    shapes = {}
+    for value in graph.input:
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
+        if value.name in pasts and len(dims) == 4:
+            shapes[value.name] = [*dims[:2], 1 if dims[2] < 0 else dims[2], dims[3]]
+    return shapes
+
+
 def _graph_config(program: Program, layers: int, name: str) -> DecoderConfig:
     """What the program itself says of the decoder."""
     block = program.global_block()
@@ -93,7 +114,7 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
     folder_config = _folder_config(Path(path).parent)
     length = max_length if max_length is not None else min(
         DEFAULT_MAX_LENGTH, folder_config.max_positions if folder_config else DEFAULT_MAX_LENGTH)
-    program, _, fetches, scope = load(path)
+    program, _, fetches, scope = load(path, input_shapes=_past_shapes(path))
     try:
         result = PassManager(after=[get_pass("cache_attention", max_length=length)]).run(program, scope,
                                                                                           fetch=fetches)
