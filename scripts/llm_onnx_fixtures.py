@@ -10,6 +10,9 @@ checkpoint's (``reference.npz`` there):
 
 - ``dynamo.onnx``: ``torch.onnx.export(dynamo=True)`` of the model with its sdpa attention;
 - ``torchscript.onnx``: the TorchScript exporter's, with eager attention;
+- ``attention23.onnx``: written with onnx.helper at opset 23 from the same weights: ONNX's own
+  ``RMSNormalization``, ``RotaryEmbedding`` and causal ``Attention`` with ``past_key`` /
+  ``past_value`` (no ``attention_mask`` input: the attention is causal over the past);
 
 each with transformers' (and optimum's) interface: ``input_ids``, ``attention_mask`` [B, past +
 S], ``position_ids`` and ``past_key_values.{i}.key/.value`` [B, kv heads, past, head size] in;
@@ -28,9 +31,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import torch
 import transformers
+from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "fixtures" / "llm" / "llama"
@@ -115,6 +120,90 @@ def export(attention: str, exporter: Any, out: Path, source: Path = SOURCE, exte
     print(f"{out}: {out.stat().st_size / 1024:.0f} KiB")
 
 
+class _Graph:
+    """Nodes and initializers of a graph being written."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.weights: list[onnx.TensorProto] = []
+
+    def weight(self, name: str, value: np.ndarray) -> str:
+        self.weights.append(numpy_helper.from_array(np.ascontiguousarray(value, np.float32), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], out: str, outputs: int = 1, **attrs: Any) -> list[str]:
+        names = [out] if outputs == 1 else [f"{out}.{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op, inputs, names, name=out, **attrs))
+        return names
+
+
+def _rope_tables(config: Any, positions: int) -> tuple[np.ndarray, np.ndarray]:
+    head = config.hidden_size // config.num_attention_heads
+    theta = (config.rope_parameters or {}).get("rope_theta", 10000.0)
+    inverse = 1.0 / theta ** (np.arange(0, head, 2, dtype=np.float32) / head)
+    angles = np.arange(positions, dtype=np.float32)[:, None] * inverse[None]
+    return np.cos(angles), np.sin(angles)
+
+
+def _layer23(g: _Graph, config: Any, weights: dict[str, np.ndarray], i: int, x: str) -> tuple[str, list[str]]:
+    """Layer ``i`` on the states ``x``: its output and its present key and value."""
+    p, eps = f"model.layers.{i}.", config.rms_norm_eps
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+
+    def linear(h: str, name: str) -> str:
+        return g.node("MatMul", [h, g.weight(name, weights[name + ".weight"].T)], f"{name}.out")[0]
+
+    h = g.node("RMSNormalization", [x, g.weight(p + "norm1", weights[p + "input_layernorm.weight"])], p + "h1",
+               epsilon=eps)[0]
+    q, k, v = (linear(h, p + f"self_attn.{n}_proj") for n in "qkv")
+    q, k = (g.node("RotaryEmbedding", [t, "rope.cos", "rope.sin", "position_ids"], f"{t}.rotated", num_heads=n)[0]
+            for t, n in ((q, heads), (k, kv_heads)))
+    y, present_k, present_v = g.node("Attention", [q, k, v, "", f"past_key_values.{i}.key",
+                                                   f"past_key_values.{i}.value"], p + "attention", 3,
+                                     is_causal=1, q_num_heads=heads, kv_num_heads=kv_heads)
+    x = g.node("Add", [x, linear(y, p + "self_attn.o_proj")], p + "x1")[0]
+    h = g.node("RMSNormalization", [x, g.weight(p + "norm2", weights[p + "post_attention_layernorm.weight"])],
+               p + "h2", epsilon=eps)[0]
+    gate, up = linear(h, p + "mlp.gate_proj"), linear(h, p + "mlp.up_proj")
+    silu = g.node("Mul", [gate, g.node("Sigmoid", [gate], gate + ".sigmoid")[0]], gate + ".silu")[0]
+    down = linear(g.node("Mul", [silu, up], p + "mlp.hidden")[0], p + "mlp.down_proj")
+    return g.node("Add", [x, down], p + "x2")[0], [present_k, present_v]
+
+
+def attention23(model: Any, positions: int = 128) -> onnx.ModelProto:
+    """The model at opset 23 (``attention23.onnx`` in the module docstring)."""
+    config = model.config
+    weights = {name: t.detach().numpy() for name, t in model.state_dict().items()}
+    g = _Graph()
+    for name, table in zip(("rope.cos", "rope.sin"), _rope_tables(config, positions)):
+        g.weight(name, table)
+    x = g.node("Gather", [g.weight("embed", weights["model.embed_tokens.weight"]), "input_ids"], "embedded")[0]
+    presents = []
+    for i in range(config.num_hidden_layers):
+        x, kv = _layer23(g, config, weights, i, x)
+        presents += kv
+    h = g.node("RMSNormalization", [x, g.weight("norm", weights["model.norm.weight"])], "final",
+               epsilon=config.rms_norm_eps)[0]
+    g.nodes.append(helper.make_node("MatMul", [h, g.weight("lm_head", weights["lm_head.weight"].T)], ["logits"]))
+    inputs, outputs = _names(config.num_hidden_layers)
+    head = config.hidden_size // config.num_attention_heads
+    kv = ["batch", config.num_key_value_heads, "past", head]
+    graph = helper.make_graph(
+        g.nodes, "llama", [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+                           for n in ("input_ids", "position_ids")]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, kv) for n in inputs[3:]],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence", config.vocab_size])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [*kv[:2], "total", head]) for n in outputs[1:]],
+        g.weights)
+    # the Attention nodes write the graph's present outputs
+    renames = dict(zip(presents, outputs[1:]))
+    for node in graph.node:
+        node.output[:] = [renames.get(o, o) for o in node.output]
+    model_proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    onnx.checker.check_model(model_proto, full_check=True)
+    return model_proto
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, help="export this Llama checkpoint folder instead")
@@ -129,6 +218,9 @@ def main() -> None:
         shutil.copy(SOURCE / file, OUT / file)
     export("sdpa", _dynamo, OUT / "dynamo.onnx")
     export("eager", _torchscript, OUT / "torchscript.onnx")
+    model = transformers.AutoModelForCausalLM.from_pretrained(SOURCE, dtype=torch.float32).eval()
+    onnx.save(attention23(model), str(OUT / "attention23.onnx"))
+    print(f"attention23.onnx: {(OUT / 'attention23.onnx').stat().st_size / 1024:.0f} KiB")
 
 
 if __name__ == "__main__":

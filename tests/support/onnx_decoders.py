@@ -2,7 +2,7 @@
 ``scripts/llm_onnx_fixtures.py`` from the tiny Llama checkpoint, whose reference outputs they
 share), and ONNX Runtime's greedy loop over an export's past/present interface.
 
-    path = export("dynamo")                     # dynamo, torchscript
+    path = export("dynamo")                     # dynamo, torchscript, attention23
     ids = onnxruntime_greedy(path, prompt, 32)  # the prompt, then 32 tokens
 """
 
@@ -17,7 +17,7 @@ from .checkpoints import LLM
 __all__ = ["ONNX", "EXPORTS", "export", "onnxruntime_greedy"]
 
 ONNX = LLM / "llama_onnx"
-EXPORTS = ("dynamo", "torchscript")
+EXPORTS = ("dynamo", "torchscript", "attention23")
 
 
 def export(name: str) -> Path:
@@ -31,6 +31,7 @@ def onnxruntime_greedy(path: Path, prompt: np.ndarray, new_tokens: int) -> np.nd
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     pasts = [i for i in session.get_inputs() if i.name.startswith("past_key_values.")]
+    names = {i.name for i in session.get_inputs()}
     feeds = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in pasts}
     ids = np.asarray(prompt, np.int64)[None]
     tokens = list(prompt)
@@ -38,7 +39,7 @@ def onnxruntime_greedy(path: Path, prompt: np.ndarray, new_tokens: int) -> np.nd
         length = len(tokens) - ids.shape[1]
         feeds.update(input_ids=ids, attention_mask=np.ones((1, len(tokens)), np.int64),
                      position_ids=np.arange(length, len(tokens), dtype=np.int64)[None])
-        logits, *presents = session.run(None, feeds)
+        logits, *presents = session.run(None, {name: value for name, value in feeds.items() if name in names})
         feeds.update({p.name: value for p, value in zip(pasts, presents)})
         tokens.append(int(logits[0, -1].argmax()))
         ids = np.array([[tokens[-1]]], np.int64)
