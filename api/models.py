@@ -16,6 +16,7 @@ from attrs import define
 from ..executor import Executor, PreparedProgram
 from ..executor.place import Place
 from ..frontends.load import load, model_format
+from ..frontends.onnx.registry import onnx_names
 from ..ir.dtypes import DType
 from ..ir.io import save_inference_model
 from ..ir.operator import Operator
@@ -26,7 +27,7 @@ from ..passes.float16 import DEFAULT_BLACK_LIST, Float16Report
 from .float16 import float16_transpile
 
 __all__ = ["Model", "load_model", "save_model", "NO_PASSES", "run_passes", "float16_pass", "run_float16", "ops_fused",
-           "prepare", "param_bytes", "op_precision", "op_counts", "io_specs"]
+           "prepare", "param_bytes", "op_precision", "op_counts", "io_specs", "op_label"]
 
 IO_OPS = ("feed", "fetch")
 NO_PASSES = "none"
@@ -131,6 +132,15 @@ def op_precision(op: Operator) -> str:
 def op_counts(program: Program) -> Counter[tuple[str, str]]:
     """(op type, precision) -> count over all blocks, feed and fetch left out."""
     return Counter((op.type, op_precision(op)) for op in program.all_ops() if op.type not in IO_OPS)
+
+
+def op_label(op_type: str) -> str:
+    """``op_type`` with the ONNX ops it stands for (``halfway.frontends.onnx.registry``), the
+    first two: ``matmul_v2 (MatMul/Gemm/…)``; the op type alone when none does."""
+    names = onnx_names(op_type)
+    if not names:
+        return op_type
+    return f"{op_type} ({'/'.join(names[:2])}{'/…' if len(names) > 2 else ''})"
 
 
 def io_specs(program: Program, names: list[str]) -> list[dict[str, object]]:

@@ -6,7 +6,8 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from ...api.models import Model, io_specs, load_model, op_counts
+from ...api.models import Model, io_specs, load_model, op_counts, op_label
+from ...frontends.onnx.registry import onnx_names
 from ..report.console import Output
 from ..report.tables import human_bytes, table
 from .base import Command, add_json, add_model
@@ -35,7 +36,8 @@ def summary(model: Model) -> dict[str, Any]:
         "format": model.format,
         "blocks": len(program.blocks),
         "ops": sum(1 for op in program.all_ops() if op.type not in ("feed", "fetch")),
-        "ops_by_type": [{"type": t, "dtype": d, "count": n} for (t, d), n in sorted(op_counts(program).items())],
+        "ops_by_type": [{"type": t, "onnx": list(onnx_names(t)), "dtype": d, "count": n}
+                        for (t, d), n in sorted(op_counts(program).items())],
         "parameters": {"count": len(program.persistable_vars()), "elements": sum(elements.values()),
                        "bytes": sum(params.values()), "bytes_by_dtype": dict(sorted(params.items()))},
         "inputs": io_specs(program, model.feed_names),
@@ -60,14 +62,15 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     io_rows = [(kind, s["name"], s["dtype"], s["shape"]) for kind, specs in
                (("input", facts["inputs"]), ("output", facts["outputs"])) for s in specs]
     output.print(table("inputs and outputs", ["", "name", "dtype", "shape"], io_rows))
-    op_rows = [(o["type"], o["dtype"], o["count"]) for o in facts["ops_by_type"]]
-    output.print(table("ops by type and precision", ["op", "dtype", "count"], op_rows, numeric=["count"]))
+    op_rows = [(op_label(o["type"]), o["dtype"], o["count"]) for o in facts["ops_by_type"]]
+    output.print(table("ops by type and precision", ["op (ONNX)", "dtype", "count"], op_rows, numeric=["count"]))
     return 0
 
 
 COMMAND = Command(
     "inspect", "summarize a model: ops by type and dtype, parameters, inputs and outputs",
-    "Summarize a model: its ops counted by type and precision, its parameters (count, values,\n"
-    "bytes by dtype), and its inputs and outputs with dtypes and shapes (-1: known at run time).\n"
+    "Summarize a model: its ops counted by type and precision, each type with the ONNX ops it\n"
+    "stands for (matmul_v2 (MatMul/Gemm)), its parameters (count, values, bytes by dtype), and\n"
+    "its inputs and outputs with dtypes and shapes (-1: known at run time).\n"
     "--text prints the whole program in halfway's text form instead.",
     _configure, _run)

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import RenderableType
 
 from ...api.feeds import parse_inputs
-from ...api.models import NO_PASSES, float16_pass, load_model, ops_fused, run_passes, save_model
+from ...api.models import NO_PASSES, float16_pass, load_model, op_label, ops_fused, run_passes, save_model
 from ...passes import Pass, PipelineResult
 from ...passes.pipeline import DEFAULT_PIPELINE
 from ..report.console import Output
@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace, output: Output) -> int:
         return 0
     output.print(pass_table(result))
     if report is not None:
-        output.print(report)
+        output.print(report.rich(op_label))
     output.print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
 

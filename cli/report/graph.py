@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from ...api.models import op_precision
+from ...api.models import op_label, op_precision
 from ...ir.block import Block
 from ...ir.operator import Operator
 from ...ir.program import Program
@@ -64,7 +64,8 @@ def _kind(op: Operator) -> str:
 def _op_node(index: int, op: Operator) -> Node:
     fused = op.type in FUSED_TYPES or op.type.startswith("fused_")
     kind = _kind(op)
-    return Node(f"op{index}", f"{op.type}\n{kind if kind != 'other' else ''}".strip(), kind, fused, op.describe())
+    return Node(f"op{index}", f"{op_label(op.type)}\n{kind if kind != 'other' else ''}".strip(), kind, fused,
+                op.describe())
 
 
 def program_graph(program: Program) -> Graph:

@@ -50,7 +50,7 @@ def _with_past(ctx: GraphContext, node: NodeProto, past: str, new: str, index: i
     return present
 
 
-@converts("Attention")
+@converts("Attention", makes="scaled_dot_product_attention")
 def attention(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """A causal mask over a past cache starts the diagonal at the past's length (ONNX aligns the
     new keys with the queries): the op's causal_offset, which needs that length at import."""
@@ -80,7 +80,7 @@ def attention(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
         _merge_heads(ctx, result, out)
 
 
-@converts("RotaryEmbedding")
+@converts("RotaryEmbedding", makes="rotary_embedding")
 def rotary_embedding(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     inputs = {"X": node.input[0], "Cos": node.input[1], "Sin": node.input[2], "PositionIds": _optional(node, 3)}
     ctx.emit("rotary_embedding", {s: n for s, n in inputs.items() if n}, {"Out": node.output[0]},

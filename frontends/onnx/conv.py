@@ -24,7 +24,7 @@ def _with_bias(ctx: GraphContext, node: NodeProto, op_type: str, inputs: dict[st
         ctx.emit("elementwise_add", {"X": raw, "Y": node.input[2]}, {"Out": out}, {"axis": 1})
 
 
-@converts("Conv")
+@converts("Conv", makes=("conv2d", "depthwise_conv2d"))
 @lifts_1d
 def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, w = node.input[0], node.input[1]
@@ -38,7 +38,7 @@ def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     _with_bias(ctx, node, "depthwise_conv2d" if depthwise else "conv2d", {"Input": x, "Filter": w}, conv_attrs)
 
 
-@converts("ConvTranspose")
+@converts("ConvTranspose", makes="conv2d_transpose")
 @lifts_1d
 def conv_transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, w = node.input[0], node.input[1]

@@ -19,19 +19,19 @@ _GRID_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest
                "cubic": "bicubic"}
 
 
-@converts("DepthToSpace")
+@converts("DepthToSpace", makes="pixel_shuffle")
 def depth_to_space(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("pixel_shuffle", {"X": node.input[0]}, {"Out": node.output[0]},
              {"upscale_factor": attrs["blocksize"], "mode": attrs.get("mode", "DCR")})
 
 
-@converts("SpaceToDepth")
+@converts("SpaceToDepth", makes="pixel_unshuffle")
 def space_to_depth(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("pixel_unshuffle", {"X": node.input[0]}, {"Out": node.output[0]},
              {"downscale_factor": attrs["blocksize"], "mode": "DCR"})
 
 
-@converts("GridSample")
+@converts("GridSample", makes="grid_sampler")
 def grid_sample(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Opset 16 names the modes bilinear and bicubic, 20 linear and cubic."""
     mode = attrs.get("mode", "bilinear")
@@ -42,7 +42,7 @@ def grid_sample(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> No
               "align_corners": bool(attrs.get("align_corners", 0))})
 
 
-@converts("AffineGrid")
+@converts("AffineGrid", makes="affine_grid")
 def affine_grid(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     theta, size = node.input
     options: dict[str, Any] = {"align_corners": bool(attrs.get("align_corners", 0))}
@@ -58,7 +58,7 @@ def _ints(ctx: GraphContext, name: str, what: str) -> list[int]:
     return [int(v) for v in np.asarray(ctx.const(name, what)).reshape(-1)]
 
 
-@converts("Col2Im")
+@converts("Col2Im", makes="fold")
 def col2im(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     image, block = _ints(ctx, node.input[1], "image_shape"), _ints(ctx, node.input[2], "block_shape")
     options = {"output_sizes": image, "kernel_sizes": block}
@@ -68,7 +68,7 @@ def col2im(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("fold", {"X": node.input[0]}, {"Y": node.output[0]}, options)
 
 
-@converts("CenterCropPad")
+@converts("CenterCropPad", makes=("slice", "pad"))
 def center_crop_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Each listed axis cropped to its centre (the extra element at the end) or padded around
     the input (the extra zero at the end)."""

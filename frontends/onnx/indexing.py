@@ -30,13 +30,13 @@ def _scalar(ctx: GraphContext, node: NodeProto, index: int, what: str, default: 
     return default if value is None else int(np.asarray(value).reshape(-1)[0])
 
 
-@converts("Where")
+@converts("Where", makes="where")
 def where(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     cond, x, y = node.input
     ctx.emit("where", {"Condition": cond, "X": x, "Y": y}, {"Out": node.output[0]})
 
 
-@converts("Expand")
+@converts("Expand", makes="expand_v2")
 def expand(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """ONNX broadcasts both ways (a 1 in shape keeps X's dim): expand_v2 to the broadcast shape,
     -1 where X's dim is unknown and shape says 1."""
@@ -52,7 +52,7 @@ def expand(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("expand_v2", {"X": x}, {"Out": node.output[0]}, {"shape": out})
 
 
-@converts("Tile")
+@converts("Tile", makes="tile")
 def tile(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if not ctx.is_const(node.input[1]):
         ctx.emit("tile", {"X": node.input[0], "RepeatTimes": node.input[1]}, {"Out": node.output[0]})
@@ -65,7 +65,7 @@ def tile(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("tile", {"X": node.input[0]}, {"Out": node.output[0]}, {"repeat_times": repeats})
 
 
-@converts("CumSum", "CumProd")
+@converts("CumSum", "CumProd", makes={"CumSum": "cumsum", "CumProd": "cumprod"})
 def cumulative(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     axis = int(np.asarray(ctx.const(node.input[1], "axis")).reshape(-1)[0])
     op_type, axis_attr = ("cumsum", "axis") if node.op_type == "CumSum" else ("cumprod", "dim")
@@ -74,19 +74,19 @@ def cumulative(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
               "reverse": bool(attrs.get("reverse", 0))})
 
 
-@converts("Trilu")
+@converts("Trilu", makes="tril_triu")
 def trilu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("tril_triu", {"X": node.input[0]}, {"Out": node.output[0]},
              {"diagonal": _scalar(ctx, node, 1, "k", 0), "lower": not attrs.get("upper", 1)})
 
 
-@converts("Range")
+@converts("Range", makes="range")
 def range_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     start, limit, delta = node.input
     ctx.emit("range", {"Start": start, "End": limit, "Step": delta}, {"Out": node.output[0]})
 
 
-@converts("ArgMax", "ArgMin")
+@converts("ArgMax", "ArgMin", makes={"ArgMax": "arg_max", "ArgMin": "arg_min"})
 def arg(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """select_last_index: the op on X reversed along the axis, the index read back as dim - 1 - i."""
     x, out = node.input[0], node.output[0]
@@ -105,7 +105,7 @@ def arg(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("scale", {"X": index}, {"Out": out}, {"scale": -1.0, "bias": float(size - 1)})
 
 
-@converts("TopK")
+@converts("TopK", makes="top_k_v2")
 def top_k(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     k = attrs["k"] if ctx.opset < 10 else int(np.asarray(ctx.const(node.input[1], "K")).reshape(-1)[0])
     ctx.emit("top_k_v2", {"X": node.input[0]}, {"Out": node.output[0], "Indices": node.output[1]},
@@ -113,14 +113,14 @@ def top_k(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
               "sorted": bool(attrs.get("sorted", 1))})
 
 
-@converts("GatherND")
+@converts("GatherND", makes="gather_nd")
 def gather_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if attrs.get("batch_dims", 0):
         ctx.fail(f"batch_dims {attrs['batch_dims']} is not supported (only 0)")
     ctx.emit("gather_nd", {"X": node.input[0], "Index": node.input[1]}, {"Out": node.output[0]})
 
 
-@converts("GatherElements")
+@converts("GatherElements", makes="take_along_axis")
 def gather_elements(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("take_along_axis", {"Input": node.input[0], "Index": node.input[1]}, {"Result": node.output[0]},
              {"Axis": attrs.get("axis", 0)})
@@ -136,14 +136,14 @@ def _reduction(ctx: GraphContext, attrs: dict[str, Any]) -> str:
     return _REDUCTIONS[name]
 
 
-@converts("ScatterElements", "Scatter")
+@converts("ScatterElements", "Scatter", makes="put_along_axis")
 def scatter_elements(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, index, updates = node.input
     ctx.emit("put_along_axis", {"Input": x, "Index": index, "Value": updates}, {"Result": node.output[0]},
              {"Axis": attrs.get("axis", 0), "Reduce": _reduction(ctx, attrs)})
 
 
-@converts("ScatterND")
+@converts("ScatterND", makes=("scatter_nd", "scatter_nd_add"))
 def scatter_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, index, updates = node.input
     reduce = _reduction(ctx, attrs)
@@ -151,7 +151,7 @@ def scatter_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
     ctx.emit(op_type, {"X": x, "Index": index, "Updates": updates}, {"Out": node.output[0]}, op_attrs)
 
 
-@converts("OneHot")
+@converts("OneHot", makes="one_hot_v2")
 def one_hot(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """one_hot_v2 of the indices as int64 (negative ones counted from depth, others outside
     [0, depth) giving a row of off values), scaled to (on - off) * hot + off, its new dim moved
@@ -190,7 +190,7 @@ def _wrapped_indices(ctx: GraphContext, indices: str, depth: int, hint: str) -> 
     return wrapped
 
 
-@converts("Einsum")
+@converts("Einsum", makes="einsum")
 def einsum(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("einsum", {"Operands": list(node.input)}, {"Out": node.output[0]}, {"equation": attrs["equation"]})
 
@@ -202,7 +202,7 @@ def size(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.consts[node.output[0]] = np.array(int(np.prod(shape)), dtype=np.int64)
 
 
-@converts("Gather")
+@converts("Gather", makes=("gather", "gather_nd"))
 def gather(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """``gather`` takes 0-D or 1-D indices; N-D indices into dim 0 (embeddings) are ``gather_nd``
     of the indices with a unit dim after them; on other dims they are gathered flat and reshaped to

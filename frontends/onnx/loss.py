@@ -30,12 +30,12 @@ def _nll_loss(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], log_pro
               "ignore_index": int(attrs.get("ignore_index", _PADDLE_IGNORE_INDEX))})
 
 
-@converts("NegativeLogLikelihoodLoss")
+@converts("NegativeLogLikelihoodLoss", makes="nll_loss")
 def nll_loss(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     _nll_loss(ctx, node, attrs, node.input[0])
 
 
-@converts("SoftmaxCrossEntropyLoss")
+@converts("SoftmaxCrossEntropyLoss", makes=("log_softmax", "nll_loss"))
 def softmax_cross_entropy(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     log_prob = node.output[1] if ctx.is_used(node, 1) else ctx.temp(f"{node.output[0]}.log_prob")
     ctx.emit("log_softmax", {"X": node.input[0]}, {"Out": log_prob}, {"axis": 1})

@@ -31,7 +31,7 @@ def _emit_binary(ctx: GraphContext, op_type: str, x: str, y: str, out: str) -> N
     ctx.emit(op_type, {"X": x, "Y": y}, {"Out": out}, {"axis": -1} if axis else {})
 
 
-@converts(*_BINARY)
+@converts(*_BINARY, makes={name: row.name for name, row in _BINARY.items()})
 def binary(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Two-input elementwise ops and comparisons; Max and Min also take one or more than two inputs."""
     _fold_chain(ctx, node, _BINARY[node.op_type].name)
@@ -50,7 +50,7 @@ def _fold_chain(ctx: GraphContext, node: NodeProto, op_type: str) -> None:
         acc = target
 
 
-@converts("Sum")
+@converts("Sum", makes="sum")
 def sum_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     shapes = {ctx.shape(name) for name in node.input}
     if len(node.input) > 1 and len(shapes) == 1 and all(d >= 0 for d in next(iter(shapes))):
@@ -59,27 +59,27 @@ def sum_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         _fold_chain(ctx, node, "elementwise_add")
 
 
-@converts("Mean")
+@converts("Mean", makes="scale")
 def mean(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     total = ctx.temp(node.output[0])
     _fold_chain(ctx, helper.make_node("Sum", list(node.input), [total]), "elementwise_add")
     ctx.emit("scale", {"X": total}, {"Out": node.output[0]}, {"scale": 1.0 / len(node.input)})
 
 
-@converts(*_UNARY)
+@converts(*_UNARY, makes={name: row.name for name, (_, row) in _UNARY.items()})
 def unary(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     onnx, row = _UNARY[node.op_type]
     values = {ours: float(attrs.get(theirs, default)) for ours, (theirs, default) in onnx.attrs.items()}
     ctx.emit(row.name, {"X": node.input[0]}, {"Out": node.output[0]}, values)
 
 
-@converts("HardSwish")
+@converts("HardSwish", makes="hard_swish")
 def hard_swish(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """ONNX's x * max(0, min(1, x / 6 + 1 / 2)) is Paddle's hard_swish with its defaults."""
     ctx.emit("hard_swish", {"X": node.input[0]}, {"Out": node.output[0]})
 
 
-@converts("Gelu")
+@converts("Gelu", makes="gelu")
 def gelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     approximate = attrs.get("approximate", "none")
     if approximate not in ("none", "tanh"):
@@ -87,19 +87,19 @@ def gelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("gelu", {"X": node.input[0]}, {"Out": node.output[0]}, {"approximate": approximate == "tanh"})
 
 
-@converts("Neg")
+@converts("Neg", makes="scale")
 def neg(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("scale", {"X": node.input[0]}, {"Out": node.output[0]}, {"scale": -1.0})
 
 
-@converts("Mod")
+@converts("Mod", makes=("elementwise_mod", "elementwise_fmod"))
 def mod(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """fmod 0: the remainder takes the divisor's sign (Python's); fmod 1: the dividend's (C's)."""
     op_type = "elementwise_fmod" if attrs.get("fmod", 0) else "elementwise_mod"
     _emit_binary(ctx, op_type, node.input[0], node.input[1], node.output[0])
 
 
-@converts("IsInf")
+@converts("IsInf", makes="isinf")
 def is_inf(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """isinf, and'ed with a sign test when one of the infinities is not detected (neither: all false)."""
     x, out = node.input[0], node.output[0]
@@ -118,12 +118,12 @@ def is_inf(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("logical_and", {"X": inf, "Y": side}, {"Out": out})
 
 
-@converts("Identity")
+@converts("Identity", makes="assign")
 def identity(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("assign", {"X": node.input[0]}, {"Out": node.output[0]})
 
 
-@converts("Clip")
+@converts("Clip", makes="clip")
 def clip(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Bounds from attrs (before opset 11) or inputs: constants become attrs, run-time values
     the Min/Max tensors; an absent bound is the dtype's limit. ONNX clips to max when
@@ -148,7 +148,7 @@ def clip(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
-@converts("Pow")
+@converts("Pow", makes="pow")
 def pow_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """A constant one-value exponent becomes ``pow``; otherwise elementwise_pow, with a constant
     exponent of another dtype converted (ONNX lets the exponent's dtype differ)."""
@@ -171,7 +171,7 @@ def cast_to(ctx: GraphContext, name: str, dtype: DType, hint: str) -> str:
     return out
 
 
-@converts("Cast", "CastLike")
+@converts("Cast", "CastLike", makes="cast")
 def cast(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Cast to attr ``to``; CastLike to the dtype of its second input."""
     if node.op_type == "CastLike":
@@ -191,7 +191,7 @@ _AXES_AS_INPUT = {"ReduceSum": 13}
 """The opset from which an op takes its axes as an input (18 for the other reductions)."""
 
 
-@converts(*_REDUCE, *_COMPOSED)
+@converts(*_REDUCE, *_COMPOSED, makes=_REDUCE)
 def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if ctx.opset >= _AXES_AS_INPUT.get(node.op_type, 18):
         given = ctx.optional_const(node, 1, "axes")

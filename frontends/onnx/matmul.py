@@ -14,12 +14,12 @@ from .registry import converts
 __all__: list[str] = []
 
 
-@converts("MatMul")
+@converts("MatMul", makes="matmul_v2")
 def matmul(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("matmul_v2", {"X": node.input[0], "Y": node.input[1]}, {"Out": node.output[0]})
 
 
-@converts("Gemm")
+@converts("Gemm", makes="matmul_v2")
 def gemm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Y = alpha * A' @ B' + beta * C: matmul_v2 with trans_x/trans_y, alpha folded into a
     constant B (else a scale op), C added with numpy broadcasting (beta folded likewise)."""

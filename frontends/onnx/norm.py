@@ -55,7 +55,7 @@ def _statistic(ctx: GraphContext, node: NodeProto, index: int, value: str,
         ctx.reshape_to(value, dims, node.output[index])
 
 
-@converts("LayerNormalization")
+@converts("LayerNormalization", makes="layer_norm")
 def layer_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Mean and InvStdDev (1 / sqrt(variance + epsilon)) keep the normalised dims as 1s."""
     x, out = node.input[0], node.output[0]
@@ -78,14 +78,14 @@ def layer_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
         _statistic(ctx, node, 2, inverse, stats_shape)
 
 
-@converts("InstanceNormalization")
+@converts("InstanceNormalization", makes="instance_norm")
 def instance_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, scale, bias = node.input
     ctx.emit("instance_norm", {"X": x, "Scale": scale, "Bias": bias}, {"Y": node.output[0]},
              {"epsilon": float(attrs.get("epsilon", 1e-5))})
 
 
-@converts("GroupNormalization")
+@converts("GroupNormalization", makes="group_norm")
 def group_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Opset 18's scale and bias hold one value per group: repeated over each group's channels."""
     x, out = node.input[0], node.output[0]
@@ -102,7 +102,7 @@ def group_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
     ctx.emit("group_norm", inputs, {"Y": out}, {"epsilon": float(attrs.get("epsilon", 1e-5)), "groups": groups})
 
 
-@converts("PRelu")
+@converts("PRelu", makes="prelu")
 def prelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """One slope: mode all; one per channel ([C, 1, ...]): channel; a slope that broadcasts over a
     sample's dims: element; any other (one per batch entry too): X where X > 0 else slope * X."""
@@ -127,7 +127,7 @@ def prelu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("prelu", {"X": x, "Alpha": slope}, {"Out": out}, {"mode": mode})
 
 
-@converts("BatchNormalization")
+@converts("BatchNormalization", makes="batch_norm")
 def batch_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if attrs.get("training_mode", 0) or any(ctx.is_used(node, i) for i in range(1, len(node.output))):
         ctx.fail("only inference BatchNormalization (one output, no training_mode) is supported")
@@ -142,7 +142,7 @@ def batch_norm(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
              inplace={"MeanOut": ctx.var(mean), "VarianceOut": ctx.var(var)})
 
 
-@converts("LRN")
+@converts("LRN", makes="lrn")
 def lrn(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     size = attrs["size"]
     if size < 1:
@@ -152,7 +152,7 @@ def lrn(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
               "beta": attrs.get("beta", 0.75)})
 
 
-@converts("Softmax", "LogSoftmax")
+@converts("Softmax", "LogSoftmax", makes={"Softmax": "softmax", "LogSoftmax": "log_softmax"})
 def softmax(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Opset 13 on: (log_)softmax along ``axis`` (default -1). Before: X flattened to 2-D at
     ``axis`` (default 1), (log_)softmax over the second dim, reshaped back."""
@@ -173,7 +173,7 @@ def softmax(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("reshape2", {"X": soft}, {"Out": out}, {"shape": list(shape)})
 
 
-@converts("RMSNormalization")
+@converts("RMSNormalization", makes="rms_norm")
 def rms_normalization(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """``stash_type`` needs nothing: the kernels compute the statistics in float32 at least."""
     x, scale = node.input[:2]

@@ -27,7 +27,7 @@ def _onnx_pool_out(size: int, k: int, s: int, before: int, after: int, ceil_mode
 _POOLING = {"MaxPool": "max", "AveragePool": "avg", "LpPool": "lp"}
 
 
-@converts("MaxPool", "AveragePool", "LpPool")
+@converts("MaxPool", "AveragePool", "LpPool", makes=("pool2d", "pool3d"))
 @lifts_1d
 def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """pool2d, or pool3d for a 5-D input; LpPool is "lp" pooling of order p."""
@@ -92,7 +92,7 @@ def _ceil_pads(sizes: Sequence[int], extents: Sequence[int], window: dict[str, A
     return pads, False
 
 
-@converts("GlobalAveragePool", "GlobalMaxPool")
+@converts("GlobalAveragePool", "GlobalMaxPool", makes="pool2d")
 def global_pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """pool2d for a 4-D input; the mean or maximum over the spatial dims for any other rank."""
     rank = len(ctx.shape(node.input[0]))

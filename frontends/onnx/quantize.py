@@ -38,7 +38,7 @@ def _axis_attrs(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> di
     return {"quant_axis": 0 if per_tensor else ctx.axis(axis, rank, "axis"), "block_size": block}
 
 
-@converts("QuantizeLinear")
+@converts("QuantizeLinear", makes="quantize_linear")
 def quantize_linear(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Y's type is attr output_dtype's, else the zero point's, else uint8."""
     zero = _optional(node, 2)
@@ -50,7 +50,7 @@ def quantize_linear(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -
              {**_axis_attrs(ctx, node, attrs), "out_dtype": int(out)})
 
 
-@converts("DequantizeLinear")
+@converts("DequantizeLinear", makes="dequantize_linear")
 def dequantize_linear(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if attrs.get("output_dtype") and elem_dtype(attrs["output_dtype"], "attr output_dtype") != ctx.info(
             node.input[1]).dtype:
@@ -58,7 +58,7 @@ def dequantize_linear(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any])
     ctx.emit("dequantize_linear", _linear_inputs(node), {"Y": node.output[0]}, _axis_attrs(ctx, node, attrs))
 
 
-@converts("DynamicQuantizeLinear")
+@converts("DynamicQuantizeLinear", makes="dynamic_quantize_linear")
 def dynamic_quantize_linear(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     y, scale, zero = node.output
     ctx.emit("dynamic_quantize_linear", {"X": node.input[0]}, {"Y": y, "Scale": scale, "ZeroPoint": zero})
@@ -84,7 +84,7 @@ def _integer_product(ctx: GraphContext, a: str, a_zero: str, b: str, b_zero: str
                            "Y": _centred(ctx, b, b_zero, False, f"{out}.b")}, {"Out": out})
 
 
-@converts("MatMulInteger")
+@converts("MatMulInteger", makes="matmul_v2")
 def matmul_integer(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     _integer_product(ctx, node.input[0], _optional(node, 2), node.input[1], _optional(node, 3), node.output[0])
 
@@ -100,7 +100,7 @@ def _multiplier(ctx: GraphContext, a_scale: str, b_scale: str, y_scale: str, hin
     return cast_to(ctx, ratio, DType.float64, hint)
 
 
-@converts("QLinearMatMul")
+@converts("QLinearMatMul", makes="matmul_v2")
 def qlinear_matmul(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = node.input
     out = node.output[0]

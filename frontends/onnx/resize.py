@@ -21,6 +21,8 @@ from .registry import converts
 __all__: list[str] = []
 
 _LINEAR_OPS = {1: "linear_interp_v2", 3: "trilinear_interp_v2"}
+_RESIZES = ("nearest_interp_v2", "bilinear_interp_v2", "bicubic_interp_v2", *_LINEAR_OPS.values())
+"""The ops Resize and Upsample make, by mode and the number of axes resized."""
 
 
 def _op_type(ctx: GraphContext, mode: str, count: int) -> str:
@@ -110,7 +112,7 @@ def _roi(ctx: GraphContext, node: NodeProto, coordinates: str) -> list[float]:
     return [float(v) for v in np.asarray(ctx.const(node.input[1], "roi"), np.float32).reshape(-1)]
 
 
-@converts("Resize")
+@converts("Resize", makes=_RESIZES)
 def resize(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Opset 10 samples as Upsample does (asymmetric coordinates, nearest rounding down, or up
     when downscaling); 11 on read roi, scales and sizes and the coordinate and rounding modes;
@@ -144,7 +146,7 @@ def _upsample_like(ctx: GraphContext, node: NodeProto, mode: str, scales: np.nda
     _emit(ctx, node, mode, scales, False, list(range(rank)), options)
 
 
-@converts("Upsample")
+@converts("Upsample", makes=_RESIZES)
 def upsample(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Opset 7 gives the scales as an attr, 9 as an input."""
     if "scales" in attrs:

@@ -34,12 +34,12 @@ def _axes(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], from_opset:
     return None if value is None else _ints(value)
 
 
-@converts("Concat")
+@converts("Concat", makes="concat")
 def concat(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("concat", {"X": list(node.input)}, {"Out": node.output[0]}, {"axis": attrs["axis"]})
 
 
-@converts("Split")
+@converts("Split", makes="split")
 def split(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, outs = node.input[0], list(node.output)
     axis = attrs.get("axis", 0)
@@ -53,7 +53,7 @@ def split(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("split", {"X": x}, {"Out": outs}, split_attrs)
 
 
-@converts("Reshape")
+@converts("Reshape", makes="reshape2")
 def reshape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x = node.input[0]
     if ctx.opset >= 5 and not ctx.is_const(node.input[1]):
@@ -67,7 +67,7 @@ def reshape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("reshape2", {"X": x}, {"Out": node.output[0]}, {"shape": shape})
 
 
-@converts("Flatten")
+@converts("Flatten", makes="flatten_contiguous_range")
 def flatten(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """[d0..dn) -> [d0 * .. * d(axis-1), d(axis) * .. * d(n-1)]."""
     x, out = node.input[0], node.output[0]
@@ -85,14 +85,14 @@ def flatten(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("flatten_contiguous_range", {"X": tail}, {"Out": out}, {"start_axis": 0, "stop_axis": axis - 1})
 
 
-@converts("Transpose")
+@converts("Transpose", makes="transpose2")
 def transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     rank = len(ctx.shape(node.input[0]))
     perm = list(attrs.get("perm", range(rank - 1, -1, -1)))
     ctx.emit("transpose2", {"X": node.input[0]}, {"Out": node.output[0]}, {"axis": perm})
 
 
-@converts("Squeeze")
+@converts("Squeeze", makes="squeeze2")
 def squeeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     shape = ctx.shape(node.input[0])
     axes = [ctx.axis(a, len(shape), "axes entry") for a in _axes(ctx, node, attrs, 13) or []]
@@ -102,7 +102,7 @@ def squeeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("squeeze2", {"X": node.input[0]}, {"Out": node.output[0]}, {"axes": axes})
 
 
-@converts("Unsqueeze")
+@converts("Unsqueeze", makes="unsqueeze2")
 def unsqueeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """ONNX's axes count in the output's rank; inserted in ascending order, one at a time (as
     Paddle does), they land at the same places."""
@@ -116,7 +116,7 @@ def unsqueeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
     ctx.emit("unsqueeze2", {"X": node.input[0]}, {"Out": node.output[0]}, {"axes": normalized})
 
 
-@converts("Slice")
+@converts("Slice", makes=("slice", "strided_slice"))
 def slice_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x = node.input[0]
     rank = len(ctx.shape(x))
@@ -184,7 +184,7 @@ def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
 
 
-@converts("Pad")
+@converts("Pad", makes=("pad", "pad3d"))
 def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Constant padding of any rank becomes ``pad``; reflect/edge/wrap padding of the last two
     dims of a 4-D tensor becomes ``pad3d`` on a unit depth."""
@@ -222,7 +222,7 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("squeeze2", {"X": padded}, {"Out": out}, {"axes": [2]})
 
 
-@converts("Shape")
+@converts("Shape", makes="shape")
 def shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """The run-time shape (some dims unknown; a static one is folded), or a part of it."""
     out, whole = node.output[0], ctx.runtime_shape(node.input[0])
@@ -234,7 +234,7 @@ def shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         ctx.emit("slice", {"Input": whole}, {"Out": out}, {"axes": [0], "starts": [start], "ends": [end]})
 
 
-@converts("ConstantOfShape")
+@converts("ConstantOfShape", makes="fill_constant")
 def constant_of_shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """A run-time shape (a static one is folded)."""
     value = attrs.get("value", np.zeros(1, np.float32))
@@ -242,7 +242,7 @@ def constant_of_shape(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any])
              {"dtype": int(DType.from_any(value.dtype)), "value": float(value.reshape(-1)[0])})
 
 
-@converts("Dropout")
+@converts("Dropout", makes="dropout")
 def dropout(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Inference dropout is the identity; its mask, when read, is all true."""
     if len(node.input) > 2 and node.input[2] and bool(ctx.const(node.input[2], "training_mode")):

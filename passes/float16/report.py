@@ -1,12 +1,13 @@
 """What a float16 transpile did: per-op dtypes and reasons, casts, parameters, bytes, flushes.
 
-``str(report)`` is a plain-text table; ``report.__rich__()`` gives a ``rich`` renderable when
-rich is installed (``rich.print(report)`` picks it up), without this module requiring it.
+``str(report)`` is a plain-text table; ``report.__rich__()`` (and ``report.rich(label)``) gives a
+``rich`` renderable when rich is installed (``rich.print(report)`` picks it up), without this
+module requiring it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from attrs import define, field, frozen
@@ -104,12 +105,17 @@ class Float16Report:
         return "\n".join(lines)
 
     def __rich__(self) -> Any:
+        return self.rich()
+
+    def rich(self, label: Callable[[str], str] = str) -> Any:
+        """The rich renderable, each op type shown as ``label`` gives it (the command line adds
+        the ONNX ops it stands for)."""
         from rich.console import Group
         from rich.table import Table
 
         ops = Table("#", "op", "output", "dtype", "reason", title="float16 transpile")
-        for row in self.rows():
-            ops.add_row(*row, style="green" if row[3] == "float16" else None)
+        for index, op_type, *rest in self.rows():
+            ops.add_row(index, label(op_type), *rest, style="green" if rest[1] == "float16" else None)
         totals = Table(show_header=False, box=None)
         for key, value in self.summary():
             totals.add_row(key, value)

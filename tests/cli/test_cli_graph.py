@@ -8,11 +8,14 @@ import stat
 import xml.dom.minidom
 from collections import Counter
 
+import onnx
+
 from halfway.cli.report.graph import STYLES
 from tests.support.clirun import RESNET_TINY, halfway, one_line_error, proto_op_types
 
 NODE = re.compile(r'^  "(op\d+|in:[^"]+|out:[^"]+)" \[label="([^"\\]*)', re.M)
 EDGE = re.compile(r'^  "([^"]+)" -> "([^"]+)"', re.M)
+ONNX_NAMES = re.compile(r"\(([^)]+)\)")
 
 
 def _fused_fp16(tmp_path):
@@ -24,9 +27,13 @@ def _fused_fp16(tmp_path):
 def test_dot_has_every_op_and_its_data_flow(tmp_path):
     assert halfway("graph", RESNET_TINY, "-o", tmp_path / "g.dot").returncode == 0
     dot = (tmp_path / "g.dot").read_text()
-    nodes = dict(NODE.findall(dot))
+    nodes = {node: label.split(" (")[0] for node, label in NODE.findall(dot)}  # conv2d (Conv): the ONNX ops after
     ops = Counter(label for node, label in nodes.items() if node.startswith("op"))
     assert ops == proto_op_types(RESNET_TINY)
+    named = {label for _, label in NODE.findall(dot) if " (" in label}
+    assert "conv2d (Conv)" in named
+    listed = {name for label in named for name in ONNX_NAMES.search(label)[1].split("/")} - {"…"}
+    assert listed and all(onnx.defs.has(name) for name in listed)
     assert [n for n in nodes if n.startswith(("in:", "out:"))] == ["in:image", "out:softmax_0.tmp_0"]
     edges = EDGE.findall(dot)
     assert all(source in nodes and target in nodes for source, target in edges)

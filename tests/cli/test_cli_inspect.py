@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import onnx
 
 from halfway.proto import framework_pb2
-from tests.support.clirun import RESNET_TINY, halfway, halfway_json, proto_of, proto_op_types
+from tests.support.clirun import DEMO_BERT, RESNET_TINY, halfway, halfway_json, proto_of, proto_op_types
 
 FP32 = framework_pb2.VarType.FP32
 
@@ -63,3 +64,16 @@ def test_every_model_form_is_accepted(tmp_path):
     prefix = str(RESNET_TINY)[: -len(".pdmodel")]
     counts = {str(p): halfway_json("inspect", p)["ops"] for p in (RESNET_TINY, prefix, legacy)}
     assert len(set(counts.values())) == 1, counts
+
+
+def test_op_types_carry_the_onnx_ops_they_stand_for():
+    """Every name listed is an ONNX op (onnx's own schemas), and every op of the model's graph
+    (read with onnx) is named by a type the import made of it."""
+    nodes = {node.op_type for node in onnx.load(DEMO_BERT).graph.node}
+    facts = halfway_json("inspect", DEMO_BERT)
+    by_type = {o["type"]: o["onnx"] for o in facts["ops_by_type"]}
+    assert by_type["matmul_v2"][:2] == ["MatMul", "Gemm"] and by_type["layer_norm"] == ["LayerNormalization"]
+    assert all(onnx.defs.has(name) for names in by_type.values() for name in names)
+    assert nodes <= {name for names in by_type.values() for name in names}
+    table = halfway("inspect", DEMO_BERT).stdout
+    assert "matmul_v2 (MatMul/Gemm/…)" in table and "softmax (Softmax)" in table
