@@ -18,6 +18,7 @@ from . import (
                                     fuse_conv_pool,  # noqa: F401
                                     fuse_fc,  # noqa: F401
                                     fuse_norm,  # noqa: F401
+                                    fuse_projections,  # noqa: F401
                                     identity,  # noqa: F401
                                     layout,  # noqa: F401
                                     reorder_pool_conv,  # noqa: F401
