@@ -16,7 +16,8 @@ The checkpoint (``config.json`` and ``model.safetensors``) is written with numpy
 (default ``~/.cache/halfway/bench_llm``, or ``$HALFWAY_BENCH_LLM``) when missing; the export
 ``DIR/model.onnx`` is made from it by ``scripts/llm_onnx_fixtures.py --checkpoint DIR`` in a
 Python with torch (without it, the export's rows are left out). Greedy tokens are checked to
-agree between the runtimes. Each figure is the median over ``--repeats`` generations.
+agree between the runtimes. Each figure is the median over ``--repeats`` generations, halfway's
+and ONNX Runtime's taking turns round by round (transformers' after them, in its interpreter).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -108,16 +110,20 @@ def copy_bandwidth(threads: int = THREADS) -> float:
 
 
 # -- the runtimes ---------------------------------------------------------------------------------
-def run_halfway(path: Path, prompt: np.ndarray, new: int, repeats: int) -> tuple[float, float, np.ndarray]:
-    """halfway.llm's prefill and decode tokens/s (medians) and its greedy tokens."""
+Generation = Callable[[], tuple[float, float, np.ndarray]]
+"""One greedy generation: its prefill and decode tokens/s and its new tokens."""
+
+
+def halfway_generation(path: Path, prompt: np.ndarray, new: int) -> Generation:
+    """halfway.llm's generation of ``new`` tokens after ``prompt``, warmed up."""
     lm = halfway.llm.load(path, max_length=len(prompt) + new + 8)
-    lm.generate(prompt, new, eos_token_id=())
-    prefill, decode, tokens = [], [], np.zeros(0)
-    for _ in range(repeats):
+
+    def generate() -> tuple[float, float, np.ndarray]:
         tokens = lm.generate(prompt, new, eos_token_id=())[0, len(prompt):]
-        prefill.append(lm.stats.prefill_tokens_per_second)
-        decode.append(lm.stats.decode_tokens_per_second)
-    return statistics.median(prefill), statistics.median(decode), tokens
+        return lm.stats.prefill_tokens_per_second, lm.stats.decode_tokens_per_second, tokens
+
+    generate()
+    return generate
 
 
 def _ort_step(session: Any, ids: np.ndarray, past: dict[str, Any], total: int) -> tuple[np.ndarray, dict[str, Any]]:
@@ -139,9 +145,8 @@ def _ort_step(session: Any, ids: np.ndarray, past: dict[str, Any], total: int) -
     return values[0].numpy()[0, -1], presents
 
 
-def run_onnxruntime(path: Path, prompt: np.ndarray, new: int, repeats: int) -> tuple[float, float, np.ndarray]:
-    """ONNX Runtime's prefill and decode tokens/s over the export's past/present loop (medians)
-    and its greedy tokens."""
+def onnxruntime_generation(path: Path, prompt: np.ndarray, new: int) -> Generation:
+    """ONNX Runtime's generation over the export's past/present loop, warmed up."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -163,8 +168,18 @@ def run_onnxruntime(path: Path, prompt: np.ndarray, new: int, repeats: int) -> t
         return len(prompt) / prefill, (new - 1) / (time.perf_counter() - start), np.array(tokens)
 
     generate()
-    runs = [generate() for _ in range(repeats)]
-    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), runs[-1][2]
+    return generate
+
+
+def rounds(generations: dict[str, Generation], repeats: int) -> dict[str, tuple[float, float, np.ndarray]]:
+    """Each runtime's median prefill and decode tokens/s and its tokens, the runtimes taking turns
+    round by round (a busy machine's slow spells fall on all of them)."""
+    runs: dict[str, list[tuple[float, float, np.ndarray]]] = {name: [] for name in generations}
+    for _ in range(repeats):
+        for name, generate in generations.items():
+            runs[name].append(generate())
+    return {name: (statistics.median(r[0] for r in done), statistics.median(r[1] for r in done), done[-1][2])
+            for name, done in runs.items()}
 
 
 def transformers_peer(python: str, folder: Path, prompt: np.ndarray, new: int, repeats: int) -> dict[str, Any]:
@@ -197,14 +212,14 @@ def main() -> None:
         make_checkpoint(args.dir)
     prompt = np.random.default_rng(1).integers(3, CONFIG["vocab_size"], args.prompt).astype(np.int64)
     export = args.dir / "model.onnx"
-    rows: dict[str, tuple[float, float, np.ndarray]] = {
-        "halfway (checkpoint folder)": run_halfway(args.dir, prompt, args.new, args.repeats)}
+    generations = {"halfway (checkpoint folder)": halfway_generation(args.dir, prompt, args.new)}
     if export.exists():
-        rows["halfway (ONNX export)"] = run_halfway(export, prompt, args.new, args.repeats)
-        rows["onnxruntime (ONNX export)"] = run_onnxruntime(export, prompt, args.new, args.repeats)
+        generations["halfway (ONNX export)"] = halfway_generation(export, prompt, args.new)
+        generations["onnxruntime (ONNX export)"] = onnxruntime_generation(export, prompt, args.new)
     else:
         print(f"no {export}: make it with a Python that has torch:\n    python {EXPORT.format(dir=args.dir)}",
               file=sys.stderr)
+    rows = rounds(generations, args.repeats)
     if args.transformers:
         peer = transformers_peer(args.transformers, args.dir, prompt, args.new, args.repeats)
         rows[f"transformers eager (torch {peer['torch']})"] = (peer["prefill"], peer["decode"],
