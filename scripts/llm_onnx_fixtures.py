@@ -13,6 +13,13 @@ checkpoint's (``reference.npz`` there):
 - ``attention23.onnx``: written with onnx.helper at opset 23 from the same weights: ONNX's own
   ``RMSNormalization``, ``RotaryEmbedding`` and causal ``Attention`` with ``past_key`` /
   ``past_value`` (no ``attention_mask`` input: the attention is causal over the past);
+- ``genai.onnx`` and ``genai_int4.onnx``: ONNX Runtime GenAI's model-builder form, written with
+  onnx.helper: ``SimplifiedLayerNormalization``, com.microsoft ``SkipSimplifiedLayerNormalization``
+  and ``GroupQueryAttention`` (``do_rotary``, ``seqlens_k`` and ``total_sequence_length`` from
+  ``attention_mask``), float32 ``MatMul`` weights, or com.microsoft ``MatMulNBits`` of 4-bit
+  blocks of 16; ``genai_int4.npz`` holds transformers' greedy tokens (``greedy_<i>`` after
+  ``prompt_<i>``, as ``reference.npz``) and logits of the model whose linear weights are those
+  blocks' values, which the int4 export must give.
 
 each with transformers' (and optimum's) interface: ``input_ids``, ``attention_mask`` [B, past +
 S], ``position_ids`` and ``past_key_values.{i}.key/.value`` [B, kv heads, past, head size] in;
@@ -35,6 +42,7 @@ import numpy as np
 import onnx
 import torch
 import transformers
+from llm_fixtures import PROMPTS
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,6 +178,118 @@ def _layer23(g: _Graph, config: Any, weights: dict[str, np.ndarray], i: int, x: 
     return g.node("Add", [x, down], p + "x2")[0], [present_k, present_v]
 
 
+def quantize4(weight: np.ndarray, block: int = 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``MatMulNBits``' 4-bit blocks of ``weight`` [N, K]: the packed values [N, K / block,
+    block / 2] (uint8, the low nibble first), the scales [N * K / block] and the zero points
+    (uint8, two blocks a byte)."""
+    n, k = weight.shape
+    blocks = weight.reshape(n, k // block, block)
+    low, high = blocks.min(axis=2, keepdims=True), blocks.max(axis=2, keepdims=True)
+    scale = np.maximum(high - low, 1e-8) / 15
+    zero = np.clip(np.round(-low / scale), 0, 15)
+    q = np.clip(np.round(blocks / scale + zero), 0, 15).astype(np.uint8)
+    packed = q[..., 0::2] | (q[..., 1::2] << 4)
+    zeros = zero.reshape(n, -1).astype(np.uint8)
+    zeros = np.pad(zeros, ((0, 0), (0, zeros.shape[1] % 2)))
+    return packed, scale.reshape(-1).astype(np.float32), (zeros[:, 0::2] | (zeros[:, 1::2] << 4)).reshape(-1)
+
+
+def _dequantized(weight: np.ndarray, block: int = 16) -> np.ndarray:
+    """The values ``quantize4``'s blocks of ``weight`` stand for."""
+    packed, scales, zeros = quantize4(weight, block)
+    n = weight.shape[0]
+    q = np.stack([packed & 15, packed >> 4], axis=-1).reshape(n, -1, block).astype(np.float32)
+    zero = np.stack([zeros & 15, zeros >> 4], axis=-1).reshape(n, -1)[:, :q.shape[1], None].astype(np.float32)
+    return ((q - zero) * scales.reshape(n, -1, 1)).reshape(weight.shape)
+
+
+def int4_reference(model: Any) -> dict[str, np.ndarray]:
+    """transformers' greedy tokens and logits with the linear weights of ``genai_int4.onnx``."""
+    import copy
+
+    quantized = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, p in quantized.named_parameters():
+            if name.endswith("_proj.weight"):
+                p.copy_(torch.from_numpy(_dequantized(p.detach().numpy())))
+    arrays: dict[str, np.ndarray] = {}
+    for i, prompt in enumerate(PROMPTS):
+        out = quantized.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=32, min_new_tokens=0)
+        arrays[f"prompt_{i}"], arrays[f"greedy_{i}"] = np.array(prompt, np.int64), out[0].numpy().astype(np.int64)
+    with torch.no_grad():
+        arrays["logits"] = quantized(torch.tensor(arrays["greedy_0"][None])).logits[0].numpy()
+    return arrays
+
+
+def _genai_linear(g: _Graph, h: str, name: str, weight: np.ndarray, int4: bool) -> str:
+    if not int4:
+        return g.node("MatMul", [h, g.weight(name, weight.T)], f"{name}.out")[0]
+    packed, scales, zeros = quantize4(weight)
+    g.weights += [numpy_helper.from_array(packed, f"{name}.q"), numpy_helper.from_array(scales, f"{name}.scales"),
+                  numpy_helper.from_array(zeros, f"{name}.zeros")]
+    n, k = weight.shape
+    return g.node("MatMulNBits", [h, f"{name}.q", f"{name}.scales", f"{name}.zeros"], f"{name}.out",
+                  domain="com.microsoft", K=k, N=n, bits=4, block_size=16)[0]
+
+
+def _genai_norm(g: _Graph, x: str, residual: str | None, weight: str, out: str, eps: float) -> tuple[str, str]:
+    """The norm of ``x`` (+ ``residual``): its output and the residual sum."""
+    if residual is None:
+        return g.node("SimplifiedLayerNormalization", [x, weight], out, epsilon=eps, axis=-1)[0], x
+    normed, _, _, total = g.node("SkipSimplifiedLayerNormalization", [x, residual, weight], out, 4,
+                                 domain="com.microsoft", epsilon=eps)
+    return normed, total
+
+
+def genai(model: Any, int4: bool, positions: int = 128) -> onnx.ModelProto:
+    """The model in ONNX Runtime GenAI's form (``genai.onnx`` in the module docstring)."""
+    config = model.config
+    weights = {name: t.detach().numpy() for name, t in model.state_dict().items()}
+    heads, kv_heads, eps = config.num_attention_heads, config.num_key_value_heads, config.rms_norm_eps
+    g = _Graph()
+    for name, table in zip(("rope.cos", "rope.sin"), _rope_tables(config, positions)):
+        g.weight(name, table)
+    lengths = g.node("ReduceSum", ["attention_mask", g.weight("axis1", np.array([1]))], "lengths", keepdims=0)[0]
+    g.weights[-1] = numpy_helper.from_array(np.array([1], np.int64), "axis1")
+    g.weights.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+    seqlens = g.node("Cast", [g.node("Sub", [lengths, "one"], "seqlens64")[0]], "seqlens_k", to=TensorProto.INT32)[0]
+    total = g.node("Cast", [g.node("Gather", [g.node("Shape", ["attention_mask"], "mask_shape")[0], "one"],
+                                   "total64", axis=0)[0]], "total_sequence_length", to=TensorProto.INT32)[0]
+    x = g.node("Gather", [g.weight("embed", weights["model.embed_tokens.weight"]), "input_ids"], "embedded")[0]
+    residual: str | None = None
+    inputs, outputs = _names(config.num_hidden_layers)
+    for i in range(config.num_hidden_layers):
+        p = f"model.layers.{i}."
+        h, residual = _genai_norm(g, x, residual, g.weight(p + "norm1", weights[p + "input_layernorm.weight"]),
+                                  p + "h1", eps)
+        q, k, v = (_genai_linear(g, h, p + f"self_attn.{n}_proj", weights[p + f"self_attn.{n}_proj.weight"], int4)
+                   for n in "qkv")
+        g.nodes.append(helper.make_node(
+            "GroupQueryAttention", [q, k, v, inputs[3 + 2 * i], inputs[4 + 2 * i], seqlens, total, "rope.cos",
+                                    "rope.sin"], [p + "attention", outputs[1 + 2 * i], outputs[2 + 2 * i]],
+            name=p + "attention", domain="com.microsoft", num_heads=heads, kv_num_heads=kv_heads, do_rotary=1))
+        o = _genai_linear(g, p + "attention", p + "self_attn.o_proj", weights[p + "self_attn.o_proj.weight"], int4)
+        h, residual = _genai_norm(g, o, residual, g.weight(p + "norm2", weights[p + "post_attention_layernorm.weight"]),
+                                  p + "h2", eps)
+        gate, up = (_genai_linear(g, h, p + f"mlp.{n}_proj", weights[p + f"mlp.{n}_proj.weight"], int4)
+                    for n in ("gate", "up"))
+        silu = g.node("Mul", [gate, g.node("Sigmoid", [gate], gate + ".sigmoid")[0]], gate + ".silu")[0]
+        x = _genai_linear(g, g.node("Mul", [silu, up], p + "mlp.hidden")[0], p + "mlp.down_proj",
+                          weights[p + "mlp.down_proj.weight"], int4)
+    h, _ = _genai_norm(g, x, residual, g.weight("norm", weights["model.norm.weight"]), "final", eps)
+    g.nodes.append(helper.make_node("MatMul", [h, g.weight("lm_head", weights["lm_head.weight"].T)], ["logits"]))
+    head = config.hidden_size // heads
+    kv = ["batch", kv_heads, "past", head]
+    graph = helper.make_graph(
+        g.nodes, "llama", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+                           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, kv) for n in inputs[3:]],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence", config.vocab_size])]
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [*kv[:2], "total", head]) for n in outputs[1:]],
+        g.weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+
+
 def attention23(model: Any, positions: int = 128) -> onnx.ModelProto:
     """The model at opset 23 (``attention23.onnx`` in the module docstring)."""
     config = model.config
@@ -221,6 +341,10 @@ def main() -> None:
     model = transformers.AutoModelForCausalLM.from_pretrained(SOURCE, dtype=torch.float32).eval()
     onnx.save(attention23(model), str(OUT / "attention23.onnx"))
     print(f"attention23.onnx: {(OUT / 'attention23.onnx').stat().st_size / 1024:.0f} KiB")
+    for name, int4 in (("genai.onnx", False), ("genai_int4.onnx", True)):
+        onnx.save(genai(model, int4), str(OUT / name))
+        print(f"{name}: {(OUT / name).stat().st_size / 1024:.0f} KiB")
+    np.savez_compressed(OUT / "genai_int4.npz", **int4_reference(model))
 
 
 if __name__ == "__main__":

@@ -25,11 +25,14 @@ from google.protobuf.message import DecodeError
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError, PassError
 from ...ir.program import Program
+from ...ir.scope import Scope
 from ...passes import PassManager, get_pass
 from ...passes.cache_attention import LOGITS, cache_names
 from ..checkpoint import DEFAULT_MAX_LENGTH, DecoderConfig, DecoderProgram
 from ..checkpoint.families import FAMILIES, family_of
-from .importer import load
+from .context import ConversionError
+from .genai import has_contrib_ops, lower_contrib_ops
+from .importer import load, read_model
 
 __all__ = ["load_decoder", "is_onnx"]
 
@@ -60,15 +63,11 @@ def _folder_config(folder: Path) -> DecoderConfig | None:
     return attrs.evolve(read, architecture=architecture)
 
 
-def _past_shapes(path: str | os.PathLike[str]) -> dict[str, list[int]]:
+def _past_shapes(graph: onnx.GraphProto) -> dict[str, list[int]]:
     """The past keys and values of ONNX ``Attention`` nodes that are causal with their sequence
     dim fixed at 1: the converter needs a past's length (the causal diagonal starts after it),
     and once ``cache_attention`` has run nothing reads it. Other exports keep theirs unknown
     (their shape arithmetic may read a past's other dims)."""
-    try:
-        graph = onnx.load(os.fspath(path), load_external_data=False).graph
-    except (OSError, DecodeError, ValueError):
-        return {}  # the import says what is wrong with the file
     pasts = {name for node in graph.node if node.op_type == "Attention" and node.domain in ("", "ai.onnx")
              and any(a.name == "is_causal" and a.i for a in node.attribute) for name in node.input[4:6] if name}
     shapes = {}
@@ -77,6 +76,22 @@ def _past_shapes(path: str | os.PathLike[str]) -> dict[str, list[int]]:
         if value.name in pasts and len(dims) == 4:
             shapes[value.name] = [*dims[:2], 1 if dims[2] < 0 else dims[2], dims[3]]
     return shapes
+
+
+def _imported(path: str | os.PathLike[str]) -> tuple[Program, list[str], list[str], Scope]:
+    """The import of the export at ``path``, its GenAI contrib ops rewritten first (``genai``)."""
+    try:
+        header = onnx.load(os.fspath(path), load_external_data=False)
+    except (OSError, DecodeError, ValueError):
+        return load(path)  # the import says what is wrong with the file
+    if not has_contrib_ops(header):
+        return load(path, input_shapes=_past_shapes(header.graph))
+    source = os.fspath(path)
+    try:
+        model = lower_contrib_ops(read_model(path)[0])
+        return load(model, input_shapes=_past_shapes(model.graph))
+    except ConversionError as e:
+        raise ConversionError(f"{source}: {str(e).removeprefix('<ModelProto>: ')}") from e
 
 
 def _graph_config(program: Program, layers: int, name: str) -> DecoderConfig:
@@ -114,7 +129,7 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
     folder_config = _folder_config(Path(path).parent)
     length = max_length if max_length is not None else min(
         DEFAULT_MAX_LENGTH, folder_config.max_positions if folder_config else DEFAULT_MAX_LENGTH)
-    program, _, fetches, scope = load(path, input_shapes=_past_shapes(path))
+    program, _, fetches, scope = _imported(path)
     try:
         result = PassManager(after=[get_pass("cache_attention", max_length=length)]).run(program, scope,
                                                                                           fetch=fetches)

@@ -1,6 +1,7 @@
-"""halfway.llm on decoder ONNX exports (``tests/fixtures/llm/llama_onnx``): the tiny Llama's greedy
-tokens and teacher-forced logits are transformers', on numpy and OpenCL, as its checkpoint
-folder's and ONNX Runtime's past/present loop's."""
+"""halfway.llm on decoder ONNX exports (``tests/fixtures/llm/llama_onnx``: PyTorch's two exporters,
+ONNX opset 23, ONNX Runtime GenAI's form in float32 and 4-bit): the tiny Llama's greedy tokens and
+teacher-forced logits are transformers', on numpy and OpenCL, as its checkpoint folder's and ONNX
+Runtime's past/present loop's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from halfway.api import llm
 from halfway.ir.errors import HalfwayError
 from tests.api.test_llm import FLOAT32, LENGTH, _check_greedy, _teacher_forced
 from tests.support.checkpoints import NEW_TOKENS, folder, reference
-from tests.support.onnx_decoders import EXPORTS, export, onnxruntime_greedy
+from tests.support.onnx_decoders import EXPORTS, ONNXRUNTIME_EXPORTS, export, int4_reference, onnxruntime_greedy
 
 
 def _load(name: str, **options) -> llm.LanguageModel:
@@ -47,11 +48,22 @@ def test_exports_and_the_checkpoint_give_the_same_batch():
         np.testing.assert_array_equal(_load(name).generate(prompts, NEW_TOKENS), expected)
 
 
-@pytest.mark.parametrize("name", EXPORTS)
+@pytest.mark.parametrize("name", ONNXRUNTIME_EXPORTS)
 def test_onnxruntime_loop_agrees(name):
     pytest.importorskip("onnxruntime")
     ref = reference("llama")
     np.testing.assert_array_equal(onnxruntime_greedy(export(name), ref["prompt_0"], NEW_TOKENS), ref["greedy_0"])
+
+
+def test_int4_weights_are_dequantized_at_load():
+    ref = int4_reference()
+    _check_greedy(_load("genai_int4"), ref)
+    assert _teacher_forced(_load("genai_int4"), ref) < FLOAT32
+
+
+@pytest.mark.opencl
+def test_int4_weights_on_opencl():
+    _check_greedy(_load("genai_int4", place="opencl"), int4_reference())
 
 
 def test_the_export_folder_gives_config_and_tokens():

@@ -2,7 +2,7 @@
 ``scripts/llm_onnx_fixtures.py`` from the tiny Llama checkpoint, whose reference outputs they
 share), and ONNX Runtime's greedy loop over an export's past/present interface.
 
-    path = export("dynamo")                     # dynamo, torchscript, attention23
+    path = export("dynamo")                     # dynamo, torchscript, attention23, genai, genai_int4
     ids = onnxruntime_greedy(path, prompt, 32)  # the prompt, then 32 tokens
 """
 
@@ -14,14 +14,23 @@ import numpy as np
 
 from .checkpoints import LLM
 
-__all__ = ["ONNX", "EXPORTS", "export", "onnxruntime_greedy"]
+__all__ = ["ONNX", "EXPORTS", "ONNXRUNTIME_EXPORTS", "export", "int4_reference", "onnxruntime_greedy"]
 
 ONNX = LLM / "llama_onnx"
-EXPORTS = ("dynamo", "torchscript", "attention23")
+EXPORTS = ("dynamo", "torchscript", "attention23", "genai")
+ONNXRUNTIME_EXPORTS = EXPORTS[:3]
+"""The exports ONNX Runtime runs: its GroupQueryAttention takes head sizes that are multiples of
+16, the tiny Llama's are 8."""
 
 
 def export(name: str) -> Path:
     return ONNX / f"{name}.onnx"
+
+
+def int4_reference() -> dict[str, np.ndarray]:
+    """transformers' tokens and logits with ``genai_int4.onnx``'s dequantized weights."""
+    with np.load(ONNX / "genai_int4.npz") as data:
+        return dict(data)
 
 
 def onnxruntime_greedy(path: Path, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
