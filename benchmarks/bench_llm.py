@@ -241,17 +241,23 @@ def report(results: Any, rows: dict[str, tuple[float, float, np.ndarray]], bandw
         print(f"{name:42} {prefill:14.1f} {decode:13.2f} {1e3 / decode:9.1f}  {'same' if same else 'DIFFER'}")
         results.add("speed", runtime=name, prefill_tokens_per_s=prefill, decode_tokens_per_s=decode,
                     decode_ms_per_token=1e3 / decode, same_tokens=bool(same))
-    ours = rows["halfway (checkpoint folder)"][1]
     ort = rows.get("onnxruntime (ONNX export)")
     print(f"\ncopy bandwidth {bandwidth / 1e9:.1f} GB/s, {weight_bytes / 2**20:.0f} MiB of weights per token: "
-          f"bound {bound:.2f} tokens/s; halfway's decode is {bound / ours:.2f}x the bound's time"
-          + (f", {ours / ort[1]:.2f}x ONNX Runtime's tokens/s" if ort else ""))
+          f"bound {bound:.2f} tokens/s")
+    figures: dict[str, float] = {}
+    for name, key in (("halfway (checkpoint folder)", "checkpoint"), ("halfway (ONNX export)", "export")):
+        if name not in rows:
+            continue
+        prefill, decode, _ = rows[name]
+        figures[f"{key}_time_over_bound"] = bound / decode
+        line = f"{name}: decode {bound / decode:.2f}x the bound's time"
+        if ort:
+            figures[f"{key}_decode_over_onnxruntime"] = decode / ort[1]
+            figures[f"{key}_prefill_over_onnxruntime"] = prefill / ort[0]
+            line += f", {decode / ort[1]:.2f}x ONNX Runtime's decode tokens/s, {prefill / ort[0]:.2f}x its prefill's"
+        print(line)
     results.summary(params=params, weight_bytes_per_token=weight_bytes, copy_gb_per_s=bandwidth / 1e9,
-                    bound_tokens_per_s=bound, time_over_bound=bound / ours,
-                    decode_over_onnxruntime=ours / ort[1] if ort else None,
-                    prefill_over_onnxruntime=rows["halfway (checkpoint folder)"][0] / ort[0] if ort else None,
-                    threads=THREADS, prompt=args.prompt, new_tokens=args.new)
-
+                    bound_tokens_per_s=bound, **figures, threads=THREADS, prompt=args.prompt, new_tokens=args.new)
 
 if __name__ == "__main__":
     main()
