@@ -13,9 +13,14 @@ library services of ``halfway.api`` on first use of their module's name (``halfw
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False
+"""True for type checkers only: typing is not imported here, so that the package's first line
+starts nothing that an interrupt could break (``halfway.cli.entry``)."""
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from .ir import *  # noqa: F401,F403
 
 _EXPORTS = {

@@ -1,8 +1,8 @@
 """The ``halfway`` command's entry point (the console script and ``python -m halfway``).
 
-It is imported before anything heavy (``import halfway`` loads nothing), so Ctrl-C at any moment of the start-up, while numpy, the IR and the
-commands are being imported, ends the command like an interrupt while it runs: one line on
-stderr and exit code 130, no traceback.
+It is imported before anything heavy (``import halfway`` loads nothing), and its first line
+makes Ctrl-C end the start-up at once (``halfway.cli.interrupts``): while numpy, the IR and the
+command are being imported, an interrupt is one line on stderr and exit code 130, no traceback.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from __future__ import annotations
 import sys
 
 from .exits import EXIT_INTERRUPTED
+from .interrupts import INTERRUPTED, end_at_once_while_starting
 
 __all__ = ["main"]
 
 
 def main() -> int:
-    """Run the command line (``halfway.cli.main.main``), an interrupt while importing it included."""
+    """Run the command line (``halfway.cli.main.main``)."""
+    end_at_once_while_starting()
     try:
         from ..api.openblas import tune
 
@@ -24,5 +26,5 @@ def main() -> int:
 
         return run()
     except KeyboardInterrupt:
-        sys.stderr.write("halfway: error: interrupted\n")
+        sys.stderr.write(f"{INTERRUPTED}\n")
         return EXIT_INTERRUPTED

@@ -9,29 +9,12 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from ..api.errors import SpecError
 from ..api.version import version
-from ..ir.errors import HalfwayError
-from .commands.base import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE, Command, UsageError
-from .commands.batch import COMMAND as BATCH
-from .commands.bench import COMMAND as BENCH
-from .commands.demo import COMMAND as DEMO
-from .commands.devices import COMMAND as DEVICES
-from .commands.diff import COMMAND as DIFF
-from .commands.generate import COMMAND as GENERATE
-from .commands.graph import COMMAND as GRAPH
-from .commands.inspect import COMMAND as INSPECT
-from .commands.registry import OPS, PASSES
-from .commands.run import COMMAND as RUN
-from .commands.transpile import COMMAND as TRANSPILE
-from .plugins import load_plugins
-from .report.console import Output
+from .command_table import COMMANDS, Listed, listed
+from .exits import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_USAGE
+from .interrupts import raise_from_now_on
 
 __all__ = ["main", "build_parser", "one_line", "COMMANDS"]
-
-COMMANDS: tuple[Command, ...] = (DEMO, INSPECT, TRANSPILE, RUN, BATCH, GENERATE, BENCH, DIFF, GRAPH, DEVICES, PASSES,
-                                 OPS)
-"""The subcommands, in the order ``halfway --help`` lists them."""
 
 EPILOG = """\
 MODEL is an .onnx file, a .pdmodel file or its path prefix, or a folder holding a Paddle/halfway
@@ -66,7 +49,9 @@ def one_line(message: str, keep: int = 2) -> str:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of the command line ``argv`` (default: this process's): every subcommand listed
+    with its summary, and the one ``argv`` names configured (its module imported); None: all."""
     common = _common_options()
     parser = argparse.ArgumentParser(
         prog="halfway", parents=[common], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -74,24 +59,41 @@ def build_parser() -> argparse.ArgumentParser:
                     "to float16, run it on numpy or OpenCL.")
     parser.add_argument("--version", action="version", version=f"halfway {version()}")
     commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
-        sub = commands.add_parser(command.name, parents=[common], help=command.summary,
-                                  description=command.description,
+    chosen = _chosen(common, sys.argv[1:] if argv is None else argv)
+    for entry in COMMANDS:
+        sub = commands.add_parser(entry.name, parents=[common], help=entry.summary,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-        command.configure(sub)
-        sub.set_defaults(run=command.run)
+        if entry is chosen:
+            command = entry.load()
+            sub.description = command.description
+            command.configure(sub)
+            sub.set_defaults(run=command.run)
     return parser
 
 
+def _chosen(common: argparse.ArgumentParser, argv: Sequence[str]) -> Listed | None:
+    """The subcommand ``argv`` names: its first word after the common options."""
+    _, rest = common.parse_known_args(argv)
+    words = [word for word in rest if not word.startswith("-")]
+    return listed(words[0]) if words else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
+    from ..api.errors import SpecError  # after the parse: --help loads neither the IR nor a command's library
+    from ..ir.errors import HalfwayError
+    from .commands.base import UsageError
+    from .plugins import load_plugins
+    from .report.console import Output
+
     debug = getattr(args, "debug", False)
     if not debug:  # overflow in a float16 run shows in the results; numpy's warnings only add noise
         warnings.simplefilter("ignore", RuntimeWarning)
     output = Output(json_mode=getattr(args, "json", False))
     try:
         args.loaded_plugins = load_plugins(getattr(args, "plugin", None) or ())
+        raise_from_now_on()
         code = args.run(args, output)
         output.finish()
         return code

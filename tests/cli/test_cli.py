@@ -25,10 +25,12 @@ def test_help_lists_every_command_and_the_exit_codes():
     assert "exit codes" in done.stdout and "halfway.plugins" in done.stdout
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=NAMES)
-def test_each_command_explains_itself(command):
-    done = halfway(command.name, "--help")
+@pytest.mark.parametrize("listed", COMMANDS, ids=NAMES)
+def test_each_command_explains_itself(listed):
+    command = listed.load()
+    done = halfway(listed.name, "--help")
     assert done.returncode == 0, done.stderr
+    assert (command.name, command.summary) == (listed.name, listed.summary)  # the help lists what it defines
     assert command.description.split("\n")[0] in done.stdout
     assert "--debug" in done.stdout and "--plugin" in done.stdout
 
