@@ -7,6 +7,7 @@ only arrays of numbers, bools or strings in an .npz."""
 from __future__ import annotations
 
 import math
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -23,7 +24,11 @@ _KINDS = "biufUS"
 """The dtype kinds a file of rows may hold: bool, integers, floats, strings."""
 _DEFLATE_RATIO = 1032
 """How many times its compressed size deflate can expand a stream, at most."""
-_ARRAY_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+_ARRAY_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, SyntaxError, tokenize.TokenError,
+                 RecursionError, NotImplementedError, RuntimeError)
+"""What numpy and zipfile raise on a malformed file (numpy parses a header as a Python literal;
+zipfile refuses unknown compressions and versions with NotImplementedError, encrypted members
+with RuntimeError)."""
 
 
 def check_data_file(path: Path) -> None:
