@@ -13,6 +13,9 @@ checkpoint's (``reference.npz`` there):
 - ``attention23.onnx``: written with onnx.helper at opset 23 from the same weights: ONNX's own
   ``RMSNormalization``, ``RotaryEmbedding`` and causal ``Attention`` with ``past_key`` /
   ``past_value`` (no ``attention_mask`` input: the attention is causal over the past);
+- ``static_cache.onnx``: the same at opset 24 over preallocated caches [B, kv heads, 128, head
+  size]: ``TensorScatter`` writes the new keys and values at ``write_indices``, ``Attention``
+  reads the whole caches under a causal mask of the positions and ``nonpad_kv_seqlen``;
 - ``genai.onnx`` and ``genai_int4.onnx``: ONNX Runtime GenAI's model-builder form, written with
   onnx.helper: ``SimplifiedLayerNormalization``, com.microsoft ``SkipSimplifiedLayerNormalization``
   and ``GroupQueryAttention`` (``do_rotary``, ``seqlens_k`` and ``total_sequence_length`` from
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +157,41 @@ def _rope_tables(config: Any, positions: int) -> tuple[np.ndarray, np.ndarray]:
     return np.cos(angles), np.sin(angles)
 
 
-def _layer23(g: _Graph, config: Any, weights: dict[str, np.ndarray], i: int, x: str) -> tuple[str, list[str]]:
+Attend = Callable[[_Graph, Any, int, str, str, str], tuple[str, list[str]]]
+"""(graph, config, layer, q, k, v) [B, S, heads * D] -> the attention's output and the layer's present
+key and value."""
+
+
+def _attend_past(g: _Graph, config: Any, i: int, q: str, k: str, v: str) -> tuple[str, list[str]]:
+    """Causal ``Attention`` over ``past_key`` / ``past_value``, which concatenates them."""
+    y, present_k, present_v = g.node("Attention", [q, k, v, "", f"past_key_values.{i}.key",
+                                                   f"past_key_values.{i}.value"], f"layers.{i}.attention", 3,
+                                     is_causal=1, q_num_heads=config.num_attention_heads,
+                                     kv_num_heads=config.num_key_value_heads)
+    return y, [present_k, present_v]
+
+
+def _attend_static(g: _Graph, config: Any, i: int, q: str, k: str, v: str) -> tuple[str, list[str]]:
+    """The new keys and values scattered into the preallocated caches at ``write_indices``, and
+    ``Attention`` over the whole caches under ``causal_mask``, reading ``nonpad_kv_seqlen`` of them."""
+    head = config.hidden_size // config.num_attention_heads
+
+    def split(t: str, heads: int) -> str:
+        shape = g.weight(f"{t}.shape", np.array([0, 0, heads, head]))
+        g.weights[-1] = numpy_helper.from_array(np.array([0, 0, heads, head], np.int64), shape)
+        return g.node("Transpose", [g.node("Reshape", [t, shape], f"{t}.split")[0]], f"{t}.heads", perm=[0, 2, 1, 3])[0]
+
+    q4, k4, v4 = split(q, config.num_attention_heads), split(k, config.num_key_value_heads), split(
+        v, config.num_key_value_heads)
+    presents = [g.node("TensorScatter", [f"past_key_values.{i}.{kind}", new, "write_indices"], f"{new}.cache",
+                       axis=2)[0] for kind, new in (("key", k4), ("value", v4))]
+    y = g.node("Attention", [q4, *presents, "causal_mask", "", "", "nonpad_kv_seqlen"], f"layers.{i}.attention")[0]
+    merged = g.node("Transpose", [y], f"{y}.moved", perm=[0, 2, 1, 3])[0]
+    return g.node("Reshape", [merged, "merge_shape"], f"{y}.merged")[0], presents
+
+
+def _layer23(g: _Graph, config: Any, weights: dict[str, np.ndarray], i: int, x: str,
+             attend: Attend) -> tuple[str, list[str]]:
     """Layer ``i`` on the states ``x``: its output and its present key and value."""
     p, eps = f"model.layers.{i}.", config.rms_norm_eps
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
@@ -166,16 +204,14 @@ def _layer23(g: _Graph, config: Any, weights: dict[str, np.ndarray], i: int, x: 
     q, k, v = (linear(h, p + f"self_attn.{n}_proj") for n in "qkv")
     q, k = (g.node("RotaryEmbedding", [t, "rope.cos", "rope.sin", "position_ids"], f"{t}.rotated", num_heads=n)[0]
             for t, n in ((q, heads), (k, kv_heads)))
-    y, present_k, present_v = g.node("Attention", [q, k, v, "", f"past_key_values.{i}.key",
-                                                   f"past_key_values.{i}.value"], p + "attention", 3,
-                                     is_causal=1, q_num_heads=heads, kv_num_heads=kv_heads)
+    y, presents = attend(g, config, i, q, k, v)
     x = g.node("Add", [x, linear(y, p + "self_attn.o_proj")], p + "x1")[0]
     h = g.node("RMSNormalization", [x, g.weight(p + "norm2", weights[p + "post_attention_layernorm.weight"])],
                p + "h2", epsilon=eps)[0]
     gate, up = linear(h, p + "mlp.gate_proj"), linear(h, p + "mlp.up_proj")
     silu = g.node("Mul", [gate, g.node("Sigmoid", [gate], gate + ".sigmoid")[0]], gate + ".silu")[0]
     down = linear(g.node("Mul", [silu, up], p + "mlp.hidden")[0], p + "mlp.down_proj")
-    return g.node("Add", [x, down], p + "x2")[0], [present_k, present_v]
+    return g.node("Add", [x, down], p + "x2")[0], presents
 
 
 def quantize4(weight: np.ndarray, block: int = 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -290,8 +326,19 @@ def genai(model: Any, int4: bool, positions: int = 128) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
 
 
-def attention23(model: Any, positions: int = 128) -> onnx.ModelProto:
-    """The model at opset 23 (``attention23.onnx`` in the module docstring)."""
+def _causal_mask(g: _Graph, length: int) -> None:
+    """``causal_mask`` [B, 1, S, length]: cache position j is attended by the token at position p
+    where j <= p."""
+    g.weights.append(numpy_helper.from_array(np.arange(length, dtype=np.int64).reshape(1, 1, 1, length), "cache_slots"))
+    g.weights.append(numpy_helper.from_array(np.array([1, 3], np.int64), "mask_axes"))
+    g.weights.append(numpy_helper.from_array(np.array([0, 0, -1], np.int64), "merge_shape"))
+    positions = g.node("Unsqueeze", ["position_ids", "mask_axes"], "positions4")[0]
+    g.node("LessOrEqual", ["cache_slots", positions], "causal_mask")
+
+
+def attention23(model: Any, positions: int = 128, static: bool = False) -> onnx.ModelProto:
+    """The model at opset 23 (``attention23.onnx`` in the module docstring), or with ``static`` at
+    opset 24 over preallocated caches of ``positions`` (``static_cache.onnx``)."""
     config = model.config
     weights = {name: t.detach().numpy() for name, t in model.state_dict().items()}
     g = _Graph()
@@ -299,27 +346,33 @@ def attention23(model: Any, positions: int = 128) -> onnx.ModelProto:
         g.weight(name, table)
     x = g.node("Gather", [g.weight("embed", weights["model.embed_tokens.weight"]), "input_ids"], "embedded")[0]
     presents = []
+    if static:
+        _causal_mask(g, positions)
     for i in range(config.num_hidden_layers):
-        x, kv = _layer23(g, config, weights, i, x)
+        x, kv = _layer23(g, config, weights, i, x, _attend_static if static else _attend_past)
         presents += kv
     h = g.node("RMSNormalization", [x, g.weight("norm", weights["model.norm.weight"])], "final",
                epsilon=config.rms_norm_eps)[0]
     g.nodes.append(helper.make_node("MatMul", [h, g.weight("lm_head", weights["lm_head.weight"].T)], ["logits"]))
     inputs, outputs = _names(config.num_hidden_layers)
     head = config.hidden_size // config.num_attention_heads
-    kv = ["batch", config.num_key_value_heads, "past", head]
+    kv = ["batch", config.num_key_value_heads, positions if static else "past", head]
+    lengths = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch"])
+               for n in ("write_indices", "nonpad_kv_seqlen")] if static else []
     graph = helper.make_graph(
         g.nodes, "llama", [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
-                           for n in ("input_ids", "position_ids")]
+                           for n in ("input_ids", "position_ids")] + lengths
         + [helper.make_tensor_value_info(n, TensorProto.FLOAT, kv) for n in inputs[3:]],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence", config.vocab_size])]
-        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [*kv[:2], "total", head]) for n in outputs[1:]],
+        + [helper.make_tensor_value_info(n, TensorProto.FLOAT, [*kv[:2], kv[2] if static else "total", head])
+           for n in outputs[1:]],
         g.weights)
-    # the Attention nodes write the graph's present outputs
+    # the nodes writing the presents write the graph's outputs
     renames = dict(zip(presents, outputs[1:]))
     for node in graph.node:
+        node.input[:] = [renames.get(o, o) for o in node.input]
         node.output[:] = [renames.get(o, o) for o in node.output]
-    model_proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model_proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24 if static else 23)])
     onnx.checker.check_model(model_proto, full_check=True)
     return model_proto
 
@@ -341,6 +394,7 @@ def main() -> None:
     model = transformers.AutoModelForCausalLM.from_pretrained(SOURCE, dtype=torch.float32).eval()
     onnx.save(attention23(model), str(OUT / "attention23.onnx"))
     print(f"attention23.onnx: {(OUT / 'attention23.onnx').stat().st_size / 1024:.0f} KiB")
+    onnx.save(attention23(model, static=True), str(OUT / "static_cache.onnx"))
     for name, int4 in (("genai.onnx", False), ("genai_int4.onnx", True)):
         onnx.save(genai(model, int4), str(OUT / name))
         print(f"{name}: {(OUT / name).stat().st_size / 1024:.0f} KiB")

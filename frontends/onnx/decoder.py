@@ -33,6 +33,7 @@ from ..checkpoint.families import FAMILIES, family_of
 from .context import ConversionError
 from .genai import has_contrib_ops, lower_contrib_ops
 from .importer import load, read_model
+from .static_cache import has_static_cache, lower_static_cache
 
 __all__ = ["load_decoder", "is_onnx"]
 
@@ -79,16 +80,17 @@ def _past_shapes(graph: onnx.GraphProto) -> dict[str, list[int]]:
 
 
 def _imported(path: str | os.PathLike[str]) -> tuple[Program, list[str], list[str], Scope]:
-    """The import of the export at ``path``, its GenAI contrib ops rewritten first (``genai``)."""
+    """The import of the export at ``path``, its GenAI contrib ops (``genai``) and static caches
+    (``static_cache``) rewritten first."""
     try:
         header = onnx.load(os.fspath(path), load_external_data=False)
     except (OSError, DecodeError, ValueError):
         return load(path)  # the import says what is wrong with the file
-    if not has_contrib_ops(header):
+    if not has_contrib_ops(header) and not has_static_cache(header):
         return load(path, input_shapes=_past_shapes(header.graph))
     source = os.fspath(path)
     try:
-        model = lower_contrib_ops(read_model(path)[0])
+        model = lower_static_cache(lower_contrib_ops(read_model(path)[0]))
         return load(model, input_shapes=_past_shapes(model.graph))
     except ConversionError as e:
         raise ConversionError(f"{source}: {str(e).removeprefix('<ModelProto>: ')}") from e

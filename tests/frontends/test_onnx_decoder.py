@@ -11,6 +11,7 @@ import onnx
 import pytest
 
 from halfway.frontends.onnx.decoder import load_decoder
+from halfway.frontends.onnx.static_cache import has_static_cache, lower_static_cache
 from halfway.ir.errors import HalfwayError
 from halfway.passes.cache_attention import FEEDS, LOGITS
 from tests.support.onnx_decoders import EXPORTS, ONNX, export
@@ -55,3 +56,25 @@ def test_a_config_disagreeing_with_the_graph_is_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**config, "num_key_value_heads": 4}))
     with pytest.raises(HalfwayError, match=r"model.onnx: the graph has kv_heads 2, its config.json 4"):
         load_decoder(tmp_path / "model.onnx")
+
+
+def test_a_static_cache_becomes_attention_over_the_pasts():
+    model = onnx.load(str(export("static_cache")))
+    lowered = lower_static_cache(model)
+    assert has_static_cache(model) and not has_static_cache(lowered)
+    attentions = [n for n in lowered.graph.node if n.op_type == "Attention"]
+    assert [list(n.input[3:6]) for n in attentions] == [["", "past_key_values.0.key", "past_key_values.0.value"],
+                                                        ["", "past_key_values.1.key", "past_key_values.1.value"]]
+    assert [list(n.output) for n in attentions][0][1:] == ["present.0.key", "present.0.value"]
+
+
+def test_a_circular_static_cache_is_left_and_refused(tmp_path):
+    model = onnx.load(str(export("static_cache")))
+    for node in model.graph.node:
+        if node.op_type == "TensorScatter":
+            node.attribute.append(onnx.helper.make_attribute("mode", "circular"))
+    path = tmp_path / "circular.onnx"
+    onnx.save(model, str(path))
+    assert has_static_cache(lower_static_cache(model))
+    with pytest.raises(HalfwayError, match=r"circular.onnx: 4 node\(s\) use ops halfway cannot import: .*\(TensorScatter\)"):
+        load_decoder(path)

@@ -2,7 +2,7 @@
 ``scripts/llm_onnx_fixtures.py`` from the tiny Llama checkpoint, whose reference outputs they
 share), and ONNX Runtime's greedy loop over an export's past/present interface.
 
-    path = export("dynamo")                     # dynamo, torchscript, attention23, genai, genai_int4
+    path = export("dynamo")                     # dynamo, torchscript, attention23, static_cache, genai, genai_int4
     ids = onnxruntime_greedy(path, prompt, 32)  # the prompt, then 32 tokens
 """
 
@@ -17,8 +17,8 @@ from .checkpoints import LLM
 __all__ = ["ONNX", "EXPORTS", "ONNXRUNTIME_EXPORTS", "export", "int4_reference", "onnxruntime_greedy"]
 
 ONNX = LLM / "llama_onnx"
-EXPORTS = ("dynamo", "torchscript", "attention23", "genai")
-ONNXRUNTIME_EXPORTS = EXPORTS[:3]
+EXPORTS = ("dynamo", "torchscript", "attention23", "static_cache", "genai")
+ONNXRUNTIME_EXPORTS = EXPORTS[:4]
 """The exports ONNX Runtime runs: its GroupQueryAttention takes head sizes that are multiples of
 16, the tiny Llama's are 8."""
 
@@ -35,19 +35,24 @@ def int4_reference() -> dict[str, np.ndarray]:
 
 def onnxruntime_greedy(path: Path, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
     """Greedy tokens of one prompt through ONNX Runtime, the presents of a step fed back as the
-    next step's pasts (the loop ONNX Runtime GenAI runs)."""
+    next step's pasts (the loop ONNX Runtime GenAI runs); a static cache's pasts start as zeros of
+    their length, written at ``write_indices``."""
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # not the static cache's warning at every scatter
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     pasts = [i for i in session.get_inputs() if i.name.startswith("past_key_values.")]
     names = {i.name for i in session.get_inputs()}
-    feeds = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in pasts}
+    feeds = {i.name: np.zeros((1, i.shape[1], i.shape[2] if isinstance(i.shape[2], int) else 0, i.shape[3]),
+                              np.float32) for i in pasts}
     ids = np.asarray(prompt, np.int64)[None]
     tokens = list(prompt)
     for _ in range(new_tokens):
         length = len(tokens) - ids.shape[1]
         feeds.update(input_ids=ids, attention_mask=np.ones((1, len(tokens)), np.int64),
-                     position_ids=np.arange(length, len(tokens), dtype=np.int64)[None])
+                     position_ids=np.arange(length, len(tokens), dtype=np.int64)[None],
+                     write_indices=np.array([length]), nonpad_kv_seqlen=np.array([len(tokens)]))
         logits, *presents = session.run(None, {name: value for name, value in feeds.items() if name in names})
         feeds.update({p.name: value for p, value in zip(pasts, presents)})
         tokens.append(int(logits[0, -1].argmax()))
