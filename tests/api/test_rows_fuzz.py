@@ -9,19 +9,16 @@ run by hand: ``HALFWAY_FUZZ_CASES=5000 python -m pytest -q tests/api/test_rows_f
 
 from __future__ import annotations
 
-import collections
 import io
 import os
 import random
-import traceback
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from halfway.api.batch.tables import read_rows
-from halfway.ir.errors import HalfwayError
-from tests.support.watchdog import Expired, watchdog
+from tests.support.fuzzing import Tally, outcome, snapshot
 
 CASES = int(os.environ.get("HALFWAY_FUZZ_CASES", "200"))
 SEED = int(os.environ.get("HALFWAY_FUZZ_SEED", "0"))
@@ -99,37 +96,12 @@ def _case(index: int, folder: Path) -> tuple[str, Path]:
     return f"#{index} {layout}", rows
 
 
-def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
-
-
-def _outcome(path: Path) -> tuple[str, str]:
-    try:
-        with watchdog(TIMEOUT_S):
-            read_rows(str(path), ["x"])
-    except HalfwayError as e:
-        return "halfway_error", str(e).splitlines()[0][:200]
-    except Expired:
-        return "hang", f"no result in {TIMEOUT_S} s"
-    except BaseException as e:  # the finding this test exists for
-        return "other", "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:]).strip()[:600]
-    return "ok", ""
-
-
 def test_mutated_rows_read_or_fail_with_a_halfway_error(tmp_path):
-    counts: collections.Counter[str] = collections.Counter()
-    findings = []
+    tally = Tally("rows fuzz")
     for index in range(CASES):
         folder = tmp_path / str(index)
         folder.mkdir()
         label, path = _case(index, folder)
-        before = _snapshot(folder)
-        kind, detail = _outcome(path)
-        if _snapshot(folder) != before:
-            kind, detail = "wrote", "the folder changed"
-        counts[kind] += 1
-        if kind not in ("ok", "halfway_error"):
-            findings.append(f"{label}: {kind}: {detail}")
-    print(f"\nrows fuzz: {CASES} cases (seed {SEED}): {dict(counts)}")
-    assert not findings, "\n".join(findings[:20])
-    assert counts["halfway_error"] and counts["ok"]  # both kinds of outcome were seen
+        before = snapshot(folder)
+        tally.add(label, *outcome(lambda: read_rows(str(path), ["x"]), TIMEOUT_S), changed=snapshot(folder) != before)
+    tally.check(SEED)

@@ -9,21 +9,18 @@ run by hand: ``HALFWAY_FUZZ_CASES=5000 python -m pytest -q tests/frontends/test_
 
 from __future__ import annotations
 
-import collections
 import copy
 import json
 import os
 import random
 import shutil
-import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from halfway.frontends.paddle import load as load_pir
-from halfway.ir.errors import HalfwayError
-from tests.support.watchdog import Expired, watchdog
+from tests.support.fuzzing import Tally, outcome, snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "paddle3" / "pir"
 MODELS = ("ops", "resnet")
@@ -101,25 +98,6 @@ def _case(index: int) -> tuple[str, str, str]:
     return f"#{index} {name}: {', '.join(names)}", name, text
 
 
-# -- one case ---------------------------------------------------------------------------------------
-def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
-
-
-def _outcome(folder: Path) -> tuple[str, str]:
-    """("ok"|"halfway_error"|"hang"|"other", detail) of loading ``folder``, within TIMEOUT_S."""
-    try:
-        with watchdog(TIMEOUT_S):
-            load_pir(folder)
-    except HalfwayError as e:
-        return "halfway_error", str(e).splitlines()[0][:200]
-    except Expired:
-        return "hang", f"no result in {TIMEOUT_S} s"
-    except BaseException as e:  # the finding this test exists for
-        return "other", "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:]).strip()[:600]
-    return "ok", ""
-
-
 @pytest.fixture
 def folders(tmp_path: Path) -> dict[str, Path]:
     """A copy of each fixture model whose model.json each case replaces."""
@@ -132,19 +110,11 @@ def folders(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_mutated_programs_load_or_fail_with_a_halfway_error(folders):
-    counts: collections.Counter[str] = collections.Counter()
-    findings = []
+    tally = Tally("pir fuzz")
     for index in range(CASES):
         label, name, text = _case(index)
         folder = folders[name]
         (folder / "model.json").write_text(text)
-        before = _snapshot(folder)
-        kind, detail = _outcome(folder)
-        if _snapshot(folder) != before:
-            kind, detail = "wrote", f"the folder changed: {sorted(_snapshot(folder))}"
-        counts[kind] += 1
-        if kind not in ("ok", "halfway_error"):
-            findings.append(f"{label}: {kind}: {detail}")
-    print(f"\npir fuzz: {CASES} cases (seed {SEED}): {dict(counts)}")
-    assert not findings, "\n".join(findings[:20])
-    assert counts["halfway_error"] and counts["ok"]  # both kinds of outcome were seen
+        before = snapshot(folder)
+        tally.add(label, *outcome(lambda: load_pir(folder), TIMEOUT_S), changed=snapshot(folder) != before)
+    tally.check(SEED)
