@@ -199,8 +199,12 @@ def _complete(program_file: Path) -> None:
         if pending is None:
             return
         moves.append((pending, file))
-    for pending, file in moves:
-        os.replace(pending, file)
+    try:
+        for pending, file in moves:
+            os.replace(pending, file)
+    except OSError as e:
+        raise SerdeError(f"{program_file}: cannot finish the save of it that was killed ({e.strerror or e}); "
+                         f"nothing new was written") from None
 
 
 def _commit(files: Mapping[Path, bytes], stale: tuple[Path, ...]) -> None:

@@ -114,3 +114,19 @@ def test_a_failed_save_killed_while_putting_the_old_files_back_leaves_a_wholesca
         assert _hidden(folder) == []
         kill_at += 1
     _loads_one_of(prefix, [OLD])
+
+
+def test_a_killed_save_that_cannot_be_finished_is_an_error_and_leaves_a_whole_model(tmp_path, monkeypatch):
+    prefix = tmp_path / "net"
+    _save(prefix, OLD)
+    assert _killed(prefix, WIDER, 5)  # the manifest and the program moved: the parameters wait in a temporary
+
+    def refuse(src, dst):
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(SerdeError, match=r"net\.pdmodel: cannot finish the save of it that was killed \(Permission "
+                                         r"denied\); nothing new was written"):
+        _save(prefix, THIRD)
+    monkeypatch.undo()
+    _loads_one_of(prefix, [WIDER])
