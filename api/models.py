@@ -18,6 +18,7 @@ from ..executor.place import Place
 from ..frontends.load import load, model_format
 from ..frontends.onnx.registry import onnx_names
 from ..ir.dtypes import DType
+from ..ir.fileset import manifest_path
 from ..ir.io import save_inference_model
 from ..ir.operator import Operator
 from ..ir.program import Program
@@ -53,17 +54,18 @@ def load_model(path: str) -> Model:
     return Model(path, fmt, program, feeds, fetches, scope)
 
 
-def save_model(out: str, model: Model, *, onnx_opset: int | None = None, onnx_contrib: bool = False) -> list[Path]:
+def save_model(out: str, model: Model, *, onnx_opset: int | None = None, onnx_contrib: bool = False,
+               onnx_manifest: bool = False) -> list[Path]:
     """Save ``model`` at ``out``: an ONNX model where ``out`` ends in ``.onnx`` (at ``onnx_opset``,
-    ONNX Runtime's contrib ops with ``onnx_contrib``), else a halfway (Paddle-format) inference
-    model — a .pdmodel file, a path prefix or an existing folder. All files or none. Returns the
-    files written."""
+    ONNX Runtime's contrib ops with ``onnx_contrib``, its ``.sha256`` manifest with
+    ``onnx_manifest``), else a halfway (Paddle-format) inference model — a .pdmodel file, a path
+    prefix or an existing folder. All files or none. Returns the files written."""
     if out.endswith(".onnx"):
         from ..frontends.onnx_export import DEFAULT_OPSET, save_onnx
 
         save_onnx(out, model.feed_names, model.fetch_names, model.program, model.scope,
-                  opset=onnx_opset or DEFAULT_OPSET, contrib=onnx_contrib)
-        return [Path(out)]
+                  opset=onnx_opset or DEFAULT_OPSET, contrib=onnx_contrib, manifest=onnx_manifest)
+        return [Path(out)] + ([manifest_path(Path(out))] if onnx_manifest else [])
     save_inference_model(out, model.feed_names, model.fetch_names, model.program, model.scope)
     stem = out[:-len(".pdmodel")] if out.endswith(".pdmodel") else out
     if os.path.isdir(out):

@@ -18,6 +18,7 @@ from ...ir.errors import HalfwayError
 from ..report.console import Output
 from ..report.tables import table
 from .base import Command, UsageError, add_json, add_model, positive
+from .outputs import check_target
 
 __all__ = ["COMMAND", "INDEX"]
 
@@ -56,6 +57,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _run(args: argparse.Namespace, output: Output) -> int:
     if args.ray is None and (args.workers is not None or args.gpus):
         raise UsageError("--workers and --gpus choose Ray actors: give --ray too")
+    check_target(args.output, (".parquet", ".npz"), option="--output")
     check_output(args.output, args.input)
     model = load_model(args.model)
     columns = read_rows(args.input, model.feed_names)

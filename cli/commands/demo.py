@@ -11,6 +11,7 @@ from ...api.tokens import SEQUENCE
 from ..demo import DEMO_MODELS, DemoModel, demo_model_path, run_demo
 from ..report.console import Output
 from .base import Command, UsageError, add_input_shapes, add_json, add_places, non_negative, positive
+from .outputs import check_folder
 from .places import parse_places
 
 __all__ = ["COMMAND"]
@@ -33,6 +34,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
+    if args.out:
+        check_folder(str(Path(args.out).absolute().parent), "--out", args.out)
     if args.input_shapes and not args.model:
         raise UsageError("--input-shapes sizes the inputs of a --model; the shipped models take their own")
     shapes = parse_input_shapes(args.input_shapes)

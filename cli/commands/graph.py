@@ -13,7 +13,8 @@ from ...ir.errors import HalfwayError
 from ..report.console import Output
 from ..report.graph import program_graph, to_dot
 from ..report.graph_html import to_html
-from .base import Command, UsageError, add_model
+from .base import Command, add_model
+from .outputs import check_target
 
 __all__ = ["COMMAND", "render_svg"]
 
@@ -40,9 +41,8 @@ def render_svg(dot: str) -> bytes:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
+    check_target(args.output, FORMATS)
     suffix = Path(args.output).suffix.lower()
-    if suffix not in FORMATS:
-        raise UsageError(f"-o {args.output}: give a file ending {', '.join(FORMATS)}")
     model = load_model(args.model)
     graph = program_graph(model.program)
     title = Path(model.path).name

@@ -14,6 +14,7 @@ from ..report.console import Output
 from ..report.tables import table
 from .base import Command, add_inputs, add_json, add_model, add_places
 from .execution import feeds_for, warn_nonfinite
+from .outputs import check_target
 
 __all__ = ["COMMAND", "array_stats"]
 
@@ -41,6 +42,8 @@ def array_stats(value: np.ndarray) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
+    if args.output:
+        check_target(args.output, (".npz",))
     model = load_model(args.model)
     place = parse_place(args.place, args.tune)
     feeds = feeds_for(args, model, output)

@@ -14,6 +14,7 @@ from ...passes.pipeline import DEFAULT_PIPELINE
 from ..report.console import Output
 from ..report.tables import table
 from .base import Command, UsageError, add_json, add_model, tolerance
+from .outputs import check_target
 
 __all__ = ["COMMAND", "pass_rows", "pass_table"]
 
@@ -44,6 +45,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--onnx-contrib", action="store_true",
                         help="with an .onnx OUT: write fused ops as ONNX Runtime's contrib ops (com.microsoft "
                              "FusedConv, Gelu, FastGelu, MultiHeadAttention) where they compute them")
+    parser.add_argument("--onnx-manifest", action="store_true",
+                        help="with an .onnx OUT: also write OUT.sha256, its digest in `sha256sum -c`'s form")
     parser.add_argument("--dump-dir", metavar="DIR", help="write the program text before and after every pass")
     add_json(parser)
 
@@ -62,6 +65,7 @@ def pass_table(result: PipelineResult) -> RenderableType:
 
 
 def _run(args: argparse.Namespace, output: Output) -> int:
+    check_target(args.output, (".onnx", ".pdmodel"), prefix=True, folder=True)
     if args.tolerance is not None and not (args.fp16 and args.calibrate and args.tolerance > 0):
         raise UsageError(f"--tolerance {args.tolerance:g} needs --fp16 and --calibrate INPUTS.npz (the inputs the "
                          f"error is measured on), and a tolerance above 0")
@@ -77,7 +81,8 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     with output.task("running passes" + (" and the float16 transpile" if args.fp16 else "")):
         model, result = run_passes(model, args.passes, args.dump_dir, after)
     report = result.records[-1].report if args.fp16 else None
-    files = save_model(args.output, model, onnx_opset=args.onnx_opset, onnx_contrib=args.onnx_contrib)
+    files = save_model(args.output, model, onnx_opset=args.onnx_opset, onnx_contrib=args.onnx_contrib,
+                       onnx_manifest=args.onnx_manifest)
     if args.json:
         output.json({"model": args.model, "output": [str(f) for f in files], "passes": pass_rows(result),
                      "ops_fused": ops_fused(result, len(result.records) - len(after)),

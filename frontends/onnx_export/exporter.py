@@ -6,8 +6,9 @@
 Steps: check the opset and that every op has an exporter (all that do not are reported at once);
 write each op of the global block, in order, through its exporter (``registry.EXPORTERS``); the
 parameters the nodes read become initializers; feeds and fetches become the graph's inputs and
-outputs, a -1 dim a named dim (the name the import recorded, else ``<var>_dim<i>``). ``save_onnx`` writes the file atomically
-(``halfway.ir.fileset``): a failing export writes nothing and changes nothing.
+outputs, a -1 dim a named dim (the name the import recorded, else ``<var>_dim<i>``).
+``save_onnx`` writes the file atomically (``halfway.ir.tempfiles``): a failing export writes
+nothing and changes nothing.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto, TensorProto, ValueInfoProto, helper, numpy_helper
 
-from ...ir.errors import HalfwayError
-from ...ir.fileset import write_files
+from ...ir.errors import HalfwayError, SerdeError
+from ...ir.fileset import manifest_path, write_files
 from ...ir.operator import Operator
 from ...ir.program import Program
 from ...ir.scope import Scope
+from ...ir.tempfiles import remove, write_file
 from . import (  # noqa: F401  (register exporters)
     attention,
     conv,
@@ -96,11 +98,24 @@ def to_onnx(program: Program, scope: Scope, feed_names: Sequence[str], fetch_nam
 
 
 def save_onnx(path: str | os.PathLike[str], feed_names: Sequence[str], fetch_names: Sequence[str],
-              program: Program, scope: Scope, *, opset: int = DEFAULT_OPSET, contrib: bool = False) -> None:
-    """Write ``program`` as the ONNX model ``path`` (``to_onnx`` says what is written), atomically:
-    with ``path.sha256`` beside it (``halfway.ir.fileset``); on any error no file changes."""
+              program: Program, scope: Scope, *, opset: int = DEFAULT_OPSET, contrib: bool = False,
+              manifest: bool = False) -> None:
+    """Write ``program`` as the ONNX model ``path`` (``to_onnx`` says what is written), atomically
+    (one file: it holds the new model or the old one), creating missing folders; on any error no
+    file changes. ``manifest`` also writes ``path.sha256``, its digest in ``sha256sum -c``'s form
+    (``halfway.ir.fileset``); without, a manifest an earlier save left is removed (it names the
+    old bytes)."""
     model = to_onnx(program, scope, feed_names, fetch_names, opset=opset, contrib=contrib)
-    write_files({Path(path): model.SerializeToString()})
+    target = Path(path)
+    if manifest:
+        write_files({target: model.SerializeToString()})
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SerdeError(f"{target}: cannot write ({e.strerror or e}); nothing was written") from None
+    write_file(target, model.SerializeToString())
+    remove(manifest_path(target))
 
 
 def _check_supported(ops: Sequence[Operator]) -> None:

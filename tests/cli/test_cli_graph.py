@@ -102,5 +102,5 @@ def test_svg_goes_through_graphviz(tmp_path):
 
 def test_unknown_formats_are_refused(tmp_path):
     done = halfway("graph", RESNET_TINY, "-o", tmp_path / "g.png")
-    one_line_error(done, ".dot, .svg, .html")
+    one_line_error(done, ".dot, .svg or .html")
     assert done.returncode == 2 and list(tmp_path.iterdir()) == []

@@ -130,7 +130,7 @@ def test_a_plugin_pass_runs_from_the_command_line(tmp_path):
 
 
 def test_failures_write_nothing(tmp_path):
-    out = tmp_path / "out" / "m"
+    out = tmp_path / "m"
     one_line_error(cli("transpile", RESNET_TINY, "-o", out, "--passes", "no_such_pass"), "no_such_pass")
     one_line_error(cli("transpile", RESNET_TINY, "-o", out, "--fp16", "--calibrate", tmp_path / "none.npz"),
                    "none.npz")

@@ -5,6 +5,10 @@ errors: every op with no ONNX form listed at once, nothing written on failure.""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
+
 import numpy as np
 import onnx
 import pytest
@@ -197,12 +201,22 @@ def test_bad_opset_and_names_are_clear_errors():
         to_onnx(program, scope, feeds, ["nope"])
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_save_onnx_writes_the_model_atomically(tmp_path):
     model, inputs = _zoo("squeezenet")
     program, feeds, fetches, scope = halfway.load(model)
     target = tmp_path / "deep" / "squeezenet.onnx"
-    halfway.save_onnx(target, feeds, fetches, program, scope)
-    assert sorted(p.name for p in target.parent.iterdir()) == ["squeezenet.onnx", "squeezenet.onnx.sha256"]
+    halfway.save_onnx(target, feeds, fetches, program, scope, manifest=True)
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    assert (target.parent / "squeezenet.onnx.sha256").read_text() == f"{digest}  squeezenet.onnx\n"
+    halfway.save_onnx(target, feeds, fetches, program, scope)  # no manifest: the old one goes
+    assert sorted(p.name for p in target.parent.iterdir()) == ["squeezenet.onnx"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~_umask()
     saved = onnx.load(target)
     got = ort_session(saved).run(fetches, inputs[0])[0]
     want = halfway.Executor().run(program, inputs[0], fetches, scope)[0]
