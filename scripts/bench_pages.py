@@ -43,7 +43,7 @@ class Bars:
     ``unit`` says whether less is better (times) or more (rates)."""
 
 
-RATES = ("TFLOP/s", "GFLOP/s", "GB/s", "rows/s")
+RATES = ("TFLOP/s", "GFLOP/s", "GB/s", "rows/s", "tokens/s")
 """Units where more is better: a change's speedup is after / before."""
 
 
@@ -163,6 +163,14 @@ PAGES: dict[str, Page] = {
         "Compiled loops", "`benchmarks/bench_jit.py`: the light zoo with and without the compiled loops "
         "(numba), ratio compiled / numpy passes.",
         (Bars("latency", ("model",), ("numpy_passes_ms", "compiled_ms"), "ms per run"),)),
+    "bench_llm": Page(
+        "LLM generation on the CPU",
+        "`benchmarks/bench_llm.py`: prefill and decode tokens/s of a 125 M-parameter Llama-shape model (random "
+        "weights, float32, batch 1, a 128-token prompt, 32 new tokens) in `halfway.llm` from its checkpoint folder "
+        "and from its dynamo ONNX export, beside ONNX Runtime running the export's past/present loop with IO "
+        "binding and transformers eager, all on the same threads; the bandwidth bound is the weight bytes one "
+        "token reads over the copy bandwidth measured in the run.",
+        (Bars("speed", ("runtime",), ("decode_tokens_per_s",), "decode tokens/s"),)),
     "changes": Page(
         "Measured changes",
         "Figures of single changes, each measured before and after it in one process (A/B) when it was made; "
@@ -171,7 +179,7 @@ PAGES: dict[str, Page] = {
         (Bars("changes", ("measure",), ("before", "after"), "speedup (x)", speedup=True),)),
 }
 
-UNITS = {"gb_per_s": "GB/s", "rows_per_s": "rows/s", "us_per_op": "µs per op", "us_per_folded_op": "µs per op",
+UNITS = {"tokens_per_s": "tokens/s", "gb_per_s": "GB/s", "rows_per_s": "rows/s", "us_per_op": "µs per op", "us_per_folded_op": "µs per op",
          "tflops": "TFLOP/s", "gflops": "GFLOP/s", "mflop": "MFLOP", "_percent": "%", "_mib": "MiB", "_kib": "KiB",
          "_ms": "ms", "_us": "µs", "_s": "s"}
 """Column name endings and their units, the longer first: ``halfway_ms`` is shown as 'halfway (ms)'."""
