@@ -7,8 +7,9 @@ The export is imported, run through the default pipeline and then ``cache_attent
 turns its past/present attention into ``cached_attention`` over caches it owns (the layout and
 feeds of ``frontends.checkpoint.decoder``). What the runtime needs to know beyond the program —
 the end-of-sequence and padding ids, the architecture — comes from a ``config.json`` (and
-``generation_config.json``) beside the file, as transformers and ONNX Runtime GenAI exports
-leave them; without one the shapes come from the graph and no token ends a sequence.
+``generation_config.json``) beside the file, as transformers' exports leave them, else from ONNX
+Runtime GenAI's ``genai_config.json``; without either the shapes come from the graph and no
+token ends a sequence.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ...ir.scope import Scope
 from ...passes import PassManager, get_pass
 from ...passes.cache_attention import LOGITS, cache_names
 from ..checkpoint import DEFAULT_MAX_LENGTH, DecoderConfig, DecoderProgram
+from ..checkpoint.config import token_ids
 from ..checkpoint.families import FAMILIES, family_of
 from .context import ConversionError
 from .genai import has_contrib_ops, lower_contrib_ops
@@ -62,6 +64,23 @@ def _folder_config(folder: Path) -> DecoderConfig | None:
     read = family.config(config, _json(folder / "generation_config.json"))
     architecture = next(a for a in config["architectures"] if a in FAMILIES)
     return attrs.evolve(read, architecture=architecture)
+
+
+def _genai_model(folder: Path) -> dict[str, Any]:
+    """The ``model`` record of ONNX Runtime GenAI's ``genai_config.json`` beside the export, or {}."""
+    model = _json(folder / "genai_config.json").get("model")
+    return model if isinstance(model, dict) else {}
+
+
+def _with_genai(graph: DecoderConfig, model: dict[str, Any]) -> DecoderConfig:
+    """The graph's config with the type, token ids and context length a ``genai_config.json`` gives."""
+    if not model:
+        return graph
+    bos, pad = token_ids(model.get("bos_token_id")), token_ids(model.get("pad_token_id"))
+    return attrs.evolve(graph, architecture=str(model.get("type", graph.architecture)),
+                        max_positions=int(model.get("context_length", graph.max_positions)),
+                        eos_token_ids=token_ids(model.get("eos_token_id")), bos_token_id=bos[0] if bos else None,
+                        pad_token_id=pad[0] if pad else None)
 
 
 def _past_shapes(graph: onnx.GraphProto) -> dict[str, list[int]]:
@@ -128,9 +147,9 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
             a config.json that disagrees with the graph. As ``halfway.frontends.onnx.load``.
     """
     source = os.fspath(path)
-    folder_config = _folder_config(Path(path).parent)
-    length = max_length if max_length is not None else min(
-        DEFAULT_MAX_LENGTH, folder_config.max_positions if folder_config else DEFAULT_MAX_LENGTH)
+    folder_config, genai = _folder_config(Path(path).parent), _genai_model(Path(path).parent)
+    positions = folder_config.max_positions if folder_config else int(genai.get("context_length", DEFAULT_MAX_LENGTH))
+    length = max_length if max_length is not None else min(DEFAULT_MAX_LENGTH, positions)
     program, _, fetches, scope = _imported(path)
     try:
         result = PassManager(after=[get_pass("cache_attention", max_length=length)]).run(program, scope,
@@ -140,7 +159,7 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
     program = result.program
     layers = sum(1 for op in program.global_block().ops if op.type == "cached_attention")
     graph = _graph_config(program, layers, Path(path).stem)
-    config = folder_config or graph
+    config = folder_config or _with_genai(graph, genai)
     _check_agrees(config, graph, source)
     caches = tuple(cache_names(i) for i in range(layers))
     program_dtype = program.global_block().var(caches[0][0]).tensor_dtype

@@ -78,3 +78,14 @@ def test_a_circular_static_cache_is_left_and_refused(tmp_path):
     assert has_static_cache(lower_static_cache(model))
     with pytest.raises(HalfwayError, match=r"circular.onnx: 4 node\(s\) use ops halfway cannot import: .*\(TensorScatter\)"):
         load_decoder(path)
+
+
+def test_a_genai_config_gives_the_tokens_and_the_context(tmp_path):
+    shutil.copy(export("genai"), tmp_path / "model.onnx")
+    (tmp_path / "genai_config.json").write_text(json.dumps(
+        {"model": {"type": "llama", "bos_token_id": 1, "eos_token_id": [2, 5], "pad_token_id": 0,
+                   "context_length": 96}}))
+    decoder = load_decoder(tmp_path / "model.onnx")
+    assert decoder.max_length == 96
+    assert (decoder.config.architecture, decoder.config.eos_token_ids, decoder.config.pad_token_id) == (
+        "llama", (2, 5), 0)
