@@ -10,7 +10,9 @@ is driven as ``halfway.api.llm`` drives a checkpoint's (``frontends.checkpoint.d
     q ──────────────────────────── sdpa(Q, K, V, Mask) ─ out      q ─┘                           └ out
 
 1. Every fetch written by a two-input ``concat`` along the sequence axis of a feed (through
-   one-input concats) and a new value is a present; its feed is the past.
+   one-input concats) and a new value is a present; its feed is the past. A present cut to its
+   last n positions, and its past likewise (``slice``: transformers' sliding-window layers keep
+   window - 1), attends within a window of n + 1.
 2. Every ``scaled_dot_product_attention`` (head-major) whose K and V come from two presents,
    through the ops that repeat key/value heads for the query heads (``unsqueeze2``, ``expand_v2``,
    ``reshape2``), becomes ``cached_attention`` of its Q and the new keys and values, over the
@@ -42,7 +44,7 @@ from ..ir.scope import Scope
 from ..ir.variable import Variable
 from .base import PassResult, get_pass, register_pass
 
-__all__ = ["CacheAttentionOptions", "FEEDS", "LOGITS", "cache_names"]
+__all__ = ["CacheAttentionOptions", "Present", "FEEDS", "LOGITS", "cache_names"]
 
 FEEDS = ("input_ids", "position_ids", "past_lengths", "rows")
 LOGITS = "logits"
@@ -66,40 +68,62 @@ def _fail(message: str) -> PassError:
     return PassError(f"pass 'cache_attention': {message}")
 
 
-def _through_concats(block: Block, name: str) -> str:
-    """``name`` past the one-input concats (copies) that write it."""
+@attrs.frozen
+class Present:
+    """A layer's present keys or values: the fetch, the past feed, the new value, and the layer's
+    sliding window (0: none)."""
+
+    fetch: str
+    past: str
+    new: str
+    window: int
+
+
+def _kept_positions(op: Operator) -> int:
+    """How many last positions a ``slice`` along the sequence axis keeps (0: not such a slice)."""
+    starts, ends = op.attr("starts", ()), op.attr("ends", ())
+    if op.type != "slice" or tuple(op.attr("axes", ())) not in ((2,), (-2,)) or len(starts) != 1:
+        return 0
+    return -starts[0] if starts[0] < 0 and ends[0] >= 2 ** 31 - 1 else 0
+
+
+def _to_feed(block: Block, name: str) -> str:
+    """``name`` past the one-input concats (copies) and the sequence slices that write it."""
     op = block.find_var(name).producer()
-    while op is not None and op.type == "concat" and len(op.input("X")) == 1:
-        name = op.input("X")[0]
+    while op is not None and ((op.type == "concat" and len(op.input("X")) == 1) or _kept_positions(op)):
+        name = op.input_names()[0]
         op = block.find_var(name).producer()
     return name
 
 
-def _presents(block: Block, feeds: list[str], fetches: list[str]) -> dict[str, tuple[str, str]]:
-    """Present fetch -> (its past feed, the new value) (step 1)."""
+def _presents(block: Block, feeds: list[str], fetches: list[str]) -> dict[str, Present]:
+    """The concatenation of each present fetch -> the present (step 1)."""
     found = {}
     for name in fetches:
         op = block.find_var(name).producer()
+        kept = _kept_positions(op) if op is not None else 0
+        concat = op.input_names()[0] if op is not None and kept else name
+        op = block.find_var(concat).producer()
         if op is None or op.type != "concat" or len(op.input("X")) != 2 or op.attr("axis", 0) not in (2, -2):
             continue
         past, new = op.input("X")
-        past = _through_concats(block, past)
+        past = _to_feed(block, past)
         if past in feeds:
-            found[name] = (past, new)
+            found[concat] = Present(name, past, new, kept + 1 if kept else 0)
     return found
 
 
-def _present_of(block: Block, name: str, presents: dict[str, tuple[str, str]]) -> str | None:
+def _present_of(block: Block, name: str, presents: dict[str, Present]) -> Present | None:
     """The present ``name`` repeats heads of, or None."""
     while name not in presents:
         op = block.find_var(name).producer()
         if op is None or op.type not in _REPEAT_HEADS + ("concat",) or len(op.input("X")) != 1:
             return None
         name = op.input("X")[0]
-    return name
+    return presents[name]
 
 
-def _attentions(block: Block, presents: dict[str, tuple[str, str]]) -> list[tuple[Operator, str, str]]:
+def _attentions(block: Block, presents: dict[str, Present]) -> list[tuple[Operator, Present, Present]]:
     """Each head-major attention over presents, with its key and value presents (step 2)."""
     found = []
     for op in block.ops:
@@ -107,7 +131,8 @@ def _attentions(block: Block, presents: dict[str, tuple[str, str]]) -> list[tupl
             continue
         k, v = (_present_of(block, op.input(slot)[0], presents) for slot in ("K", "V"))
         if k is None or v is None:
-            raise _fail(f"{op.describe()} does not read the present keys and values ({', '.join(presents)})")
+            raise _fail(f"{op.describe()} does not read the present keys and values "
+                        f"({', '.join(p.fetch for p in presents.values())})")
         if op.attr("q_num_heads", 0) or op.output("Scores"):
             raise _fail(f"{op.describe()}: a sequence-major attention or one whose scores are read is not cached")
         found.append((op, k, v))
@@ -122,17 +147,16 @@ def _cache(block: Block, name: str, like: Variable, max_length: int) -> Variable
     return block.create_var(name, dtype=like.tensor_dtype, shape=(-1, heads, max_length, depth), persistable=True)
 
 
-def _cached(block: Block, layer: int, attention: Operator, k: tuple[str, str], v: tuple[str, str],
-            max_length: int) -> Operator:
-    """The cached_attention replacing ``attention`` (key and value: (past feed, new value))."""
-    k_cache, v_cache = (_cache(block, name, block.var(past), max_length)
-                        for name, (past, _) in zip(cache_names(layer), (k, v)))
+def _cached(block: Block, layer: int, attention: Operator, k: Present, v: Present, max_length: int) -> Operator:
+    """The cached_attention replacing ``attention``."""
+    k_cache, v_cache = (_cache(block, name, block.var(p.past), max_length) for name, p in zip(cache_names(layer), (k, v)))
     q = block.var(attention.input("Q")[0])
     return Operator("cached_attention",
-                    {"Q": [q.name], "K": [k[1]], "V": [v[1]], "KCache": [k_cache.name], "VCache": [v_cache.name],
+                    {"Q": [q.name], "K": [k.new], "V": [v.new], "KCache": [k_cache.name], "VCache": [v_cache.name],
                      "Past": ["past_lengths"]},
                     {"Out": list(attention.output("Out")), "KCacheOut": [k_cache.name], "VCacheOut": [v_cache.name]},
-                    {"scale": attention.attr("scale", 0.0), "softcap": attention.attr("softcap", 0.0)})
+                    {"scale": attention.attr("scale", 0.0), "softcap": attention.attr("softcap", 0.0),
+                     "window": max(k.window, v.window)})
 
 
 def _rows(block: Block, logits: Variable) -> None:
@@ -168,7 +192,7 @@ def _gather_rows(block: Block, before: Operator | None, x: Variable) -> str:
     return picked.name
 
 
-def _check(block: Block, feeds: list[str], presents: dict[str, tuple[str, str]], fetches: list[str]) -> str:
+def _check(feeds: list[str], presents: dict[str, Present], fetches: list[str]) -> str:
     """The logits fetch, once the program is known to be a decoder with presents."""
     if not presents:
         raise _fail(f"no fetch is a present key or value (the past one concatenated with the new ones); fetches: "
@@ -176,7 +200,7 @@ def _check(block: Block, feeds: list[str], presents: dict[str, tuple[str, str]],
     missing = [name for name in FEEDS[:2] if name not in feeds]
     if missing:
         raise _fail(f"no {' or '.join(missing)} feed; feeds: {', '.join(feeds)}")
-    rest = [name for name in fetches if name not in presents]
+    rest = [name for name in fetches if name not in {p.fetch for p in presents.values()}]
     if len(rest) != 1:
         raise _fail(f"one fetch besides the presents must be the logits, found {rest}")
     return rest[0]
@@ -207,14 +231,14 @@ def cache_attention(program: Program, scope: Scope | None, options: CacheAttenti
     block = program.global_block()
     feeds, fetches = program.feed_names(), program.fetch_names()
     presents = _presents(block, feeds, fetches)
-    logits = block.var(_check(block, feeds, presents, fetches))
+    logits = block.var(_check(feeds, presents, fetches))
     attentions = _attentions(block, presents)
-    unread = set(presents) - {p for _, k, v in attentions for p in (k, v)}
+    unread = {p.fetch for p in presents.values()} - {p.fetch for _, k, v in attentions for p in (k, v)}
     if unread:
         raise _fail(f"no attention reads the presents {sorted(unread)}")
     _declare_feeds(block)
     for layer, (attention, k, v) in enumerate(attentions):
-        block.replace_op(attention, [_cached(block, layer, attention, presents[k], presents[v], options.max_length)])
+        block.replace_op(attention, [_cached(block, layer, attention, k, v, options.max_length)])
     _rows(block, logits)
     set_feed_fetch(block, list(FEEDS), [LOGITS])
     get_pass("dce").apply(program, scope)

@@ -29,6 +29,9 @@ S], ``position_ids`` and ``past_key_values.{i}.key/.value`` [B, kv heads, past, 
 ``logits`` and ``present.{i}.key/.value`` out. The folder gets the checkpoint's ``config.json``
 and ``generation_config.json``, as an export's folder holds them.
 
+``tests/fixtures/llm/mistral_onnx/dynamo.onnx`` is the dynamo export of the Mistral fixture, whose
+sliding-window layers cut their presents to the window (its tokens: that fixture's reference).
+
 With ``--checkpoint DIR --out FILE`` it writes the dynamo export of any Llama checkpoint folder
 instead (``benchmarks/bench_llm.py``'s model), its weights in ``FILE.data`` beside it.
 """
@@ -52,6 +55,7 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "fixtures" / "llm" / "llama"
 OUT = ROOT / "tests" / "fixtures" / "llm" / "llama_onnx"
+MISTRAL = ROOT / "tests" / "fixtures" / "llm" / "mistral"
 BATCH, NEW, PAST = 2, 3, 4
 """The shapes the exporters trace with (every dim but the heads' is dynamic in the export)."""
 
@@ -385,10 +389,12 @@ def main() -> None:
     if args.checkpoint:
         export("sdpa", _dynamo, args.out or args.checkpoint / "model.onnx", args.checkpoint, external=True)
         return
-    shutil.rmtree(OUT, ignore_errors=True)
-    OUT.mkdir(parents=True)
-    for file in ("config.json", "generation_config.json"):
-        shutil.copy(SOURCE / file, OUT / file)
+    for source, out in ((SOURCE, OUT), (MISTRAL, OUT.with_name("mistral_onnx"))):
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        for file in ("config.json", "generation_config.json"):
+            shutil.copy(source / file, out / file)
+    export("sdpa", _dynamo, OUT.with_name("mistral_onnx") / "dynamo.onnx", MISTRAL)
     export("sdpa", _dynamo, OUT / "dynamo.onnx")
     export("eager", _torchscript, OUT / "torchscript.onnx")
     model = transformers.AutoModelForCausalLM.from_pretrained(SOURCE, dtype=torch.float32).eval()

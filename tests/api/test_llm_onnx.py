@@ -11,7 +11,7 @@ import pytest
 from halfway.api import llm
 from halfway.ir.errors import HalfwayError
 from tests.api.test_llm import FLOAT32, LENGTH, _check_greedy, _teacher_forced
-from tests.support.checkpoints import NEW_TOKENS, folder, reference
+from tests.support.checkpoints import LLM, NEW_TOKENS, folder, reference
 from tests.support.onnx_decoders import EXPORTS, ONNXRUNTIME_EXPORTS, export, int4_reference, onnxruntime_greedy
 
 
@@ -76,3 +76,10 @@ def test_the_export_folder_gives_config_and_tokens():
 def test_a_float16_program_of_a_float32_export_is_refused():
     with pytest.raises(HalfwayError, match=r"dynamo.onnx: the export computes in float32"):
         _load("dynamo", dtype="float16")
+
+
+def test_a_sliding_window_export_attends_within_its_window():
+    lm = llm.load(LLM / "mistral_onnx" / "dynamo.onnx", max_length=LENGTH)
+    attentions = [op for op in lm.decoder.program.global_block().ops if op.type == "cached_attention"]
+    assert [op.attr("window") for op in attentions] == [16, 16]
+    _check_greedy(lm, reference("mistral"))
