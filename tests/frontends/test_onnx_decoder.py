@@ -89,3 +89,13 @@ def test_a_genai_config_gives_the_tokens_and_the_context(tmp_path):
     assert decoder.max_length == 96
     assert (decoder.config.architecture, decoder.config.eos_token_ids, decoder.config.pad_token_id) == (
         "llama", (2, 5), 0)
+
+
+def test_an_attention_not_reading_presents_is_named(tmp_path):
+    model = onnx.load(str(export("dynamo")))
+    del model.graph.output[3:]  # layer 1's present key and value
+    path = tmp_path / "half.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(HalfwayError, match=r"half.onnx: .*scaled_dot_product_attention\(.*\) does not read the present "
+                                           r"keys and values \(present.0.key, present.0.value\)"):
+        load_decoder(path)
