@@ -17,8 +17,10 @@ from . import (
                                     fuse_conv_bn,  # noqa: F401
                                     fuse_conv_pool,  # noqa: F401
                                     fuse_fc,  # noqa: F401
+                                    fuse_gqa,  # noqa: F401
                                     fuse_norm,  # noqa: F401
                                     fuse_projections,  # noqa: F401
+                                    fuse_rotary,  # noqa: F401
                                     identity,  # noqa: F401
                                     layout,  # noqa: F401
                                     reorder_pool_conv,  # noqa: F401

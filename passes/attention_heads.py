@@ -21,6 +21,12 @@ it declines:
 
 K and V split into one head count: the attention's schema has them share their heads.
 
+First (a phase of its own), a rotary_embedding between a head split and the attention moves
+before the split, sequence-major (``num_heads``): it rotates each head alike in either layout, and
+the split is then the attention's own again::
+
+    x ─ reshape2 ─ transpose2 ─ rotary_embedding ─ sdpa     becomes     x ─ rotary_embedding(num_heads=H) ─ reshape2 ─ transpose2 ─ sdpa
+
 A reshape's ``shape`` keeps a dim when it holds 0 or that dim; a -1 there is the dim as well when
 the other entries are those dims and the joined dims multiply to the known size.
 """
@@ -38,7 +44,7 @@ from .pattern import pattern
 from .rewire import Guard, remove_unused_vars, sole_writer, spare, written_between
 from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
-__all__ = ["RULES", "fuse_attention_heads"]
+__all__ = ["ROTARY_RULES", "RULES", "fuse_attention_heads"]
 
 _HEADS_SWAP = [0, 2, 1, 3]
 
@@ -56,7 +62,8 @@ def _keeps_lead(shape: Sequence[int], source: Sequence[int], joined: int) -> boo
 
 
 def _split_heads(ctx: RewriteContext, guard: Guard, sdpa: Operator, slot: str) -> tuple[str, int, list[Operator]]:
-    """Case 2 and 3 for one of Q, K, V: its [B, S, H * D] source, H, and the two split ops."""
+    """Case 2 and 3 for one of Q, K, V (or the X of a rotary_embedding ``sdpa``): its [B, S, H * D]
+    source, H, and the two split ops."""
     block = ctx.block
     name = sdpa.input(slot)[0]
     perm = sole_writer(block, name)
@@ -125,6 +132,33 @@ def _absorb_heads(ctx: RewriteContext, *, merge: Operator, perm: Operator, sdpa:
     return True
 
 
+def _rotate_first(ctx: RewriteContext, *, rotary: Operator) -> bool:
+    """rotary(transpose2(reshape2(x))) -> transpose2(reshape2(rotary(x, num_heads=H))) (the
+    module docstring's first phase)."""
+    block, guard = ctx.block, ctx.state
+    if rotary.attr("num_heads"):
+        raise Decline("the rotary embedding is sequence-major already")
+    source, heads, (split, perm) = _split_heads(ctx, guard, rotary, "X")
+    rotated, out = ctx.new_var(f"{source}.rotated", like=source), rotary.output("Out")[0]
+    spent = perm.output("Out")[0]
+    block.remove_op(split)
+    block.remove_op(perm)
+    rotary.set_input("X", [source])
+    rotary.set_output("Out", [rotated])
+    rotary.set_attr("num_heads", heads)
+    split.set_input("X", [rotated])
+    perm.set_output("Out", [out])
+    block.insert_ops(rotary.index + 1, [split, perm])
+    remove_unused_vars(block, [spent], guard)
+    return True
+
+
+ROTARY_RULES = Rules([
+    # rotary_embedding(transpose2(reshape2(x))) -> transpose2(reshape2(rotary_embedding(x, num_heads=H)))
+    Rule(pattern("rotary:rotary_embedding(X=_, Cos=_, Sin=_, ...)"), _rotate_first,
+         "rotary of a head split -> head split of a sequence-major rotary", in_place=True),
+])
+
 RULES = Rules([
     # reshape2(transpose2(sdpa(transpose2(reshape2(x_q)), ...))) -> sdpa(x_q, x_k, x_v) sequence-major
     Rule(pattern("merge:reshape2(X=perm:transpose2(X=sdpa:scaled_dot_product_attention(Q=_, K=_, V=_, ...)))"),
@@ -140,5 +174,7 @@ RULES = Rules([
 def fuse_attention_heads(program: Program, scope: Scope | None = None, options: None = None) -> PassResult:
     """Sequence-major attention where the head split and merge around it allow (module docstring)."""
     guard = Guard.of(program, (), "fuse_attention_heads")
-    fired = apply_rules(program, RULES, name="fuse_attention_heads", state=guard).counts
-    return PassResult(program, modified=fired.total() > 0, stats={rule.name: fired[rule.name] for rule in RULES})
+    fired = apply_rules(program, ROTARY_RULES, name="fuse_attention_heads (rotary)", state=guard).counts
+    fired += apply_rules(program, RULES, name="fuse_attention_heads", state=guard).counts
+    return PassResult(program, modified=fired.total() > 0,
+                      stats={rule.name: fired[rule.name] for rule in ROTARY_RULES + RULES})

@@ -1,9 +1,12 @@
-"""Exporters of scaled_dot_product_attention and rotary_embedding (RotaryEmbedding, opset 23).
-Attention: ONNX's Attention from opset 23, else its decomposition softmax(Q K^T * scale + mask) V (a bool mask through Where with -inf), or, with
-``contrib``, ONNX Runtime's MultiHeadAttention on Q, K and V brought to [B, S, H * D].
+"""Exporters of scaled_dot_product_attention and rotary_embedding.
+
+Attention: ONNX's Attention from opset 23, else its decomposition softmax(Q K^T * scale + mask) V
+(a bool mask through Where with -inf; grouped-query K and V heads repeated for their query heads),
+or, with ``contrib``, ONNX Runtime's MultiHeadAttention on Q, K and V brought to [B, S, H * D].
 Sequence-major attention (q_num_heads set: [B, S, H * D]) is Attention's 3-D form and
 MultiHeadAttention's own layout; the decomposition splits its heads first and merges them after.
-``zero_nan`` is a Where(IsNaN) after any of these.
+``zero_nan`` is a Where(IsNaN) after any of these. Rotary embeddings: RotaryEmbedding from opset 23,
+else Slice, Mul, Sub, Add and Concat over the rotated entries.
 """
 
 from __future__ import annotations
@@ -48,13 +51,13 @@ def _scale(ctx: ExportContext, op: Operator, q: str) -> float:
 def _decomposed(ctx: ExportContext, op: Operator, q: str, k: str, v: str, mask: str | None, out: str) -> None:
     if op.attr("is_causal"):
         ctx.fail("causal attention needs opset 23 (ONNX's Attention)")
-    (heads_q, _), (heads_kv, _) = _heads(ctx, op, "Q"), _heads(ctx, op, "K")
-    if min(heads_q, heads_kv) >= 0 and heads_q != heads_kv:
-        ctx.fail(f"grouped-query attention ({heads_q} query heads, {heads_kv} key heads) needs opset 23")
+    (heads_q, _), (heads_kv, depth), (_, v_depth) = (_heads(ctx, op, slot) for slot in ("Q", "K", "V"))
     scale, merged = _scale(ctx, op, q), out
     if op.attr("q_num_heads"):
-        q, k, v = (_heads_first(ctx, name, heads_q) for name in (q, k, v))
+        q, k, v = _heads_first(ctx, q, heads_q), _heads_first(ctx, k, heads_kv), _heads_first(ctx, v, heads_kv)
         out = ctx.temp(f"{merged}.heads")
+    if min(heads_q, heads_kv) >= 0 and heads_q != heads_kv:
+        k, v = _repeated(ctx, k, heads_q, heads_kv, depth), _repeated(ctx, v, heads_q, heads_kv, v_depth)
     keys = ctx.node("Transpose", [k], perm=[0, 1, 3, 2])
     scores = ctx.node("Mul", [ctx.node("MatMul", [q, keys]), ctx.scalar(scale, op.input("Q")[0])])
     if mask is not None and ctx.dtype(op.input("Mask")[0]) is DType.bool:
@@ -64,6 +67,16 @@ def _decomposed(ctx: ExportContext, op: Operator, q: str, k: str, v: str, mask: 
     ctx.node("MatMul", [ctx.node("Softmax", [scores], axis=-1), v], [out])
     if out != merged:
         _heads_last(ctx, out, merged)
+
+
+def _repeated(ctx: ExportContext, name: str, heads: int, kv_heads: int, depth: int) -> str:
+    """Head-major K or V of ``kv_heads`` heads with each repeated for its ``heads // kv_heads``
+    query heads (grouped-query attention below opset 23)."""
+    if depth < 0:
+        ctx.fail(f"grouped-query attention below opset 23 needs a known head size, {name!r} has none")
+    lifted = ctx.node("Unsqueeze", [name, ctx.ints([2])])
+    wide = ctx.node("Expand", [lifted, ctx.ints([1, 1, heads // kv_heads, 1, 1])])
+    return ctx.node("Reshape", [wide, ctx.ints([0, heads, -1, depth])])
 
 
 def _heads_first(ctx: ExportContext, name: str, heads: int) -> str:
@@ -171,8 +184,75 @@ def _attention(ctx: ExportContext, op: Operator, out: str) -> None:
 
 @exports("rotary_embedding")
 def rotary_embedding(ctx: ExportContext, op: Operator) -> None:
+    """RotaryEmbedding from opset 23 (tables without position ids brought to X's batch), else its
+    decomposition."""
     if ctx.opset < 23:
-        ctx.fail(f"RotaryEmbedding needs opset 23 (asked for {ctx.opset})")
-    inputs = [op.input("X")[0], op.input("Cos")[0], op.input("Sin")[0]] + list(op.input("PositionIds"))
-    ctx.node("RotaryEmbedding", inputs, [op.output("Out")[0]], interleaved=int(op.attr("interleaved")),
-             rotary_embedding_dim=op.attr("rotary_dim") or None, num_heads=op.attr("num_heads") or None)
+        _rotary_decomposed(ctx, op)
+        return
+    x, cos, sin = op.input("X")[0], op.input("Cos")[0], op.input("Sin")[0]
+    if not op.input("PositionIds"):
+        cos, sin = (_batch_of(ctx, table, x) for table in (cos, sin))
+    ctx.node("RotaryEmbedding", [x, cos, sin] + list(op.input("PositionIds")), [op.output("Out")[0]],
+             interleaved=int(op.attr("interleaved")), rotary_embedding_dim=op.attr("rotary_dim") or None,
+             num_heads=op.attr("num_heads") or None)
+
+
+def _batch_of(ctx: ExportContext, table: str, x: str) -> str:
+    """A [1, S, R / 2] table (one for the batch) expanded to X's batch, as RotaryEmbedding reads it."""
+    if ctx.shape(table)[0] != 1:
+        return table
+    batch = ctx.node("Slice", [ctx.node("Shape", [x]), ctx.ints([0]), ctx.ints([1])])
+    rest = ctx.node("Slice", [ctx.node("Shape", [table]), ctx.ints([1]), ctx.ints([3])])
+    return ctx.node("Expand", [table, ctx.node("Concat", [batch, rest], axis=0)])
+
+
+def _rotary_decomposed(ctx: ExportContext, op: Operator) -> None:
+    """X's first rotary_dim entries of each head rotated by the tables' angles (Slice, Mul, Sub, Add,
+    Concat; the pairs of the interleaved form through a [.., R / 2, 2] Reshape), in float32."""
+    x, out, heads = op.input("X")[0], op.output("Out")[0], op.attr("num_heads")
+    last = ctx.shape(x)[-1]
+    size = (last // heads if heads else last) if last >= 0 else -1
+    if size < 0:
+        ctx.fail(f"the decomposition needs a known head size, X {x!r} has shape {list(ctx.shape(x))}")
+    width = op.attr("rotary_dim") or size
+    cos, sin = (ctx.node("Unsqueeze", [_rows(ctx, op, slot), ctx.ints([2 if heads else 1])]) for slot in ("Cos", "Sin"))
+    value = ctx.cast(x, DType.float32)
+    if heads:
+        value = ctx.node("Reshape", [value, ctx.ints([0, 0, heads, size])])
+    turn = _pairs_rotated if op.attr("interleaved") else _halves_rotated
+    rotated = turn(ctx, _last(ctx, value, 0, width), cos, sin, width)
+    if width < size:
+        rotated = ctx.node("Concat", [rotated, _last(ctx, value, width, size)], axis=-1)
+    if heads:
+        rotated = ctx.node("Reshape", [rotated, ctx.ints([0, 0, -1])])
+    ctx.node("Cast", [rotated], [out], to=onnx_type(ctx.dtype(x)))
+
+
+def _rows(ctx: ExportContext, op: Operator, slot: str) -> str:
+    """A table as [b, S, R / 2] float32: its rows picked by PositionIds where the op has them."""
+    table = ctx.cast(op.input(slot)[0], DType.float32)
+    if op.input("PositionIds"):
+        table = ctx.node("Gather", [table, ctx.int64(op.input("PositionIds")[0])], axis=0)
+    return table
+
+
+def _last(ctx: ExportContext, value: str, start: int, stop: int) -> str:
+    return ctx.node("Slice", [value, ctx.ints([start]), ctx.ints([stop]), ctx.ints([-1])])
+
+
+def _rotated(ctx: ExportContext, x1: str, x2: str, cos: str, sin: str) -> tuple[str, str]:
+    """(x1 cos - x2 sin, x1 sin + x2 cos)."""
+    first = ctx.node("Sub", [ctx.node("Mul", [x1, cos]), ctx.node("Mul", [x2, sin])])
+    return first, ctx.node("Add", [ctx.node("Mul", [x1, sin]), ctx.node("Mul", [x2, cos])])
+
+
+def _halves_rotated(ctx: ExportContext, value: str, cos: str, sin: str, width: int) -> str:
+    halves = _rotated(ctx, _last(ctx, value, 0, width // 2), _last(ctx, value, width // 2, width), cos, sin)
+    return ctx.node("Concat", list(halves), axis=-1)
+
+
+def _pairs_rotated(ctx: ExportContext, value: str, cos: str, sin: str, width: int) -> str:
+    pairs = ctx.node("Reshape", [value, ctx.ints([0, 0, 0, width // 2, 2])])
+    cos, sin = (ctx.node("Unsqueeze", [table, ctx.ints([-1])]) for table in (cos, sin))
+    turned = _rotated(ctx, _last(ctx, pairs, 0, 1), _last(ctx, pairs, 1, 2), cos, sin)
+    return ctx.node("Reshape", [ctx.node("Concat", list(turned), axis=-1), ctx.ints([0, 0, 0, width])])

@@ -217,5 +217,6 @@ register_op(OpSchema(
     doc="Rotary position embedding (RoPE) of X [B, H, S, D] (or [B, S, H * D] with num_heads): the first "
         "rotary_dim (0: all D) entries of each head, as pairs (x1, x2) — the two halves, or the even and odd "
         "entries when interleaved — become (x1 cos - x2 sin, x1 sin + x2 cos); the rest pass through. Cos and "
-        "Sin are [B, S, rotary_dim / 2], or [positions, rotary_dim / 2] rows picked by PositionIds [B, S].",
+        "Sin are [B, S, rotary_dim / 2] (or [1, S, rotary_dim / 2], one table for the batch), or "
+        "[positions, rotary_dim / 2] rows picked by PositionIds [B, S].",
 ))

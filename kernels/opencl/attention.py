@@ -233,8 +233,9 @@ def _rotary_embedding(spec: KernelSpec) -> Binder:
     ids = spec.has_input("PositionIds")
     defines: dict[str, object] = {"D": head_dim, "H": h, "S": s, "ROT": width, "HALF": width // 2,
                                   **(index_defines(spec.input("PositionIds").dtype) if ids else {"IDX": "int"})}
+    one_batch = not ids and spec.input("Cos").shape[0] == 1
     defines.update({flag: "" for flag, on in (("SEQ_MAJOR", sequence_major), ("INTERLEAVED", interleaved),
-                                              ("IDS", ids)) if on})
+                                              ("IDS", ids), ("ONE_BATCH", one_batch)) if on})
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         tables = param_defines(rt, spec.input("Cos").dtype)

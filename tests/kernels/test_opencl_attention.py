@@ -158,3 +158,16 @@ def test_the_device_takes_the_tensor_core_kernel_where_it_has_tensor_cores(place
 def test_which_attention_runs_on_tensor_cores(capability, precision, dtype, depths, why):
     refusal = tensor_core_refusal(fake_runtime(caps(capability=capability), precision), dtype, *depths)
     assert refusal is None if why is None else why in refusal
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("layout", ["4d", "3d"])
+@pytest.mark.parametrize("interleaved, rotary_dim", [(False, 0), (True, 4)])
+def test_rotary_embedding_with_one_table_for_the_batch(place, layout, interleaved, rotary_dim, dtype):
+    """Cos and Sin of [1, S, R / 2] (what fuse_rotary makes of positions counting from 0) serve
+    every row of the batch."""
+    x = rand(3, 4, 7, 8, dtype=dtype) if layout == "4d" else rand(3, 7, 32, dtype=dtype)
+    half = (rotary_dim or 8) // 2
+    tables = {"Cos": rand(1, 7, half), "Sin": rand(1, 7, half)}
+    check(place, "rotary_embedding", {"X": x, **tables},
+          {"interleaved": interleaved, "rotary_dim": rotary_dim, "num_heads": 4 if layout == "3d" else 0})

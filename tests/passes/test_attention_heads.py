@@ -23,9 +23,9 @@ def _split(x, shape, perm=(0, 2, 1, 3)):
 
 
 def _program(q_shape=(0, 0, H, D), kv_heads=H, merge_shape=(0, 0, -1), merge_perm=(0, 2, 1, 3), q_perm=(0, 2, 1, 3),
-             v_split=True, read_q=False, q_hidden=H * D, zero_shape=None):
-    """[B, S, H * D] projections split into heads, attention with a mask, NaN outputs zeroed where
-    ``zero_shape`` is given, the heads merged."""
+             v_split=True, read_q=False, q_hidden=H * D, zero_shape=None, rotary=False):
+    """[B, S, H * D] projections split into heads (Q and K rotated when ``rotary``), attention with
+    a mask, NaN outputs zeroed where ``zero_shape`` is given, the heads merged."""
     prog = halfway.Program()
     with halfway.program_guard(prog):
         xq = layers.data("xq", [B, S, q_hidden])
@@ -33,6 +33,9 @@ def _program(q_shape=(0, 0, H, D), kv_heads=H, merge_shape=(0, 0, -1), merge_per
         q = _split(xq, q_shape, q_perm)
         k = _split(xk, (0, 0, kv_heads, D))
         v = _split(xv, (0, 0, kv_heads, D)) if v_split else layers.data("v", [B, kv_heads, S, D])
+        if rotary:
+            tables = {"Cos": create_parameter("cos", [1, S, D // 2]), "Sin": create_parameter("sin", [1, S, D // 2])}
+            q, k = (_one("rotary_embedding", {"X": t, **tables}) for t in (q, k))
         inputs = {"Q": q, "K": k, "V": v, "Mask": layers.data("mask", [B, 1, S, S])}
         out = _one("scaled_dot_product_attention", inputs, scale=0.3)
         if zero_shape is not None:
@@ -71,6 +74,14 @@ def test_head_split_and_merge_go_into_the_attention(q_shape, kv_heads, merge_sha
             for n in ("xq", "xk", "xv", "mask")}
     (got,) = halfway.Executor().run(result.program, feed, fetches, result.scope)
     np.testing.assert_allclose(got, _numpy_attention(feed, kv_heads), rtol=1e-5, atol=1e-6)
+
+
+def test_a_rotary_embedding_after_the_head_split_moves_before_it():
+    prog, scope, fetches = _program(kv_heads=1, rotary=True)
+    result = fuse_and_compare(prog, scope, "fuse_attention_heads", fetches)
+    assert op_types(result.program) == {"rotary_embedding": 2, "scaled_dot_product_attention": 1}
+    rotated = [op for op in result.program.global_block().ops if op.type == "rotary_embedding"]
+    assert [(op.input("X")[0], op.attr("num_heads")) for op in rotated] == [("xq", H), ("xk", 1)]
 
 
 @pytest.mark.parametrize("kwargs, reason", [
