@@ -1,7 +1,8 @@
 """GEMM launches: the plain tiled kernel (``gemm.cl``) or, for float16 buffers on NVIDIA devices of
 compute capability >= 8.0, the tensor-core kernel (``gemm_mma.cl``), with the fused epilogue
 (bias, residual, activation). Convolutions use the same kernels as implicit GEMMs (``ConvShape``).
-Products of a few rows with large weights take the GEMV kernel (``gemv.cl``, ``uses_gemv``).
+Products of a few rows with large weights take a GEMV kernel (``gemv.cl``, or ``gemv_t.cl`` for
+k-contiguous weights: ``uses_gemv``).
 
 Tile sizes come from a per-device table: the largest tile that still gives every compute unit a
 work-group, else the smallest (``choose_tile``); on tensor cores, of the tiles that do, the
@@ -37,7 +38,8 @@ from .base import DeviceArray, Launch, launch, source
 from .runtime import Runtime, cl
 from .tuning import tuner
 
-__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores", "uses_gemv"]
+__all__ = ["Gemm", "ConvShape", "Tile", "choose_tile", "split_k", "gemm_launch", "uses_tensor_cores", "uses_gemv",
+           "k_major_gemv"]
 
 
 class Gemm(NamedTuple):
@@ -79,22 +81,26 @@ class ConvShape(NamedTuple):
 class Tile(NamedTuple):
     """A work-group's tile: plain (tm, tn, tk, wptm, wptn) or tensor-core (warps_m, warps_n, mi, ni,
     stages of local memory); ``direct``: the CPU kernel (tm rows per work-item, tn work-items, no
-    local memory); ``gemv``: the GEMV kernel (rows, columns, work-items)."""
+    local memory); ``gemv``: a GEMV kernel (rows, columns, work-items), ``gemv_t`` on k-contiguous
+    weights with ``k_major``."""
 
     mma: bool
     sizes: tuple[int, ...]
     direct: bool = False
     gemv: bool = False
+    k_major: bool = False
 
     @property
     def kernel(self) -> str:
-        return "gemm_mma" if self.mma else "gemm_direct" if self.direct else "gemv" if self.gemv else "gemm"
+        if self.gemv:
+            return "gemv_t" if self.k_major else "gemv"
+        return "gemm_mma" if self.mma else "gemm_direct" if self.direct else "gemm"
 
     @property
     def files(self) -> tuple[str, ...]:
         if self.mma:
             return "mma.h", "gemm_index.h", "gemm_mma.cl"
-        return "gemm_index.h", "gemv.cl" if self.gemv else "gemm.cl"
+        return "gemm_index.h", f"{self.kernel}.cl" if self.gemv else "gemm.cl"
 
     @property
     def block(self) -> tuple[int, int]:
@@ -148,15 +154,14 @@ CONV_SPLIT_WAVES = 4
 H100, float16 on the device, A/B in one process: VGG-19 at batch 1 0.755 -> 0.727 ms, ResNet-50
 1.012 -> 0.991, batch 32 unchanged (no split); 8 no better. Its partial sums are small at the batch
 sizes that split (GEMMs keep 2: BERT-base's float16 memory at batch 1 rose 300 -> 410 MiB at 4)."""
-GEMV_MAX_ROWS = 4
-"""GEMMs of at most this many rows may take the GEMV kernel on a CPU device (``uses_gemv``); one
-row on a GPU: on the H100, VGG-19 float16 on the device at batch 1 0.714 against 0.741 ms with the
-tiled kernels, at batch 2 and 3 0.919 and 1.194 against 0.886 and 1.150 (its tiles of 4 rows then
-beat a pass over the weights per row)."""
+GEMV_MAX_ROWS = 8
+"""GEMMs of at most this many rows may take a GEMV kernel (``uses_gemv``): a decoder's projections
+at batch 1 to 8, a fully-connected layer at small batches."""
 GEMV_MIN_WEIGHTS = 1 << 20
 """The fewest weights (N * K) for which a GEMM of few rows takes the GEMV kernel: smaller products
 take microseconds on any kernel."""
 _GEMV_SHAPE = (16, 256)  # gemv.cl: 16 work-items of 16-byte loads across a row, 256 in a work-group
+_GEMV_T_SHAPE = (16, 128)  # gemv_t.cl: 16 columns, 4 rows of 32 work-items (4 columns each)
 GEMV_GROUPS_PER_UNIT = 2
 """A GEMV splits K while it has fewer work-groups than this per compute unit (into twice as many):
 a work-group keeps 16 KiB of loads in flight (256 work-items, 4 rows of 16 bytes each), and the
@@ -175,22 +180,28 @@ def _vector_width(rt: Runtime, dtype: DType) -> int:
 
 
 def uses_gemv(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape | None = None) -> bool:
-    """Whether a GEMM takes the GEMV kernel (``gemv.cl``): not a convolution, one row on a GPU and
-    at most ``GEMV_MAX_ROWS`` on a CPU (a fully-connected layer at batch 1 to 4), and at least
-    ``GEMV_MIN_WEIGHTS`` weights B, n-contiguous in whole 16-byte vectors (N and B's strides
-    multiples of 16 bytes: VGG-19's and ResNet-50's fc layers). Such a product is a few multiply-adds
-    per weight, bound by reading B: the tiled kernels' tiles are mostly rows past M and read
-    VGG-19's fc6 at batch 1 at ~1.7 of the H100's ~3.3 TB/s; the GEMV reads each weight once, 16
-    bytes a load (2.0 TB/s there). CPUs gain too: PoCL on two cores, [1, 4096] x [4096, 4096] float32 takes 18 ms
-    against ``gemm_direct``'s 74. Other layouts (a transposed B) keep the tiled kernels."""
+    """Whether a GEMM takes a GEMV kernel: not a convolution, at most ``GEMV_MAX_ROWS`` rows and at
+    least ``GEMV_MIN_WEIGHTS`` weights B in whole 16-byte vectors along n (``gemv.cl``: N and B's
+    strides multiples of 16 bytes) or along k (``gemv_t.cl``, ``k_major_gemv``). Such a product is
+    a few multiply-adds per weight, bound by reading B: the tiled kernels' tiles are mostly rows
+    past M, while a GEMV reads each weight once, 16 bytes a load."""
     width = _vector_width(rt, dtype)
-    rows = 1 if rt.caps.is_gpu else GEMV_MAX_ROWS
-    return (conv is None and g.m <= rows and g.n * g.k >= GEMV_MIN_WEIGHTS
-            and g.b[2] == 1 and g.n % width == 0 and g.b[0] % width == 0 and g.b[1] % width == 0)
+    if conv is not None or g.m > GEMV_MAX_ROWS or g.n * g.k < GEMV_MIN_WEIGHTS:
+        return False
+    n_major = g.b[2] == 1 and g.n % width == 0 and g.b[0] % width == 0 and g.b[1] % width == 0
+    return n_major or k_major_gemv(rt, dtype, g)
+
+
+def k_major_gemv(rt: Runtime, dtype: DType, g: Gemm) -> bool:
+    """Whether B is k-contiguous in whole 16-byte vectors (K and B's strides multiples of 16 bytes)."""
+    width = _vector_width(rt, dtype)
+    return g.b[1] == 1 and g.k % width == 0 and g.b[0] % width == 0 and g.b[2] % width == 0
 
 
 def choose_tile(rt: Runtime, dtype: DType, g: Gemm, conv: ConvShape | None = None) -> Tile:
     if uses_gemv(rt, dtype, g, conv):
+        if k_major_gemv(rt, dtype, g):
+            return Tile(False, (g.m, *_GEMV_T_SHAPE), gemv=True, k_major=True)
         lanes, threads = _GEMV_SHAPE
         return Tile(False, (g.m, lanes * _vector_width(rt, dtype), threads), gemv=True)
     mma = uses_tensor_cores(rt, dtype)
@@ -234,7 +245,7 @@ def _chunked(k: int, splits: int) -> tuple[int, int]:
 
 
 def _vector_defines(g: Gemm, conv: ConvShape | None) -> dict[str, str]:
-    """VEC_A / VEC_B where an operand moves 8 float16 at a time (tensor-core kernel)."""
+    """VEC_A / VEC_B where an operand moves 8 float16 at a time (tensor-core and k-major GEMV kernels)."""
     defines = {}
     if g.a[2] == 1 and g.k % 8 == 0 and g.a[0] % 8 == 0 and g.a[1] % 8 == 0:
         defines["VEC_A"] = ""
@@ -431,7 +442,7 @@ def _product(rt: Runtime, dtype: DType, g: Gemm, a: DeviceArray, b: DeviceArray,
     """The launches of the product itself on ``queue``."""
     tile, splits, chunk = choice
     defines: dict[str, object] = {"ACT(x)": act.expr, **tile.defines(), **layout.defines()}
-    if tile.mma:
+    if tile.mma or tile.k_major:
         defines.update(_vector_defines(g, conv))
         width = 0 if layout.tensors else _vector_out(g, conv)
         if width:

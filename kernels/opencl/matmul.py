@@ -46,8 +46,15 @@ def _matmul_v2(spec: KernelSpec) -> Binder:
     out_batch = tuple(np.broadcast_shapes(xs[:-2], ys[:-2]))
     a = (_batch_stride(xs[:-2], out_batch, m * k), 1 if tx else k, m if tx else 1)
     b = (_batch_stride(ys[:-2], out_batch, k * n), 1 if ty else n, k if ty else 1)
-    gemm = Gemm(m, n, k, math.prod(out_batch), a, b, (m * n, n, 1))
-    return _gemm_binder(spec, gemm, _IDENTITY)
+    return _gemm_binder(spec, _rows_of_batch(Gemm(m, n, k, math.prod(out_batch), a, b, (m * n, n, 1))), _IDENTITY)
+
+
+def _rows_of_batch(g: Gemm) -> Gemm:
+    """A batch of row-major A by one B as one GEMM of ``batch * m`` rows (a decoder's [B, 1, hidden]
+    activations by its weights: B rows of one GEMV, reading the weights once)."""
+    if g.batch == 1 or g.b[0] != 0 or g.a != (g.m * g.k, g.k, 1):
+        return g
+    return Gemm(g.batch * g.m, g.n, g.k, 1, (0, g.k, 1), g.b, (0, g.n, 1))
 
 
 def _rows(shape: Sequence[int], cols: int) -> tuple[int, int]:

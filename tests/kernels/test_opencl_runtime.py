@@ -89,11 +89,12 @@ def test_tensor_core_tiles_fill_the_device_at_least_cost(m, n, k, block, splits)
 @pytest.mark.parametrize("m, n, k, b, splits", [
     (1, 4096, 25088, (0, 4096, 1), 16),  # VGG-19's fc6 at batch 1: 32 blocks of 128 columns
     (1, 1000, 2048, (0, 1000, 1), 16),  # ResNet-50's fc at batch 1: 8 blocks, 128 k per split
-    (2, 4096, 4096, (0, 4096, 1), None),  # two rows: the tensor-core tiles on a GPU
+    (8, 4096, 4096, (0, 4096, 1), 16),  # eight rows (a decoder at batch 8)
     (1, 65536, 4096, (0, 65536, 1), 1),  # 512 blocks: enough to keep the device's memory busy
-    (5, 4096, 4096, (0, 4096, 1), None),  # too many rows
+    (9, 4096, 4096, (0, 4096, 1), None),  # too many rows
     (1, 1000, 1024, (0, 1000, 1), None),  # too few weights
-    (1, 4096, 4096, (0, 1, 4096), None),  # transposed weights
+    (1, 4096, 4096, (0, 1, 4096), 2),  # transposed weights: gemv_t, 256 blocks of 16 columns
+    (1, 4096, 4092, (0, 1, 4092), None),  # transposed, columns of no whole 16-byte vectors
     (1, 1004, 2048, (0, 1004, 1), None),  # rows of no whole 16-byte vectors
 ])
 def test_gemv_for_few_rows_of_large_weights(m, n, k, b, splits):

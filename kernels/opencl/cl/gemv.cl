@@ -1,4 +1,4 @@
-/* The GEMV of a few rows (fully-connected layers at batch 1 to 4): out(m, n) = sum_k A(m, k) B(k, n)
+/* The GEMV of a few rows (fully-connected layers and decoders at batch 1 to 8): out(m, n) = sum_k A(m, k) B(k, n)
  * for m < GEMV_ROWS, bound by reading B once. B is n-contiguous (b_sn = 1), with N, b_sk and b_sb
  * multiples of VW, so that VW consecutive columns are one aligned 16-byte load.
  *
