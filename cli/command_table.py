@@ -36,6 +36,7 @@ COMMANDS: tuple[Listed, ...] = (
     Listed("generate", "generate text with a decoder LLM from a transformers checkpoint folder", "generate"),
     Listed("bench", "time a model on each place, side by side with ONNX Runtime", "bench"),
     Listed("diff", "run two models on the same inputs and compare their outputs", "diff"),
+    Listed("warmup", "compile the CPU loops (numba) ahead of the first run", "warmup"),
     Listed("graph", "draw the program: float16 ops and casts coloured, fused ops marked", "graph"),
     Listed("devices", "list OpenCL platforms and devices with their float16 mode", "devices"),
     Listed("passes", "list the registered passes (built-in and from plugins)", "registry", "PASSES"),

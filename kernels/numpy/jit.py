@@ -15,7 +15,10 @@ The activations are the unary family rows', their expressions rendered for the l
 loop the first time the loop meets it. The epilogues' results are numpy's bit for bit where the
 row's math is arithmetic: the same float32 operations in the same order (``(source + bias) +
 residual``, then the activation; no fast-math reassociation), NaN kept.
-``JIT`` is False where numba is missing or ``HALFWAY_JIT=0`` turns the loops off.
+``JIT`` is False where numba is missing or ``HALFWAY_JIT=0`` turns the loops off. numba
+compiles a loop the first time it runs with new argument types and keeps it in its cache; where
+the cache is empty, the first load says so in one line on stderr (a logging warning), as the
+first run then takes minutes (``halfway warmup`` compiles ahead).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from ...ir.ops.numpy_render import one_pass
 from .jit_source import activation_key, activation_source, marker, vectorises
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, spans, thread_count
 
-__all__ = ["JIT", "cache_dir", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
+__all__ = ["JIT", "cache_dir", "cache_location", "cache_is_warm", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
            "dense_filter", "compiled_dense", "packed_weight", "compiled_product", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
            "compiled_softmax"]
 
@@ -86,6 +89,9 @@ def _loops() -> _Loops | None:
 
         if not os.environ.get("NUMBA_CACHE_DIR"):
             config.CACHE_DIR = os.fspath(cache_dir())
+        if not cache_is_warm(Path(config.CACHE_DIR)):
+            log.warning("halfway: compiling the CPU loops with numba, once (minutes on a small machine); cached in "
+                        "%s; `halfway warmup` builds the cache ahead", config.CACHE_DIR)
         from . import jit_act, jit_direct, jit_epilogue, jit_gemm, jit_rows, jit_spin, jit_windows
     except ImportError as e:
         log.warning("numba does not import (%s); epilogues run as numpy passes", e)
@@ -100,6 +106,16 @@ def spin_loops() -> Any | None:
     numba does not import."""
     loops = _loops() if JIT else None
     return None if loops is None else loops.spin
+
+
+def cache_is_warm(folder: Path) -> bool:
+    """Whether numba's cache ``folder`` holds compiled loops (an index file, ``*.nbi``)."""
+    return folder.is_dir() and next(folder.rglob("*.nbi"), None) is not None
+
+
+def cache_location() -> Path:
+    """The folder numba caches the loops in: ``NUMBA_CACHE_DIR``, else ``cache_dir()``."""
+    return Path(os.environ.get("NUMBA_CACHE_DIR") or cache_dir())
 
 
 def cache_dir() -> Path:
