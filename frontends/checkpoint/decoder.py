@@ -14,8 +14,8 @@ Fetch: ``logits`` [R, vocab] float32. The caches are the persistable vars ``cach
 [B, kv heads, max length, head size] of the program's dtype; their values are the runtime's
 (``halfway.api.llm``), in the scope it prepares the program with. Weights are the checkpoint's in
 the program's dtype, norm weights and the rotary tables float32. Tied embeddings are held once,
-as the output projection [hidden, vocab] (``HEAD``), whose product by one row reads it as it lies
-(a transposed product takes the tiled kernels on OpenCL); their lookup gathers its columns.
+as the output projection [hidden, vocab] (``HEAD``), whose product by a few rows reads it as it
+lies; their lookup gathers its columns.
 """
 
 from __future__ import annotations
