@@ -29,7 +29,9 @@ S], ``position_ids`` and ``past_key_values.{i}.key/.value`` [B, kv heads, past, 
 ``logits`` and ``present.{i}.key/.value`` out. The folder gets the checkpoint's ``config.json``
 and ``generation_config.json``, as an export's folder holds them.
 
-``tests/fixtures/llm/mistral_onnx/dynamo.onnx`` is the dynamo export of the Mistral fixture, whose
+``tests/fixtures/llm/head16_onnx/genai.onnx`` is the GenAI form (float) of another tiny random
+Llama, of head size 16 (ONNX Runtime's GroupQueryAttention takes no other on the CPU), without a
+config: its reference is ONNX Runtime's. ``tests/fixtures/llm/mistral_onnx/dynamo.onnx`` is the dynamo export of the Mistral fixture, whose
 sliding-window layers cut their presents to the window (its tokens: that fixture's reference).
 
 With ``--checkpoint DIR --out FILE`` it writes the dynamo export of any Llama checkpoint folder
@@ -77,6 +79,10 @@ class PastPresent(torch.nn.Module):
         return (out.logits, *(t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)))
 
 
+def _head(config: Any) -> int:
+    return int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+
+
 def _names(layers: int) -> tuple[list[str], list[str]]:
     pairs = [f"{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
     return (["input_ids", "attention_mask", "position_ids"] + [f"past_key_values.{p}" for p in pairs],
@@ -84,7 +90,7 @@ def _names(layers: int) -> tuple[list[str], list[str]]:
 
 
 def _example(config: Any) -> tuple[torch.Tensor, ...]:
-    head = config.hidden_size // config.num_attention_heads
+    head = _head(config)
     ids = torch.randint(0, config.vocab_size, (BATCH, NEW))
     mask = torch.ones(BATCH, PAST + NEW, dtype=torch.int64)
     positions = torch.arange(PAST, PAST + NEW)[None].expand(BATCH, NEW)
@@ -154,7 +160,7 @@ class _Graph:
 
 
 def _rope_tables(config: Any, positions: int) -> tuple[np.ndarray, np.ndarray]:
-    head = config.hidden_size // config.num_attention_heads
+    head = _head(config)
     theta = (config.rope_parameters or {}).get("rope_theta", 10000.0)
     inverse = 1.0 / theta ** (np.arange(0, head, 2, dtype=np.float32) / head)
     angles = np.arange(positions, dtype=np.float32)[:, None] * inverse[None]
@@ -178,7 +184,7 @@ def _attend_past(g: _Graph, config: Any, i: int, q: str, k: str, v: str) -> tupl
 def _attend_static(g: _Graph, config: Any, i: int, q: str, k: str, v: str) -> tuple[str, list[str]]:
     """The new keys and values scattered into the preallocated caches at ``write_indices``, and
     ``Attention`` over the whole caches under ``causal_mask``, reading ``nonpad_kv_seqlen`` of them."""
-    head = config.hidden_size // config.num_attention_heads
+    head = _head(config)
 
     def split(t: str, heads: int) -> str:
         shape = g.weight(f"{t}.shape", np.array([0, 0, heads, head]))
@@ -318,7 +324,7 @@ def genai(model: Any, int4: bool, positions: int = 128) -> onnx.ModelProto:
                           weights[p + "mlp.down_proj.weight"], int4)
     h, _ = _genai_norm(g, x, residual, g.weight("norm", weights["model.norm.weight"]), "final", eps)
     g.nodes.append(helper.make_node("MatMul", [h, g.weight("lm_head", weights["lm_head.weight"].T)], ["logits"]))
-    head = config.hidden_size // heads
+    head = _head(config)
     kv = ["batch", kv_heads, "past", head]
     graph = helper.make_graph(
         g.nodes, "llama", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
@@ -340,6 +346,21 @@ def _causal_mask(g: _Graph, length: int) -> None:
     g.node("LessOrEqual", ["cache_slots", positions], "causal_mask")
 
 
+def head16_model() -> Any:
+    """A tiny random Llama of head size 16 (2 query heads, 1 key/value head), seeded."""
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                      max_position_embeddings=128, rms_norm_eps=1e-5, bos_token_id=1,
+                                      eos_token_id=2, pad_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape)
+            p.copy_(1.0 + 0.1 * noise if p.ndim == 1 else 0.25 * noise)
+    return model
+
+
 def attention23(model: Any, positions: int = 128, static: bool = False) -> onnx.ModelProto:
     """The model at opset 23 (``attention23.onnx`` in the module docstring), or with ``static`` at
     opset 24 over preallocated caches of ``positions`` (``static_cache.onnx``)."""
@@ -359,7 +380,7 @@ def attention23(model: Any, positions: int = 128, static: bool = False) -> onnx.
                epsilon=config.rms_norm_eps)[0]
     g.nodes.append(helper.make_node("MatMul", [h, g.weight("lm_head", weights["lm_head.weight"].T)], ["logits"]))
     inputs, outputs = _names(config.num_hidden_layers)
-    head = config.hidden_size // config.num_attention_heads
+    head = _head(config)
     kv = ["batch", config.num_key_value_heads, positions if static else "past", head]
     lengths = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch"])
                for n in ("write_indices", "nonpad_kv_seqlen")] if static else []
@@ -405,6 +426,10 @@ def main() -> None:
         onnx.save(genai(model, int4), str(OUT / name))
         print(f"{name}: {(OUT / name).stat().st_size / 1024:.0f} KiB")
     np.savez_compressed(OUT / "genai_int4.npz", **int4_reference(model))
+    head16 = OUT.with_name("head16_onnx")
+    shutil.rmtree(head16, ignore_errors=True)
+    head16.mkdir()
+    onnx.save(genai(head16_model(), False), str(head16 / "genai.onnx"))
 
 
 if __name__ == "__main__":

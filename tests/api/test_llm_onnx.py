@@ -41,8 +41,7 @@ def test_teacher_forced_logits_on_opencl():
 
 
 def test_exports_and_the_checkpoint_give_the_same_batch():
-    ref = reference("llama")
-    prompts = [ref[f"prompt_{i}"] for i in range(3)]
+    prompts = _prompts()
     expected = llm.load(folder("llama"), max_length=LENGTH).generate(prompts, NEW_TOKENS)
     for name in EXPORTS:
         np.testing.assert_array_equal(_load(name).generate(prompts, NEW_TOKENS), expected)
@@ -83,3 +82,16 @@ def test_a_sliding_window_export_attends_within_its_window():
     attentions = [op for op in lm.decoder.program.global_block().ops if op.type == "cached_attention"]
     assert [op.attr("window") for op in attentions] == [16, 16]
     _check_greedy(lm, reference("mistral"))
+
+
+def test_group_query_attention_is_onnxruntimes():
+    pytest.importorskip("onnxruntime")
+    path = LLM / "head16_onnx" / "genai.onnx"
+    lm = llm.load(path, max_length=LENGTH)
+    for prompt in _prompts():
+        np.testing.assert_array_equal(lm.generate(prompt, NEW_TOKENS)[0], onnxruntime_greedy(path, prompt, NEW_TOKENS))
+
+
+def _prompts():
+    ref = reference("llama")
+    return [ref[f"prompt_{i}"] for i in range(3)]
