@@ -45,13 +45,17 @@ def _check_pair(a: Model, b: Model) -> None:
                         f"diff pairs outputs by position")
 
 
+def _tolerances(args: argparse.Namespace) -> tuple[float, float]:
+    """(atol, rtol): the preset's, where --atol and --rtol do not override them."""
+    atol, rtol = PRESETS[args.preset]
+    return (atol if args.atol is None else args.atol), (rtol if args.rtol is None else args.rtol)
+
+
 def _run(args: argparse.Namespace, output: Output) -> int:
     a, b = load_model(args.model_a), load_model(args.model_b)
     _check_pair(a, b)
     place = parse_place(args.place, args.tune)
-    preset_atol, preset_rtol = PRESETS[args.preset]
-    atol = preset_atol if args.atol is None else args.atol
-    rtol = preset_rtol if args.rtol is None else args.rtol
+    atol, rtol = _tolerances(args)
     feeds = feeds_for(args, a, output)
     results = []
     for model in (a, b):
