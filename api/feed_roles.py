@@ -8,7 +8,8 @@ An integer input is, in this order:
 3. position ids (``POSITIONS``) when its name ends in ``position_ids``;
 4. ids (``IDS``) when it indexes an embedding table: the ``Index``/``Ids`` of a gather,
    gather_nd or lookup_table_v2 whose table is a parameter, through ops that pass ids on
-   unchanged (reshapes, integer casts);
+   unchanged (reshapes, integer casts); its rows are the table's dim the ids index (a gather's
+   ``axis``);
 5. a mask when it is cast to a float or bool type (through the same ops): a 0/1 weighting;
 6. else plain values (``VALUES``).
 
@@ -94,8 +95,9 @@ def _reach(block: Block, name: str) -> _Reach:
             table_slot, ids_slot = LOOKUPS.get(op.type, ("", ""))
             if slot == ids_slot and op.input(table_slot):
                 table = block.var(op.input(table_slot)[0])
-                if table.persistable and table.shape:
-                    return _Reach(table.name, int(table.shape[0]), weights)
+                axis = int(op.attr("axis") or 0) if op.type == "gather" and not op.input("Axis") else 0
+                if table.persistable and table.shape and -len(table.shape) <= axis < len(table.shape):
+                    return _Reach(table.name, int(table.shape[axis]), weights)
             if op.type not in PASS_THROUGH:
                 continue
             outputs = [out for out in op.output_names() if out not in seen]

@@ -83,3 +83,14 @@ def test_ids_outside_their_table_name_the_input():
     for bad in (2048, -2049):
         with pytest.raises(FeedError, match=rf"input 'input_ids': id {bad} is outside the 2048 rows .*word_embeddings"):
             check_ids(roles, {"input_ids": np.array([[1, bad]], np.int64)})
+
+
+def test_a_gather_along_another_axis_bounds_ids_by_that_dim():
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["out"], axis=1)], "columns",
+        [helper.make_tensor_value_info("ids", I64, [2, 8])], [helper.make_tensor_value_info("out", F, None)],
+        [numpy_helper.from_array(np.zeros((4, 30), np.float32), "table")])
+    program, feeds, _, _ = halfway.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                                          ir_version=8))
+    role = feed_roles(program, feeds)["ids"]
+    assert (role.kind, role.rows) == (IDS, 30)
