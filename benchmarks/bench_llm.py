@@ -3,7 +3,9 @@
 folder and from its ONNX export — beside ONNX Runtime running the same export's past/present
 loop (IO binding: each step's presents stay ONNX Runtime's values, bound as the next step's
 pasts) and, with ``--transformers PYTHON`` (an interpreter with torch and transformers),
-transformers eager; every runtime with the same threads (OPENBLAS_NUM_THREADS, default 2). The
+transformers eager; every runtime with the same threads (HALFWAY_NUM_THREADS, else
+OPENBLAS_NUM_THREADS, default 2: ``HALFWAY_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1`` gives halfway's
+backend two threads that cut the products, each on a single-threaded BLAS). The
 bandwidth bound of decode is the weight bytes one token reads (every layer's and the output
 projection's, the embedding's one row aside) over the copy bandwidth measured here, before and
 after the runtimes, the better taken (numpy copying a 256 MiB array on as many threads, the
@@ -46,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.results import Results, add_json_option  # noqa: E402
 
 DEFAULT_DIR = Path(os.environ.get("HALFWAY_BENCH_LLM", Path.home() / ".cache" / "halfway" / "bench_llm"))
-THREADS = int(os.environ["OPENBLAS_NUM_THREADS"])
+THREADS = int(os.environ.get("HALFWAY_NUM_THREADS") or os.environ["OPENBLAS_NUM_THREADS"])
+"""Every runtime's threads: halfway's numpy backend's (HALFWAY_NUM_THREADS, else the BLAS's)."""
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 32000, "hidden_size": 768,
           "intermediate_size": 2048, "num_hidden_layers": 12, "num_attention_heads": 12, "num_key_value_heads": 4,
           "head_dim": 64, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "hidden_act": "silu",
