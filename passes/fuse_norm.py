@@ -1,4 +1,5 @@
-"""fuse_norm: RMSNorm and LayerNorm as exporters decompose them -> one rms_norm / layer_norm.
+"""fuse_norm: RMSNorm and LayerNorm as exporters decompose them -> one rms_norm / layer_norm, and
+the residual add before either into it.
 
     x ─ pow(2) ─ reduce_mean ─ add(eps) ─ sqrt ─ reciprocal ─┐
     x ─────────────────────────────────────────────────────── mul ─ mul(w) ─ y
@@ -17,11 +18,12 @@ Rules:
    centred ``d = x - mean(x)`` is squared (``pow(d, 2)`` or ``d * d``) and normalised as RMSNorm's
    x is, then scaled by a weight and shifted by a bias (or only scaled), both parameters of the
    last dim's size. The pattern reads ``d`` twice (``passes.pattern``'s references).
-3. Then (a second phase, over the layer_norms the first made too): a residual add and the
-   layer_norm reading it, ``layer_norm(x + y)`` -> skip_layer_norm, one pass over memory instead
-   of two. x and y have one shape. Where other ops read the sum (a pre-norm transformer's
-   residual stream), the skip_layer_norm writes it as its Sum output; a reader of the sum before
-   the layer_norm, or of the layer_norm's Mean or Variance, declines.
+3. Then (a second phase, over the norms the first made too): a residual add and the layer_norm
+   or rms_norm reading it, ``layer_norm(x + y)`` -> skip_layer_norm and ``rms_norm(x + y)`` ->
+   skip_rms_norm, one pass over memory instead of two. x and y have one shape. Where other ops
+   read the sum (a pre-norm transformer's residual stream), the skip norm writes it as its Sum
+   output; a reader of the sum before the norm, or of the layer_norm's Mean or Variance, declines,
+   and so does an rms_norm's Scale that broadcasts over normalised dims.
 
 Every product and sum in either operand order (``passes.commute``).
 """
@@ -139,10 +141,12 @@ def _check_no_bias_follows(ctx: RewriteContext, y: str, shape: tuple[int, ...]) 
         raise Decline(f"a bias add reads it ({uses[0][0].describe()}): the layer norm with a bias takes both")
 
 
-def _skip_layer_norm(ctx: RewriteContext, *, norm: Operator, total: Operator, x: str, y: str) -> Operator:
+def _skip_norm(ctx: RewriteContext, *, norm: Operator, total: Operator, x: str, y: str) -> Operator:
     stats = [n for slot in ("Mean", "Variance") for n in norm.output(slot) if ctx.block.uses(n)]
     if stats:
         raise Decline(f"the layer norm's statistics {stats} are read")
+    if norm.type == "rms_norm" and norm.input("Scale"):
+        _check_per_entry(ctx, norm.input("Scale")[0], tuple(ctx.var(x).shape or ())[norm.attr("begin_norm_axis"):])
     shapes = [tuple(ctx.var(n).shape or ()) for n in (x, y)]
     if shapes[0] != shapes[1] or ctx.var(x).dtype is not ctx.var(y).dtype:
         raise Decline(f"the residual add's operands differ: {x} {list(shapes[0])}, {y} {list(shapes[1])}")
@@ -150,16 +154,30 @@ def _skip_layer_norm(ctx: RewriteContext, *, norm: Operator, total: Operator, x:
     block, at = ctx.block, ctx.block.op_index(norm)
     early = [use[0] for use in block.uses(sum_name) if use[0] is not norm and block.op_index(use[0]) < at]
     if early:
-        raise Decline(f"{early[0].describe()} reads the sum before the layer norm")
+        raise Decline(f"{early[0].describe()} reads the sum before the norm")
     params = {slot: norm.input(slot) for slot in ("Scale", "Bias") if norm.input(slot)}
     outputs = {"Out": norm.output("Y")}
     if len(block.uses(sum_name)) > 1:
         outputs["Sum"] = (sum_name,)
-    return Operator("skip_layer_norm", {"X": x, "Y": y, **params}, outputs,
+    return Operator(f"skip_{norm.type}", {"X": x, "Y": y, **params}, outputs,
                     {"begin_norm_axis": norm.attr("begin_norm_axis"), "epsilon": norm.attr("epsilon")})
 
 
-_SKIP = Pattern(op("layer_norm", "norm", open=True,
+def _check_per_entry(ctx: RewriteContext, scale: str, normalised: tuple[int, ...]) -> None:
+    """Decline unless an rms_norm's Scale holds one value per normalised entry (it may broadcast)."""
+    shape = tuple(ctx.var(scale).shape or ())
+    if -1 in normalised or _unpadded(shape) != _unpadded(normalised):
+        raise Decline(f"the scale {scale} {list(shape)} is not one value per normalised entry {list(normalised)}")
+
+
+def _unpadded(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` without its leading 1s."""
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+_SKIP = Pattern(op("layer_norm|rms_norm", "norm", open=True,
                    X=op("elementwise_add", "total", shared=True, X=var("x"), Y=var("y"))))
 
 _BIASED, _UNBIASED = _layer_norm_patterns()
@@ -174,10 +192,10 @@ RULES = Rules([
 ])
 
 SKIP_RULES = Rules([
-    # layer_norm(x + y) -> skip_layer_norm (and the sum, where others read it)
-    Rule(_SKIP, _skip_layer_norm, "add + layer_norm -> skip_layer_norm"),
+    # layer_norm(x + y) -> skip_layer_norm, rms_norm(x + y) -> skip_rms_norm (and the sum, where others read it)
+    Rule(_SKIP, _skip_norm, "add + norm -> skip norm"),
 ])
 
 register_rules("fuse_norm", [RULES, SKIP_RULES],
                "Fuse RMSNorm's and LayerNorm's decompositions into rms_norm and layer_norm, and a residual add "
-               "with the layer_norm after it into skip_layer_norm.", needs_scope=True)
+               "with the norm after it into skip_layer_norm or skip_rms_norm.", needs_scope=True)

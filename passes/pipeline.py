@@ -5,7 +5,7 @@ chains of layout ops, the casts that change nothing: exporters write float32 -> 
 inside attention); fuse GELU's and SiLU's elementwise ops into one op, and SwiGLU's
 silu(gate) * up, so that a conv's SiLU reaches its epilogue; fold batch_norm into weights before
 fusing the epilogues (bias, activation) into conv and fc ops; then RMSNorm's and LayerNorm's
-elementwise ops into one op, a residual add into the layer_norm after it, attention and the
+elementwise ops into one op, a residual add into the norm after it, attention and the
 rotary embeddings; the products of one input (attention's query, key and value) into one;
 compute once what every layer computes alike (the mask exports build per layer); then drop what
 became dead, let grouped-query attention read its key/value heads without their repeat, drop

@@ -1,6 +1,7 @@
 """Exporters of the normalisations and the ops alike: layer_norm as LayerNormalization (opset 17
 on) or its decomposition, skip_layer_norm as Add and that (or, with ``contrib``, ONNX Runtime's
-SkipLayerNormalization), rms_norm as RMSNormalization (opset 23 on) or its decomposition;
+SkipLayerNormalization), rms_norm as RMSNormalization (opset 23 on) or its decomposition,
+skip_rms_norm as Add and that (or, with ``contrib``, SkipSimplifiedLayerNormalization);
 batch_norm, lrn, softmax, log_softmax and prelu as their ONNX ops. A float16 decomposition
 computes in float32 between two casts, as halfway's kernels do.
 """
@@ -121,10 +122,11 @@ def layer_norm(ctx: ExportContext, op: Operator) -> None:
     _layer_norm_of(ctx, x, x, op.output("Y")[0], op)
 
 
-@exports("skip_layer_norm")
-def skip_layer_norm(ctx: ExportContext, op: Operator) -> None:
-    """ONNX Runtime's SkipLayerNormalization with ``contrib`` on float32 over the last dim of a
-    3-D X with a Scale; else Add, then layer_norm's form."""
+@exports("skip_layer_norm", "skip_rms_norm")
+def skip_norm(ctx: ExportContext, op: Operator) -> None:
+    """ONNX Runtime's SkipLayerNormalization (SkipSimplifiedLayerNormalization for skip_rms_norm)
+    with ``contrib`` on float32 over the last dim of a 3-D X with a Scale; else Add, then the
+    norm's own form."""
     x, y, out = op.input("X")[0], op.input("Y")[0], op.output("Out")[0]
     total = op.output("Sum")[0] if op.output("Sum") else None
     if _contrib_skip_fits(ctx, op, x):
@@ -132,10 +134,12 @@ def skip_layer_norm(ctx: ExportContext, op: Operator) -> None:
         bias = _affine(ctx, _slot(op, "Bias"), x, ctx.rank(x) - 1)
         outputs = [out, "", "", total] if total else [out]
         assert scale is not None
-        ctx.node("SkipLayerNormalization", [x, y, scale] + ([bias] if bias else []), outputs, domain=CONTRIB_DOMAIN,
+        kind = "SkipLayerNormalization" if op.type == "skip_layer_norm" else "SkipSimplifiedLayerNormalization"
+        ctx.node(kind, [x, y, scale] + ([bias] if bias else []), outputs, domain=CONTRIB_DOMAIN,
                  epsilon=float(op.attr("epsilon")))
         return
-    _layer_norm_of(ctx, ctx.node("Add", [x, y], [total] if total else None), x, out, op)
+    of = _layer_norm_of if op.type == "skip_layer_norm" else _rms_norm_of
+    of(ctx, ctx.node("Add", [x, y], [total] if total else None), x, out, op)
 
 
 def _contrib_skip_fits(ctx: ExportContext, op: Operator, x: str) -> bool:
@@ -145,22 +149,26 @@ def _contrib_skip_fits(ctx: ExportContext, op: Operator, x: str) -> bool:
 
 @exports("rms_norm")
 def rms_norm(ctx: ExportContext, op: Operator) -> None:
-    """RMSNormalization from opset 23, else X / sqrt(mean(X^2) + epsilon) * Scale."""
-    x, y = op.input("X")[0], op.output("Y")[0]
+    _rms_norm_of(ctx, op.input("X")[0], op.input("X")[0], op.output("Y")[0], op)
+
+
+def _rms_norm_of(ctx: ExportContext, value: str, like: str, out: str, op: Operator) -> None:
+    """``op``'s RMS normalisation of ``value`` (of var ``like``'s shape and dtype) into ``out``:
+    RMSNormalization from opset 23, else value / sqrt(mean(value^2) + epsilon) * Scale."""
     begin, eps = op.attr("begin_norm_axis"), float(op.attr("epsilon"))
-    scale = _affine(ctx, op.input("Scale")[0] if op.input("Scale") else None, x, begin)
+    scale = _affine(ctx, op.input("Scale")[0] if op.input("Scale") else None, like, begin)
     if scale is not None and ctx.opset >= 23:
-        _in_float32(ctx, x, y, lambda v, outs: ctx.node("RMSNormalization", [v, _as32(ctx, scale, x)], outs,
-                                                        axis=begin, epsilon=eps))
+        _in_float32(ctx, value, out, lambda v, outs: ctx.node("RMSNormalization", [v, _as32(ctx, scale, like)], outs,
+                                                              axis=begin, epsilon=eps), like)
         return
-    axes = list(range(begin, ctx.rank(x)))
+    axes = list(range(begin, ctx.rank(like)))
 
     def body(v: str, outs: list[str] | None) -> str:
         mean_square = reduce(ctx, "ReduceMean", ctx.node("Mul", [v, v]), axes, True)
         rms = ctx.node("Sqrt", [ctx.node("Add", [mean_square, _scalar32(ctx, eps)])])
-        return _times(ctx, ctx.node("Div", [v, rms]), scale, x, outs)
+        return _times(ctx, ctx.node("Div", [v, rms]), scale, like, outs)
 
-    _in_float32(ctx, x, y, body)
+    _in_float32(ctx, value, out, body, like)
 
 
 def _channel_affine(ctx: ExportContext, name: str | None, x: str) -> str | None:

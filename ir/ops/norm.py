@@ -1,6 +1,6 @@
 """Schemas of the normalisations and the ops alike: batch_norm, layer_norm, skip_layer_norm,
-instance_norm, group_norm, rms_norm, lrn, softmax, log_softmax and prelu — Paddle's op types, slots,
-attrs and defaults.
+instance_norm, group_norm, rms_norm, skip_rms_norm, lrn, softmax, log_softmax and prelu — Paddle's
+op types, slots, attrs and defaults (skip_rms_norm is halfway's).
 
 The statistics outputs (layer_norm's and group_norm's Mean / Variance, instance_norm's
 SavedMean / SavedVariance) are float32 under a float16 kernel, as Paddle's; Scale and Bias keep
@@ -55,7 +55,9 @@ register_op(OpSchema(
 ))
 
 
-def _infer_skip_layer_norm(ctx: InferContext) -> None:
+def _infer_skip_norm(ctx: InferContext) -> None:
+    """skip_layer_norm and skip_rms_norm: X and Y of one shape and dtype, the affine vectors of the
+    normalised dims' size."""
     x, y = ctx.input("X"), ctx.input("Y")
     ctx.check(len(x.shape) == len(y.shape) and all(a == b or min(a, b) < 0 for a, b in zip(x.shape, y.shape))
               and x.dtype is y.dtype,
@@ -76,7 +78,7 @@ register_op(OpSchema(
     "skip_layer_norm", inputs=[Slot("X"), Slot("Y"), Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)],
     outputs=[Slot("Out"), Slot("Sum", dispensable=True)],
     attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
-    infer=_infer_skip_layer_norm, dtype_slots=("X", "Y"), keep_dtype_slots=("Scale", "Bias"),
+    infer=_infer_skip_norm, dtype_slots=("X", "Y"), keep_dtype_slots=("Scale", "Bias"),
     doc="Out = layer_norm(X + Y) (Paddle's skip_layernorm: a residual add and the layer_norm after it in one "
         "pass over memory), the statistics over the dims from begin_norm_axis on, in float32; Sum (dispensable) "
         "is X + Y, written for the other readers of the residual stream (pre-norm transformers).",
@@ -255,4 +257,15 @@ register_op(OpSchema(
     infer=_infer_rms_norm, keep_dtype_slots=("Scale",),
     doc="Y = X / sqrt(mean(X^2) + epsilon) * Scale, the mean over the dims from begin_norm_axis on; Scale "
         "broadcasts to those dims (LLaMA's and T5's normalisation: no centring, no bias).",
+))
+
+
+register_op(OpSchema(
+    "skip_rms_norm", inputs=[Slot("X"), Slot("Y"), Slot("Scale", dispensable=True)],
+    outputs=[Slot("Out"), Slot("Sum", dispensable=True)],
+    attrs=[AttrSpec("begin_norm_axis", AttrType.INT, 1), AttrSpec("epsilon", AttrType.FLOAT, 1e-5)],
+    infer=_infer_skip_norm, dtype_slots=("X", "Y"), keep_dtype_slots=("Scale",),
+    doc="Out = rms_norm(X + Y) (a pre-norm decoder's residual add and the RMSNorm after it in one pass over "
+        "memory), the statistics over the dims from begin_norm_axis on, in float32, Scale one value per "
+        "normalised entry; Sum (dispensable) is X + Y, written for the other readers of the residual stream.",
 ))

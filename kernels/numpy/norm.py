@@ -1,5 +1,5 @@
 """numpy kernels of the normalisations (``halfway.ir.ops.norm``): layer_norm, skip_layer_norm,
-instance_norm, group_norm, rms_norm, batch_norm, lrn, softmax, log_softmax and prelu. float16 runs
+instance_norm, group_norm, rms_norm, skip_rms_norm, batch_norm, lrn, softmax, log_softmax and prelu. float16 runs
 widened to float32 (the registry's default); statistics are float32 (float64 for float64 inputs).
 skip_layer_norm adds X and Y in their own dtype, as the elementwise_add it replaces rounds the sum,
 and normalises that in float32. With numba, float32 layer_norm, skip_layer_norm and rms_norm run
@@ -281,5 +281,20 @@ def _rms_norm(spec: KernelSpec) -> Kernel:
         if scale is not None:
             y *= scale.astype(y.dtype, copy=False)
         return y
+
+    return run
+
+
+@register_kernel("skip_rms_norm", dtypes=(DType.float16,))
+@register_kernel("skip_rms_norm", dtypes=(DType.float32, DType.float64))
+def _skip_rms_norm(spec: KernelSpec) -> Kernel:
+    """rms_norm's kernel over X + Y, the sum added in its own dtype (as the elementwise_add it
+    replaces rounds it) and normalised in float32 where it is float16."""
+    norm, keeps_sum = _rms_norm(spec), bool(spec.outputs.get("Sum"))
+
+    def run(x: np.ndarray, y: np.ndarray, *scale: np.ndarray) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        total = x + y
+        out = norm(total.astype(np.float32) if total.dtype == np.float16 else total, *scale).astype(x.dtype, copy=False)
+        return (out, total) if keeps_sum else out
 
     return run

@@ -1,6 +1,6 @@
 """OpenCL kernels of the normalisations. The row normalisations (``norm.cl``): layer_norm over the
 dims from ``begin_norm_axis`` (with its float32 Mean and Variance outputs when read),
-skip_layer_norm (the same over X + Y, with the sum written when read) and rms_norm. One
+skip_layer_norm (the same over X + Y, with the sum written when read), rms_norm and skip_rms_norm. One
 work-group normalises one row, its work-items striding the row and summing in local memory;
 statistics and arithmetic are float32 in every float16 mode. batch_norm, lrn and softmax
 (``nn.cl``): one work-item per output element (per row for softmax).
@@ -44,10 +44,10 @@ def _row_norm(spec: KernelSpec) -> Binder:
     if any(spec.output(slot).dtype is not DType.float32 for slot in stats):
         raise Unsupported(f"{spec.op_type} statistics in {spec.output(stats[0]).dtype.name}")
     param = spec.input(affine[0]).dtype if affine else DType.float32
-    skip = spec.op_type == "skip_layer_norm"
+    skip = spec.op_type.startswith("skip_")
     if skip and spec.input("Y").shape != shape:
-        raise Unsupported(f"skip_layer_norm of X {list(shape)} and Y {list(spec.input('Y').shape)}")
-    flags = {"RMS": spec.op_type == "rms_norm", "HAS_STATS": bool(stats), "SKIP": skip,
+        raise Unsupported(f"{spec.op_type} of X {list(shape)} and Y {list(spec.input('Y').shape)}")
+    flags = {"RMS": spec.op_type.endswith("rms_norm"), "HAS_STATS": bool(stats), "SKIP": skip,
              "HAS_SUM": bool(spec.outputs.get("Sum")), **{f"HAS_{slot.upper()}": True for slot in affine}}
     eps = np.float32(spec.attrs["epsilon"])
 
@@ -128,7 +128,7 @@ def _lrn(spec: KernelSpec) -> Binder:
 
 
 def _register() -> None:
-    for op_type in ("layer_norm", "skip_layer_norm", "rms_norm"):
+    for op_type in ("layer_norm", "skip_layer_norm", "rms_norm", "skip_rms_norm"):
         register_kernel(op_type, "opencl", FLOATS)(_row_norm)
     for op_type, factory in (("batch_norm", _batch_norm), ("softmax", _softmax), ("lrn", _lrn)):
         register_kernel(op_type, "opencl", FLOATS)(factory)

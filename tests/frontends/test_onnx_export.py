@@ -256,6 +256,22 @@ def test_skip_layer_norm_exports_with_its_sum(opset, contrib):
 
 
 @pytest.mark.parametrize("opset, contrib", [(17, False), (23, False), (17, True)])
+def test_a_decoders_fused_layers_export(opset, contrib):
+    """LLaMA after the passes: skip_rms_norm (SkipSimplifiedLayerNormalization with its sum, or Add and
+    RMSNormalization or its decomposition), rotary_embedding and grouped-query attention."""
+    model, inputs = _modern("llama_sdpa_dynamo")
+    program, feeds, fetches, scope = halfway.load(model)
+    fused = halfway.PassManager().run(program, scope, fetch=fetches)
+    assert {"skip_rms_norm", "rotary_embedding"} <= {op.type for op in fused.program.global_block().ops}
+    exported = _round_trip(fused.program, fused.scope, feeds, fetches, inputs,
+                           _halfway_outputs(fused.program, fused.scope, feeds, fetches, inputs), opset=opset,
+                           contrib=contrib)
+    types = {t for _, t in _node_types(exported)}
+    assert ("SkipSimplifiedLayerNormalization" in types) == contrib
+    assert ("RotaryEmbedding" in types) == (opset >= 23)
+
+
+@pytest.mark.parametrize("opset, contrib", [(17, False), (23, False), (17, True)])
 def test_sequence_major_attention_exports(opset, contrib):
     """Attention on [B, S, H * D]: the decomposition with its heads split and merged, Attention's
     3-D form, MultiHeadAttention on the projections as they are."""

@@ -1,4 +1,4 @@
-"""The OpenCL row normalisations (layer_norm, skip_layer_norm, rms_norm) against the numpy kernels of the same ops:
+"""The OpenCL row normalisations (layer_norm, skip_layer_norm, rms_norm, skip_rms_norm) against the numpy kernels of the same ops:
 rows shorter and longer than a work-group, with and without Scale and Bias, float32 and float16."""
 
 from __future__ import annotations
@@ -45,3 +45,13 @@ def test_skip_layer_norm(place, shape, begin, dtype):
     check(place, "skip_layer_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": begin, "epsilon": 1e-5},
           params=tuple(params), outputs={"Out": 1, "Sum": 1})
     check(place, "skip_layer_norm", {"X": x, "Y": y}, {"begin_norm_axis": begin})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, begin", [((2, 3, 37), 2), ((4, 300), 1)])
+def test_skip_rms_norm(place, shape, begin, dtype):
+    x, y = rand(*shape, dtype=dtype) * 3 + 1, rand(*shape, dtype=dtype)
+    scale = {"Scale": rand(int(np.prod(shape[begin:])))}
+    check(place, "skip_rms_norm", {"X": x, "Y": y, **scale}, {"begin_norm_axis": begin, "epsilon": 1e-6},
+          params=("Scale",), outputs={"Out": 1, "Sum": 1})
+    check(place, "skip_rms_norm", {"X": x, "Y": y}, {"begin_norm_axis": begin})

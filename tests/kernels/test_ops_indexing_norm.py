@@ -215,6 +215,23 @@ def test_skip_layer_norm_is_layer_norm_of_the_sum(dtype, affine):
     np.testing.assert_array_equal(alone.out, ran.out)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("scaled", [True, False])
+def test_skip_rms_norm_is_rms_norm_of_the_sum(dtype, scaled):
+    x, y = _x(2, 3, 16, dtype=dtype), _x(2, 3, 16, dtype=dtype)
+    params = {"Scale": _x(16)} if scaled else {}
+    ran = run_op("skip_rms_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": 2, "epsilon": 1e-3},
+                 outputs={"Out": 1, "Sum": 1})
+    total = (x + y).astype(np.float64)
+    want = total / np.sqrt(np.mean(total * total, -1, keepdims=True) + 1e-3) * params.get("Scale", 1.0)
+    tol = 2e-3 if dtype is np.float16 else 1e-5
+    assert ran.out.dtype == ran["Sum"][0].dtype == dtype
+    np.testing.assert_array_equal(ran["Sum"][0], x + y)
+    np.testing.assert_allclose(ran.out.astype(np.float64), want, rtol=tol, atol=tol)
+    alone = run_op("skip_rms_norm", {"X": x, "Y": y, **params}, {"begin_norm_axis": 2, "epsilon": 1e-3})
+    np.testing.assert_array_equal(alone.out, ran.out)
+
+
 def test_skip_layer_norm_needs_operands_of_one_shape():
     with pytest.raises(halfway.HalfwayError, match="must have X's shape"):
         run_op("skip_layer_norm", {"X": _x(2, 4), "Y": _x(1, 4)}, {"begin_norm_axis": 1})

@@ -132,17 +132,19 @@ def test_an_unbiased_layer_norm_waits_for_the_bias_add():
     assert any("bias add reads it" in r for r in reasons) and any("is centred" in r for r in reasons)
 
 
-def _residual(*, pre_norm=False, early_reader=False, stats=False, bias_shape=None):
-    """layer_norm(x + y); ``pre_norm``: the sum is read again after it (the residual stream)."""
+def _residual(*, pre_norm=False, early_reader=False, stats=False, bias_shape=None, norm_type="layer_norm",
+              begin=2):
+    """layer_norm(x + y) (or rms_norm); ``pre_norm``: the sum is read again after it (the residual stream)."""
     prog = halfway.Program()
     with halfway.program_guard(prog):
         x = layers.data("x", [2, 3, 8])
         y = create_parameter("r", bias_shape) if bias_shape else layers.data("y", [2, 3, 8])
         total = _one("elementwise_add", {"X": x, "Y": y})
         early = _one("relu", {"X": total}) if early_reader else None
-        norm = append_op("layer_norm", {"X": total, "Scale": create_parameter("w", [8]),
-                                        "Bias": create_parameter("b", [8])},
-                         {"begin_norm_axis": 2, "epsilon": 1e-5},
+        affine = {"Scale": create_parameter("w", [8])}
+        if norm_type == "layer_norm":
+            affine["Bias"] = create_parameter("b", [8])
+        norm = append_op(norm_type, {"X": total, **affine}, {"begin_norm_axis": begin, "epsilon": 1e-5},
                          outputs={"Y": 1, "Mean": 1, "Variance": 1} if stats else None)
         outs = [norm["Y"][0].name]
         if pre_norm:
@@ -156,26 +158,30 @@ def _residual(*, pre_norm=False, early_reader=False, stats=False, bias_shape=Non
     return prog, scope, outs
 
 
+@pytest.mark.parametrize("norm_type", ["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("pre_norm", [False, True])
-def test_a_residual_add_and_its_layer_norm_become_skip_layer_norm(pre_norm):
-    prog, scope, outs = _residual(pre_norm=pre_norm)
+def test_a_residual_add_and_its_norm_become_a_skip_norm(pre_norm, norm_type):
+    prog, scope, outs = _residual(pre_norm=pre_norm, norm_type=norm_type)
     result = fuse_and_compare(prog, scope, "fuse_norm", outs)
     types = op_types(result.program)
-    assert types["skip_layer_norm"] == 1 and "layer_norm" not in types
-    (skip,) = [o for o in result.program.global_block().ops if o.type == "skip_layer_norm"]
+    assert types[f"skip_{norm_type}"] == 1 and norm_type not in types
+    (skip,) = [o for o in result.program.global_block().ops if o.type == f"skip_{norm_type}"]
     assert bool(skip.output("Sum")) == pre_norm and types["elementwise_add"] == int(pre_norm)
-    assert skip.attr("begin_norm_axis") == 2 and skip.input("Scale") and skip.input("Bias")
+    assert skip.attr("begin_norm_axis") == 2 and skip.input("Scale")
+    assert bool(skip.input("Bias")) == (norm_type == "layer_norm")
 
 
 @pytest.mark.parametrize("kwargs, reason", [
-    ({"early_reader": True}, "reads the sum before the layer norm"),
+    ({"early_reader": True}, "reads the sum before the norm"),
+    ({"early_reader": True, "norm_type": "rms_norm"}, "reads the sum before the norm"),
     ({"stats": True}, "statistics"),
     ({"bias_shape": [8]}, "operands differ"),
+    ({"norm_type": "rms_norm", "begin": 1}, "is not one value per normalised entry [3, 8]"),
 ])
-def test_skip_layer_norm_near_misses_say_why(kwargs, reason):
+def test_skip_norm_near_misses_say_why(kwargs, reason):
     prog, scope, outs = _residual(**kwargs)
     result = PassManager("fuse_norm", debug=True).run(prog, scope, fetch=outs)
-    assert "skip_layer_norm" not in op_types(result.program)
+    assert not {"skip_layer_norm", "skip_rms_norm"} & set(op_types(result.program))
     assert any(reason in m.reason for record in result.records for m in record.near_misses)
 
 
