@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,9 +16,10 @@ from attrs import define
 
 from ...executor.place import Place
 from ...frontends.checkpoint import DecoderConfig, DecoderProgram, is_checkpoint, load_checkpoint
-from ...frontends.onnx.decoder import is_onnx, load_decoder
 from ...ir.errors import FeedError, HalfwayError
+from ...kernels.numpy.threads import single_threaded_blas, team_size
 from ..places import parse_place
+from .onnx_decoder import is_onnx, load_decoder
 from .prompts import Prompts, check_length, check_tokens, read_prompts
 from .sampling import Sampler, Sampling
 from .session import Session, prefill_width
@@ -239,10 +241,18 @@ class LanguageModel:
 def _timed(session: Session, step: Callable[[], np.ndarray], stats: GenerationStats) -> tuple[np.ndarray, float]:
     """``step``'s logits and its seconds, less any preparing it did (added to ``stats``)."""
     start, prepared = time.perf_counter(), session.prepare_seconds
-    logits = step()
+    with _one_blas_thread():
+        logits = step()
     preparing = session.prepare_seconds - prepared
     stats.prepare_seconds += preparing
     return logits, time.perf_counter() - start - preparing
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager[bool]:
+    """OpenBLAS on one thread for a whole step where the numpy backend's own threads cut the
+    products: switched per product, OpenBLAS's threads wake and spin beside the team's at every
+    one of a decode step's hundreds of small products, which then take ten times as long."""
+    return single_threaded_blas() if team_size() > 0 else contextlib.nullcontext(False)
 
 
 def _until(tokens: np.ndarray, eos: np.ndarray) -> np.ndarray:
@@ -255,7 +265,7 @@ def load(path: str | os.PathLike[str], *, place: str | Place = "cpu", dtype: str
          max_length: int | None = None) -> LanguageModel:
     """A decoder LLM from the transformers checkpoint folder at ``path`` (``config.json`` and
     safetensors weights: the families of ``halfway.frontends.checkpoint``) or from a decoder ONNX
-    export with a past/present cache (``halfway.frontends.onnx.decoder``; its folder's
+    export with a past/present cache (``halfway.api.llm.onnx_decoder``; its folder's
     ``config.json`` and ``tokenizer.json`` are read where present) on ``place`` (cpu, opencl,
     opencl:N or a Place), as a ``dtype`` (float32 or float16; an export's own) program, with
     caches of ``max_length`` positions per sequence (default: ``DEFAULT_MAX_LENGTH``, 2048, or

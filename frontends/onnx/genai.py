@@ -1,5 +1,5 @@
 """ONNX Runtime GenAI's model-builder decoders: their com.microsoft ops rewritten as the ONNX
-opset-23 ops the importer converts, before the import (``frontends.onnx.decoder``).
+opset-23 ops the importer converts, before the import (``halfway.api.llm.onnx_decoder``).
 
 - ``SimplifiedLayerNormalization`` (ONNX Runtime's, in the default domain) -> ``RMSNormalization``;
 - ``SkipSimplifiedLayerNormalization`` -> an ``Add`` of the input, the skip (and the bias), whose

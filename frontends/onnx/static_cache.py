@@ -1,6 +1,6 @@
 """Static-cache decoders (ONNX opset 24): their ``TensorScatter`` cache writes and the
 ``Attention`` over the whole caches rewritten, before the import, as the past/present form
-``cache_attention`` caches (``frontends.onnx.decoder``).
+``cache_attention`` caches (``halfway.api.llm.onnx_decoder``).
 
     past_k ─ TensorScatter(update k_new, write_indices) ─ present_k ─┐
     q ──────────────────────────────── Attention(Q, K, V, attn_mask, nonpad_kv_seqlen) ─ y

@@ -5,7 +5,8 @@
 
 The export is imported, run through the default pipeline and then ``cache_attention``, which
 turns its past/present attention into ``cached_attention`` over caches it owns (the layout and
-feeds of ``frontends.checkpoint.decoder``). What the runtime needs to know beyond the program —
+feeds of ``frontends.checkpoint.decoder``); running passes, it is a library service, not an
+importer. What the runtime needs to know beyond the program —
 the end-of-sequence and padding ids, the architecture — comes from a ``config.json`` (and
 ``generation_config.json``) beside the file, as transformers' exports leave them, else from ONNX
 Runtime GenAI's ``genai_config.json``; without either the shapes come from the graph and no
@@ -23,19 +24,19 @@ import attrs
 import onnx
 from google.protobuf.message import DecodeError
 
+from ...frontends.checkpoint import DEFAULT_MAX_LENGTH, DecoderConfig, DecoderProgram
+from ...frontends.checkpoint.config import token_ids
+from ...frontends.checkpoint.families import FAMILIES, family_of
+from ...frontends.onnx.context import ConversionError
+from ...frontends.onnx.genai import has_contrib_ops, lower_contrib_ops
+from ...frontends.onnx.importer import load, read_model
+from ...frontends.onnx.static_cache import has_static_cache, lower_static_cache
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError, PassError
 from ...ir.program import Program
 from ...ir.scope import Scope
 from ...passes import PassManager, get_pass
 from ...passes.cache_attention import LOGITS, cache_names
-from ..checkpoint import DEFAULT_MAX_LENGTH, DecoderConfig, DecoderProgram
-from ..checkpoint.config import token_ids
-from ..checkpoint.families import FAMILIES, family_of
-from .context import ConversionError
-from .genai import has_contrib_ops, lower_contrib_ops
-from .importer import load, read_model
-from .static_cache import has_static_cache, lower_static_cache
 
 __all__ = ["load_decoder", "is_onnx"]
 

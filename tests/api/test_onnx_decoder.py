@@ -1,4 +1,4 @@
-"""frontends.onnx.decoder and the cache_attention pass on the decoder exports of
+"""api.llm.onnx_decoder and the cache_attention pass on the decoder exports of
 ``tests/fixtures/llm/llama_onnx``: the program they make (the checkpoint decoder's feeds, fetch and
 caches) and the exports they refuse."""
 
@@ -10,7 +10,7 @@ import shutil
 import onnx
 import pytest
 
-from halfway.frontends.onnx.decoder import load_decoder
+from halfway.api.llm.onnx_decoder import load_decoder
 from halfway.frontends.onnx.static_cache import has_static_cache, lower_static_cache
 from halfway.ir.errors import HalfwayError
 from halfway.passes.cache_attention import FEEDS, LOGITS
