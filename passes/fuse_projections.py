@@ -1,18 +1,25 @@
 """fuse_projections: products of one input by constant weights -> one product on the weights side
-by side, and a split of its output.
+by side, and a split of its output (or, for a SwiGLU MLP's gate and up, the gate in the product).
 
     x ─ fc(Wq, bq) ─ q                              x ─ fc([Wq Wk Wv], [bq bk bv]) ─ split ─ q
     x ─ fc(Wk, bk) ─ k          becomes                                                  ├─ k
     x ─ fc(Wv, bv) ─ v                                                                   └─ v
 
+    x ─ matmul_v2(Wg) ─┐
+    x ─ matmul_v2(Wu) ─┴ swiglu ─ y       becomes       x ─ fc([Wg Wu], activation_type=swiglu) ─ y
+
 Attention's query, key and value projections read one normalised input: one GEMM over the
-concatenated weights reads that input once and launches once. One in-place rule, rooted at each
-product, rewrites the group of products it is the first of (in program order), or says why not:
+concatenated weights reads that input once and launches once. First (a phase of its own), the
+gate and up projections that a swiglu reads become one fc gating its halves, where both are
+matmul_v2 or both fc without an activation (each with a bias or none), of x of rank >= 2 and
+2-D parameter weights of one shape and dtype, neither transposed. Then one in-place rule, rooted
+at each product, rewrites the group of products it is the first of (in program order), or says
+why not:
 
 1. the products are ``fc`` (the same ``in_num_col_dims`` and activation, each with a bias or
    none, no ``padding_weights``) or ``matmul_v2`` (neither operand transposed, x of rank >= 2),
    reading x as their input and a 2-D parameter of one dtype and one number of rows the scope
-   holds as their weight;
+   holds as their weight (a gated fc's halves would not survive the split: it stays alone);
 2. a group is every such product of x of one kind (type and attrs), at least two; the fused
    product stands where the first stood (x and the weights are there already, and the readers
    of each output come after its product);
@@ -30,6 +37,7 @@ import numpy as np
 
 from ..ir.block import Block
 from ..ir.operator import Operator
+from ..ir.ops.matmul import GATED
 from ..ir.program import Program
 from ..ir.scope import Scope
 from .base import PassResult, register_pass
@@ -37,7 +45,7 @@ from .pattern import pattern
 from .rewire import Guard, remove_unused_vars, sole_writer
 from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
-__all__ = ["RULES", "fuse_projections"]
+__all__ = ["GATE_RULES", "RULES", "fuse_projections"]
 
 _WEIGHT = {"fc": "W", "matmul_v2": "Y"}
 _INPUT = {"fc": "Input", "matmul_v2": "X"}
@@ -56,7 +64,8 @@ def _kind(ctx: RewriteContext, op: Operator, x: str) -> Hashable | None:
     if out in guard.elsewhere or out in guard.fed or block.var(out).persistable or sole_writer(block, out) is not op:
         return None
     if op.type == "fc":
-        if op.attr("padding_weights") or op.attr("in_num_col_dims") != len(block.var(x).shape or ()) - 1:
+        if (op.attr("padding_weights") or op.attr("in_num_col_dims") != len(block.var(x).shape or ()) - 1
+                or op.attr("activation_type") == GATED):
             return None
         return "fc", op.attr("activation_type"), bool(op.input("Bias")), weight.dtype, rows
     if op.attr("trans_x") or op.attr("trans_y"):
@@ -115,6 +124,40 @@ def _replace(block: Block, group: list[Operator], new: list[Operator], guard: Gu
     remove_unused_vars(block, weights, guard)
 
 
+def _gate(ctx: RewriteContext, *, act: Operator, gate: Operator, up: Operator, x: str, wg: str, wu: str,
+          bg: str | None = None, bu: str | None = None) -> Operator:
+    """swiglu(x @ Wg (+ bg), x @ Wu (+ bu)) -> fc(x, [Wg Wu], [bg bu], activation_type=swiglu)."""
+    rank = len(ctx.var(x).shape or ())
+    shapes = [tuple(ctx.var(w).shape or ()) for w in (wg, wu)]
+    if rank < 2 or len(shapes[0]) != 2 or shapes[0] != shapes[1] or ctx.var(wg).dtype is not ctx.var(wu).dtype:
+        raise Decline(f"x of rank {rank} or the weights {wg} {list(shapes[0])} and {wu} {list(shapes[1])} differ "
+                      f"from a gate and up projection's")
+    if gate.type == "fc":
+        if any(o.attr("padding_weights") or o.attr("in_num_col_dims") != rank - 1 for o in (gate, up)):
+            raise Decline("a projection pads its weights or flattens x elsewhere than its last dim")
+    elif any(o.attr("trans_x") or o.attr("trans_y") for o in (gate, up)):
+        raise Decline("a projection transposes an operand")
+    inputs = {"Input": [x], "W": [_joined(ctx, [gate, up], "W" if gate.type == "fc" else "Y", 1)]}
+    if bg is not None:
+        inputs["Bias"] = [_joined(ctx, [gate, up], "Bias", 0)]
+    return Operator("fc", inputs, {"Out": act.output("Out")},
+                    {"in_num_col_dims": rank - 1, "activation_type": GATED, "padding_weights": False})
+
+
+GATE_RULES = Rules([
+    # swiglu(matmul_v2(x, Wg), matmul_v2(x, Wu)) -> fc(x, [Wg Wu], activation_type=swiglu)
+    Rule(pattern("act:swiglu(X=gate:matmul_v2(X=x, Y=wg:param), Y=up:matmul_v2(X=x, Y=wu:param))"), _gate,
+         "gate and up products + swiglu -> gated fc"),
+    # swiglu(fc(x, Wg, bg), fc(x, Wu, bu)) -> fc(x, [Wg Wu], [bg bu], activation_type=swiglu)
+    Rule(pattern("act:swiglu(X=gate:fc(Input=x, W=wg:param, Bias=bg:param), Y=up:fc(Input=x, W=wu:param, "
+                 "Bias=bu:param))", attrs={"gate": {"activation_type": ""}, "up": {"activation_type": ""}}),
+         _gate, "gate and up fc + swiglu -> gated fc"),
+    # swiglu(fc(x, Wg), fc(x, Wu)) -> fc(x, [Wg Wu], activation_type=swiglu)
+    Rule(pattern("act:swiglu(X=gate:fc(Input=x, W=wg:param), Y=up:fc(Input=x, W=wu:param))",
+                 attrs={"gate": {"activation_type": ""}, "up": {"activation_type": ""}}),
+         _gate, "gate and up fc + swiglu -> gated fc"),
+])
+
 RULES = Rules([
     # fc(x, W1, b1), fc(x, W2, b2), ... -> split(fc(x, [W1 W2 ...], [b1 b2 ...]))
     Rule(pattern("product:fc(Input=x, W=w:param, ...)"), _fuse, "products of one input -> one product + split",
@@ -127,7 +170,10 @@ RULES = Rules([
 
 @register_pass("fuse_projections", needs_scope=True)
 def fuse_projections(program: Program, scope: Scope | None, options: None = None) -> PassResult:
-    """Products of one input by constant weights -> one product on the joined weights, then a split."""
+    """Products of one input by constant weights -> one product on the joined weights, then a split;
+    a swiglu's gate and up projections -> one gated fc."""
     guard = Guard.of(program, (), "fuse_projections")
+    gated = apply_rules(program, GATE_RULES, name="fuse_projections (gates)", scope=scope, state=guard).counts
     fired = apply_rules(program, RULES, name="fuse_projections", scope=scope, state=guard).counts
-    return PassResult(program, modified=fired.total() > 0, stats={"groups_fused": fired.total()})
+    return PassResult(program, modified=gated.total() + fired.total() > 0,
+                      stats={"gates_fused": gated.total(), "groups_fused": fired.total()})

@@ -6,7 +6,8 @@ inside attention); fuse GELU's and SiLU's elementwise ops into one op, and SwiGL
 silu(gate) * up, so that a conv's SiLU reaches its epilogue; fold batch_norm into weights before
 fusing the epilogues (bias, activation) into conv and fc ops; then RMSNorm's and LayerNorm's
 elementwise ops into one op, a residual add into the norm after it, attention and the
-rotary embeddings; the products of one input (attention's query, key and value) into one;
+rotary embeddings; the products of one input (attention's query, key and value; the gate and up
+projections of a SwiGLU MLP, gated in the product's epilogue) into one;
 compute once what every layer computes alike (the mask exports build per layer); then drop what
 became dead, let grouped-query attention read its key/value heads without their repeat, drop
 what that left, and last take the head split and merge around each attention (and the rotary

@@ -1,4 +1,5 @@
-"""Exporter of the gated linear units: swiglu as ``X * Sigmoid(X) * Y``."""
+"""Exporter of the gated linear units: swiglu as ``X * Sigmoid(X) * Y`` (``swiglu_of``, which a gated
+fc's export writes too)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ from ...ir.operator import Operator
 from .context import ExportContext
 from .registry import exports
 
-__all__: list[str] = []
+__all__ = ["swiglu_of"]
 
 
 @exports("swiglu")
 def swiglu(ctx: ExportContext, op: Operator) -> None:
-    gate, up = op.input("X")[0], op.input("Y")[0]
+    swiglu_of(ctx, op.input("X")[0], op.input("Y")[0], op.output("Out")[0])
+
+
+def swiglu_of(ctx: ExportContext, gate: str, up: str, out: str) -> None:
+    """``gate * Sigmoid(gate) * up`` into ``out`` (swiglu, and a gated fc's epilogue)."""
     silu = ctx.node("Mul", [gate, ctx.node("Sigmoid", [gate])])
-    ctx.node("Mul", [silu, up], op.output("Out"))
+    ctx.node("Mul", [silu, up], [out])

@@ -1,12 +1,14 @@
 """Exporters of the matrix products: matmul_v2 and mul as MatMul (mul's operands flattened first),
-``fc`` as MatMul + Add and its activation."""
+``fc`` as MatMul + Add and its activation (a gated fc: Split into its halves and swiglu's form)."""
 
 from __future__ import annotations
 
 from ...ir.operator import Operator
 from ...ir.ops.families import epilogue_op
+from ...ir.ops.matmul import GATED
 from .context import ExportContext
 from .family import activation
+from .gated import swiglu_of
 from .registry import exports
 
 __all__: list[str] = []
@@ -43,12 +45,19 @@ def fc(ctx: ExportContext, op: Operator) -> None:
     if ctx.rank(x) != keep + 1:
         x = ctx.node("Reshape", [x, ctx.ints([0] * keep + [-1])])
     bias = op.input("Bias")[0] if op.input("Bias") else None
-    act = epilogue_op(op.attr("activation_type"))
-    value = ctx.node("MatMul", [x, w], None if bias or act else [out])
+    gated = op.attr("activation_type") == GATED
+    act = None if gated else epilogue_op(op.attr("activation_type"))
+    last = None if bias or act or gated else [out]
+    value = ctx.node("MatMul", [x, w], last)
     if bias:
-        value = ctx.node("Add", [value, bias], None if act else [out])
+        value = ctx.node("Add", [value, bias], None if act or gated else [out])
     if act:
         activation(ctx, act[0], act[1], value, out)
+    if gated:
+        gate, up = (ctx.temp(f"{out}.{half}") for half in ("gate", "up"))
+        halves = 2 if ctx.opset >= 18 else None  # two equal halves (num_outputs from opset 18)
+        ctx.node("Split", [value], [gate, up], axis=-1, num_outputs=halves)
+        swiglu_of(ctx, gate, up, out)
 
 
 @exports("mul")

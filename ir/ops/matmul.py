@@ -11,11 +11,13 @@ from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 from .families import UNARY, absorbable, fc_absorbable
 from .window import ranked, same_dim
 
-__all__: list[str] = []
+__all__ = ["GATED"]
 
 
 _PLAIN_ACTIVATIONS = ("", *(name for name in absorbable() if fc_absorbable(UNARY[name])))
 """Activations ``fc`` may apply: those its epilogue computes without parameters."""
+GATED = "swiglu"
+"""``fc``'s gated activation: the two halves of the product's columns, silu(gate) * up."""
 
 
 def _prod(dims: Sequence[int]) -> int:
@@ -101,19 +103,24 @@ def _infer_fc(ctx: InferContext) -> None:
     k_w, n = (w[0] - pad if w[0] >= 0 else -1), (w[1] - pad if w[1] >= 0 else -1)
     ctx.check(same_dim(k, k_w), f"Input {list(x)} flattened at {cols} has {k} columns but W {list(w)} "
                                  f"has {k_w} rows" + (" (padding_weights)" if pad else ""))
+    gated = ctx.attr("activation_type") == GATED
+    ctx.check(not gated or (n % 2 == 0 and not pad), f"a {GATED} fc needs W of an even number of columns (the gate's "
+                                                     f"and the up projection's), has {list(w)}")
     if ctx.has_input("Bias"):
         bias = ctx.input("Bias").shape
         ok = len(bias) in (1, 2) and same_dim(bias[-1], n) and (len(bias) == 1 or same_dim(bias[0], 1))
         ctx.check(ok, f"Bias must have shape [{n}] or [1, {n}], got {list(bias)}")
-    ctx.set_output("Out", (*x[:cols], n), ctx.input("Input").dtype)
+    ctx.set_output("Out", (*x[:cols], n // 2 if gated and n >= 0 else n), ctx.input("Input").dtype)
 
 
 register_op(OpSchema(
     "fc", inputs=[Slot("Input"), Slot("W"), Slot("Bias", dispensable=True)], outputs=[Slot("Out")],
     attrs=[AttrSpec("in_num_col_dims", AttrType.INT, 1),
-           AttrSpec("activation_type", AttrType.STRING, "", choices=_PLAIN_ACTIVATIONS),
+           AttrSpec("activation_type", AttrType.STRING, "", choices=(*_PLAIN_ACTIVATIONS, GATED)),
            AttrSpec("padding_weights", AttrType.BOOLEAN, False)],
     infer=_infer_fc,
     doc="Out = activation_type(Input flattened at in_num_col_dims @ W[in, out] + Bias); padding_weights: W "
-        "is stored [in + 4, out + 4] and only its top-left [in, out] is used.",
+        "is stored [in + 4, out + 4] and only its top-left [in, out] is used. activation_type swiglu gates: of "
+        "a = Input @ W + Bias with W [in, 2 N] (a SwiGLU MLP's gate and up projections side by side), Out [.., N] "
+        "= silu(a[..., :N]) * a[..., N:].",
 ))

@@ -12,17 +12,18 @@ from ...ir.ops.families import UNARY
 from ..registry import Kernel, KernelSpec, register_kernel
 from .jit import compiled_unary
 
-__all__: list[str] = []
+__all__ = ["swiglu"]
+
+
+def swiglu(out: np.ndarray, gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """``out`` = silu(gate) * up (``out`` may be ``gate``); fc's gated epilogue computes it too."""
+    loop = compiled_unary("silu", {})
+    if loop is None or not loop(out, gate):
+        UNARY["silu"].numpy(gate, out=out)
+    return np.multiply(out, up, out=out)
 
 
 @register_kernel("swiglu", dtypes=(DType.float32, DType.float16, DType.float64))
 def _swiglu(spec: KernelSpec) -> Kernel:
-    loop, inplace, silu = compiled_unary("silu", {}), spec.inplace, UNARY["silu"].numpy
-
-    def run(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        out = x if inplace else np.empty_like(x)
-        if loop is None or not loop(out, x):
-            silu(x, out=out)
-        return np.multiply(out, y, out=out)
-
-    return run
+    inplace = spec.inplace
+    return lambda x, y: swiglu(x if inplace else np.empty_like(x), x, y)

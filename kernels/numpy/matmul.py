@@ -1,6 +1,6 @@
 """numpy kernels of the matrix products (``halfway.ir.ops.matmul``): matmul_v2, mul and fc, each one
 BLAS matmul; fc applies its bias and activation through the convolutions' epilogue
-(``conv.make_epilogue``), in place."""
+(``conv.make_epilogue``), in place, and its gated swiglu (``gated.swiglu``) over the product's halves."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...ir.dtypes import DType
+from ...ir.ops.matmul import GATED
 from ..registry import Kernel, KernelSpec, register_kernel
 from . import products
 from .conv import make_epilogue, slot_positions  # and registers the convolutions
+from .gated import swiglu
 
 __all__: list[str] = []
 
@@ -53,15 +55,20 @@ def fc(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
     x2 = _rows(spec.input("Input").shape, attrs["in_num_col_dims"])
     out_shape = spec.output("Out").shape
-    width = out_shape[-1]
+    gated = attrs["activation_type"] == GATED
+    width = out_shape[-1] * (2 if gated else 1)
     used = (slice(0, x2[1]), slice(0, width)) if attrs["padding_weights"] else (slice(None), slice(None))
-    epilogue = make_epilogue((width,), attrs["activation_type"])
+    epilogue = make_epilogue((width,), "" if gated else attrs["activation_type"])
     bias_at = slot_positions(spec).get("Bias")
     weight = spec.constant("W")
     packed = None if weight is None else products.pack(weight[used])
 
     def run(*args: np.ndarray) -> np.ndarray:
-        out = products.matmul(args[0].reshape(x2), args[1][used], packed)
-        return epilogue(out, None if bias_at is None else args[bias_at]).reshape(out_shape)
+        out = epilogue(products.matmul(args[0].reshape(x2), args[1][used], packed),
+                       None if bias_at is None else args[bias_at])
+        if gated:
+            half = width // 2
+            out = swiglu(np.empty((x2[0], half), out.dtype), out[:, :half], out[:, half:])
+        return out.reshape(out_shape)
 
     return run

@@ -1,6 +1,7 @@
 """OpenCL kernels of the matrix products: matmul_v2 (batch dims that broadcast as strides of 0 or a
 whole matrix), mul and fc (its bias and activation in the GEMM's epilogue), each one ``gemm``
-launch."""
+launch; a gated (swiglu) fc writes its product to a buffer of its own, whose halves a second
+launch (``elementwise.cl``'s gated_halves) gates into the output."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...ir.dtypes import DType
+from ...ir.ops.matmul import GATED
 from ..numpy.conv import slot_positions
 from ..registry import KernelSpec, register_kernel
 from .activations import Activation, fused_activation
-from .base import Binder, DeviceArray, Launch, Unsupported
+from .base import Binder, DeviceArray, Launch, Unsupported, element_options, launch_1d, source
+from .elementwise import GATED_OPS
 from .gemm import Gemm, gemm_launch
 from .runtime import Runtime
 
@@ -69,10 +72,30 @@ def _mul(spec: KernelSpec) -> Binder:
 
 def _fc(spec: KernelSpec) -> Binder:
     m, k = _rows(spec.input("Input").shape, spec.attrs["in_num_col_dims"])
-    n = spec.output("Out").shape[-1]
     row = spec.input("W").shape[1]
+    gated = spec.attrs["activation_type"] == GATED
+    n = row if gated else spec.output("Out").shape[-1]
     gemm = Gemm(m, n, k, 1, (0, k, 1), (0, row, 1), (0, n, 1), (0, 0, 1))
+    if gated:
+        return _gated_binder(spec, gemm)
     return _gemm_binder(spec, gemm, fused_activation(spec.attrs["activation_type"]))
+
+
+def _gated_binder(spec: KernelSpec, gemm: Gemm) -> Binder:
+    """The product and its bias into a [m, 2 N] buffer, then silu(gate) * up of its halves into Out."""
+    where = slot_positions(spec)
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        storage = rt.storage(spec.dtype)
+        product = DeviceArray(rt.alloc(gemm.m * gemm.n * storage.itemsize), (gemm.m, gemm.n), storage)
+        launches = gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], product, _IDENTITY, _optional(ins, where, "Bias"))
+        text = source("elementwise.cl", defines={"OP(a, b)": GATED_OPS[GATED]})
+        kernel = rt.kernel(text, "gated_halves", element_options(rt, spec.dtype))
+        out = outs[0]
+        return [*launches, launch_1d(rt, kernel, out.size, product.buffer, out.buffer, np.int32(gemm.n // 2),
+                                     np.int32(out.size))]
+
+    return bind
 
 
 def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:

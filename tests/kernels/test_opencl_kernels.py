@@ -350,6 +350,9 @@ def test_mul_and_fc(place, dtype):
           {"activation_type": "relu"}, params=("W", "Bias"))
     check(place, "fc", {"Input": rand(2, 6, dtype=dtype), "W": rand(10, 7, dtype=dtype)},
           {"padding_weights": True}, params=("W",))
+    check(place, "fc", {"Input": rand(3, 4, 33, dtype=dtype), "W": rand(33, 18, dtype=dtype),
+                        "Bias": rand(18, dtype=dtype)}, {"in_num_col_dims": 2, "activation_type": "swiglu"},
+          params=("W", "Bias"))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -70,3 +70,40 @@ def test_a_lone_product_says_why():
     result = PassManager("fuse_projections", debug=True).run(prog, scope, fetch=outs)
     assert not result.records[0].modified
     assert any("no other product of x" in m.reason for r in result.records for m in r.near_misses)
+
+
+def _mlp(kind="matmul_v2", x_shape=(2, 3, 8), transposed=False):
+    """A SwiGLU MLP's gate and up projections of x (fc with a bias, or matmul_v2), gated."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", list(x_shape))
+        products = []
+        for width in (8, 8):
+            w = create_parameter("w", [width, 8] if transposed else [8, width])
+            if kind == "fc":
+                inputs = {"Input": x, "W": w, "Bias": create_parameter("b", [width])}
+                products.append(append_op("fc", inputs, {"in_num_col_dims": 2})["Out"][0])
+            else:
+                products.append(append_op("matmul_v2", {"X": x, "Y": w}, {"trans_y": transposed})["Out"][0])
+        out = append_op("swiglu", {"X": products[0], "Y": products[1]})["Out"][0]
+    return prog, halfway.init_scope(prog, seed=4), [out.name]
+
+
+@pytest.mark.parametrize("kind", ["fc", "matmul_v2"])
+def test_gate_and_up_projections_become_one_gated_fc(kind):
+    prog, scope, outs = _mlp(kind)
+    result = fuse_and_compare(prog, scope, "fuse_projections", outs, feed=_feed())
+    (fc,) = result.program.global_block().ops
+    assert fc.type == "fc" and fc.attr("activation_type") == "swiglu"
+    assert result.scope[fc.input("W")[0]].shape == (8, 16) and bool(fc.input("Bias")) == (kind == "fc")
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    ({"x_shape": (8,)}, "x of rank 1"),
+    ({"transposed": True}, "transposes an operand"),
+])
+def test_gates_that_differ_say_why(kwargs, reason):
+    prog, scope, outs = _mlp(**kwargs)
+    result = PassManager("fuse_projections", debug=True).run(prog, scope, fetch=outs)
+    assert op_types(result.program)["swiglu"] == 1
+    assert any(reason in m.reason for r in result.records for m in r.near_misses)

@@ -32,6 +32,15 @@ __kernel void binary_flat(__global const T* x, __global const T* y, __global T* 
     }
 }
 
+/* OP(a, b) of the halves of each row of x [rows, 2 * cols], a from the first: an fc's gated output. */
+__kernel void gated_halves(__global const T* x, __global T* out, int cols, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    long at = (long)(i / cols) * 2 * cols + i % cols;
+    REAL a = LOAD(x, at), b = LOAD(x, at + cols);
+    STORE(out, i, OP(a, b));
+}
+
 /* Broadcasting operands. */
 __kernel void binary_bcast(__global const T* x, __global const T* y, __global T* out, __constant int* meta, int n) {
     int i = get_global_id(0);
