@@ -13,11 +13,7 @@ leaves the column saying why. halfway's count is the ops of block 0 after ``half
 fetch ops not counted. The ratio is halfway's over ONNX Runtime's: below 1 where halfway leaves
 fewer. ``--histogram`` prints the op types halfway leaves, most frequent first, and those of one layer.
 
-A layer's ops (``layer_ops``) are counted between the last two attentions of the program (a
-transformer's layers each have one): the ops that depend on the second-to-last attention but not
-on the last, the last one itself, and the ops whose outputs only those read (what a layer
-recomputes from values shared by all layers, a mask or a shape, say). The ops that compute the
-shared values once, and those before the first attention and after the last, are no layer's.
+A layer's ops are ``tests.support.modern.layer_ops``: those between the last two attentions.
 """
 
 from __future__ import annotations
@@ -27,19 +23,16 @@ import logging
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 
 import halfway
-from halfway.ir.block import Block
-from halfway.ir.operator import Operator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.results import Results, add_json_option  # noqa: E402
-from tests.support.modern import FIXTURE_DIR, fixtures  # noqa: E402
+from tests.support.modern import FIXTURE_DIR, fixtures, layer_ops  # noqa: E402
 
 MODEL_TYPES = {"bert": "bert", "distilbert": "bert", "roberta": "bert", "gpt2": "gpt2", "t5_encoder": "t5",
                "vit": "vit", "swin": "swin"}
@@ -82,67 +75,14 @@ def ort_nodes(path: Path, family: str, python: str | None = None) -> int | str:
     return len(model.model.graph.node)
 
 
-ATTENTION_OPS = ("scaled_dot_product_attention", "cached_attention")
-"""The op each layer of a transformer holds once, after the passes."""
-
-
 def halfway_ops(path: Path) -> tuple[Counter[str], Counter[str] | None]:
     """The op types (and how many of each) halfway's default pipeline leaves, feed/fetch not
     counted, and those of one layer (None with fewer than two attentions)."""
     program, _, fetches, scope = halfway.load(str(path))
     block = halfway.PassManager().run(program, scope, fetch=fetches).program.global_block()
     ops = [op for op in block.ops if op.type not in ("feed", "fetch")]
-    layer = layer_ops(block, ops)
+    layer = layer_ops(block)
     return Counter(op.type for op in ops), None if layer is None else Counter(op.type for op in layer)
-
-
-def layer_ops(block: Block, ops: list[Operator]) -> list[Operator] | None:
-    """The ops of the program's last layer (module docstring), or None with fewer than two attentions."""
-    anchors = [op for op in ops if op.type in ATTENTION_OPS]
-    if len(anchors) < 2:
-        return None
-    before, last = anchors[-2:]
-    earlier = {id(op) for op in _reached(before, _writers(block))}
-    layer = {id(op): op for op in _reached(before, _readers(block)) if id(op) != id(before)}
-    for op in _reached(last, _readers(block)):
-        layer.pop(id(op), None)
-    layer[id(last)] = last
-    while _add_recomputed(block, ops, layer, earlier):
-        pass
-    return [op for op in ops if id(op) in layer]
-
-
-def _add_recomputed(block: Block, ops: list[Operator], layer: dict[int, Operator], earlier: set[int]) -> bool:
-    """Add to ``layer`` the ops (not among ``earlier``) whose every reader is in it; whether any was."""
-    added = False
-    for op in ops:
-        readers = _readers(block)(op)
-        if id(op) not in layer and id(op) not in earlier and readers and all(id(r) in layer for r in readers):
-            layer[id(op)] = op
-            added = True
-    return added
-
-
-Edges = Callable[[Operator], list[Operator]]
-
-
-def _readers(block: Block) -> Edges:
-    return lambda op: [use[0] for name in op.output_names() for use in block.uses(name)]
-
-
-def _writers(block: Block) -> Edges:
-    return lambda op: [place[0] for name in op.input_names() for place in block.producers(name)]
-
-
-def _reached(start: Operator, edges: Edges) -> list[Operator]:
-    """``start`` and every op ``edges`` lead to from it, directly or not."""
-    found, todo = {id(start): start}, [start]
-    while todo:
-        for op in edges(todo.pop()):
-            if id(op) not in found:
-                found[id(op)] = op
-                todo.append(op)
-    return list(found.values())
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ import pytest
 import halfway
 from halfway.executor import Executor
 from halfway.passes import DEFAULT_PIPELINE, PassManager
+from tests.support.modern import FIXTURE_DIR, fixtures, layer_ops
 from tests.support.passcheck import fuse_and_compare, op_types, random_cnn
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "paddle"
@@ -78,3 +79,19 @@ def test_default_pipeline_on_onnx_zoo_models_matches_onnxruntime(name, left):
     assert op_types(result.program) == left
     got = Executor().run(result.program, {n: feeds[n] for n in feed_names}, fetch_names, result.scope)[0]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * float(np.abs(want).max()))
+
+
+LAYER_OPS = {"llama": 10, "bert": 8, "distilbert": 8, "roberta": 8, "vit": 8}
+"""The most ops the default pipeline leaves in one layer, per fixture family: a decoder's norms (the
+residual adds in them), its projections (query, key and value as one; gate and up gated as one),
+the split, the two rotary embeddings and the attention; an encoder's the same without rotary, its
+post-norms taking the residual adds."""
+
+
+@pytest.mark.parametrize("name", [e["name"] for e in fixtures() if e["family"] in LAYER_OPS])
+def test_a_transformer_layer_keeps_few_ops(name):
+    program, _, fetches, scope = halfway.load(str(FIXTURE_DIR / f"{name}.onnx"))
+    layer = layer_ops(PassManager().run(program, scope, fetch=fetches).program.global_block())
+    assert layer is not None
+    family = next(e["family"] for e in fixtures() if e["name"] == name)
+    assert len(layer) <= LAYER_OPS[family], sorted(op.type for op in layer)

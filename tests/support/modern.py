@@ -1,5 +1,6 @@
 """Today's architectures as tiny ONNX exports (``tests/fixtures/modern/``, written by
-``scripts/make_modern_fixtures.py``), and the check of halfway on them.
+``scripts/make_modern_fixtures.py``), the check of halfway on them, and the ops one layer of a
+transformer holds after the passes (``layer_ops``).
 
 A fixture passes when ``halfway.load`` imports it without ``input_shapes`` (its batch and
 sequence or image dims stay symbolic) and that one program, run on numpy at every saved case,
@@ -16,15 +17,18 @@ import functools
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import halfway
+from halfway.ir.block import Block
+from halfway.ir.operator import Operator
 
-__all__ = ["FIXTURE_DIR", "STAGES", "EXPECTED_FAILURES", "manifest", "fixtures", "cases", "check_fixture", "compare",
-           "expected_failure", "first_failure", "summary"]
+__all__ = ["FIXTURE_DIR", "STAGES", "EXPECTED_FAILURES", "ATTENTION_OPS", "manifest", "fixtures", "cases",
+           "check_fixture", "compare", "expected_failure", "first_failure", "summary", "layer_ops"]
 
 FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "modern"
 STAGES = ("imported", "passes")
@@ -33,6 +37,9 @@ RTOL = 1e-4
 """Largest error over the largest reference magnitude; also allclose's rtol."""
 ATOL = 1e-5
 """allclose's atol, in units of the reference's largest magnitude (at least 1)."""
+
+ATTENTION_OPS = ("scaled_dot_product_attention", "cached_attention")
+"""The op each layer of a transformer holds once, after the passes (``layer_ops``)."""
 
 EXPECTED_FAILURES: dict[str, tuple[str, ...]] = {}
 """First failure -> the fixtures that hit it today, as imported and after the passes. A reason
@@ -123,6 +130,61 @@ def summary(error: BaseException) -> str:
         listed = text.split("cannot import:", 1)[-1]
         return "unsupported ONNX ops: " + ", ".join(sorted(set(re.findall(r"\((\w+)\)", listed))))
     return f"{type(error).__name__}: {text}"
+
+
+def layer_ops(block: Block) -> list[Operator] | None:
+    """The ops of the program's last layer, or None with fewer than two attentions: the layers of a
+    transformer each hold one attention, and the last layer's ops are those that depend on the
+    second-to-last attention but not on the last, the last one itself, and the ops whose outputs
+    only those read (what a layer recomputes from values shared by all layers, a mask or a shape,
+    say). The ops that compute the shared values once, and those before the first attention and
+    after the last, are no layer's. Feed and fetch ops are not counted."""
+    ops = [op for op in block.ops if op.type not in ("feed", "fetch")]
+    anchors = [op for op in ops if op.type in ATTENTION_OPS]
+    if len(anchors) < 2:
+        return None
+    before, last = anchors[-2:]
+    earlier = {id(op) for op in _reached(before, _writers(block))}
+    layer = {id(op): op for op in _reached(before, _readers(block)) if id(op) != id(before)}
+    for op in _reached(last, _readers(block)):
+        layer.pop(id(op), None)
+    layer[id(last)] = last
+    while _add_recomputed(block, ops, layer, earlier):
+        pass
+    return [op for op in ops if id(op) in layer]
+
+
+def _add_recomputed(block: Block, ops: list[Operator], layer: dict[int, Operator], earlier: set[int]) -> bool:
+    """Add to ``layer`` the ops (not among ``earlier``) whose every reader is in it; whether any was."""
+    added = False
+    for op in ops:
+        readers = _readers(block)(op)
+        if id(op) not in layer and id(op) not in earlier and readers and all(id(r) in layer for r in readers):
+            layer[id(op)] = op
+            added = True
+    return added
+
+
+Edges = Callable[[Operator], list[Operator]]
+
+
+def _readers(block: Block) -> Edges:
+    return lambda op: [use[0] for name in op.output_names() for use in block.uses(name)]
+
+
+def _writers(block: Block) -> Edges:
+    return lambda op: [place[0] for name in op.input_names() for place in block.producers(name)]
+
+
+def _reached(start: Operator, edges: Edges) -> list[Operator]:
+    """``start`` and every op ``edges`` lead to from it, directly or not."""
+    found, todo = {id(start): start}, [start]
+    while todo:
+        for op in edges(todo.pop()):
+            if id(op) not in found:
+                found[id(op)] = op
+                todo.append(op)
+    return list(found.values())
 
 
 def _report() -> None:
