@@ -2,8 +2,8 @@
 hold is an error naming the var and the op instead of an infinity or a NaN in the results.
 
 1. A feed that a cast narrows from float32 (or float64) into float16 is checked before the run:
-   a finite value beyond ±65504 would become an infinity there, and an infinity fed would pass
-   for an overflow; a NaN is the feed's own, and passes.
+   a finite value beyond ±65504 would become an infinity there; an infinity or a NaN fed is the
+   feed's own, which float16 holds as it is.
 2. After the run, the fetched floating arrays are checked for infinities and NaNs. Only when one
    holds some (and the feeds hold none) is the program evaluated again, op by op, on the numpy
    reference evaluator, to find the first op whose output went non-finite from finite inputs: a
@@ -60,21 +60,22 @@ class Float16Range:
         self._fetch_names = list(fetch_names)
 
     def check_feeds(self, feeds: Sequence[np.ndarray]) -> None:
-        """Float16RangeError when a narrowed feed holds a value beyond float16's range (NaNs
-        aside), naming the value farthest out: a finite one that would become inf, or an inf,
-        which float16 would hold where an overflow cannot be told from it."""
+        """Float16RangeError when a narrowed feed holds a finite value beyond float16's range,
+        naming the one farthest out. Infinities and NaNs are the feed's own: float16 holds them
+        as they are, as ONNX's Cast does."""
         for narrowing in self._narrowings:
             value = feeds[narrowing.index]
-            if not value.size:
+            if not value.size or _within(float(np.fmax.reduce(value, axis=None)),
+                                         float(np.fmin.reduce(value, axis=None))):
                 continue
-            top, bottom = float(np.fmax.reduce(value, axis=None)), float(np.fmin.reduce(value, axis=None))
-            if top > FLOAT16_MAX or bottom < -FLOAT16_MAX:
-                worst = top if top >= -bottom else bottom
-                effect = "it would become inf" if np.isfinite(worst) else "an overflow could not be told from it"
+            finite = np.isfinite(value)
+            top = float(np.max(value, where=finite, initial=-np.inf))
+            bottom = float(np.min(value, where=finite, initial=np.inf))
+            if not _within(top, bottom):
                 raise Float16RangeError(
-                    f"feed {narrowing.name!r} holds {worst:.6g}, beyond float16's range (±{FLOAT16_MAX:g}), and "
-                    f"{narrowing.where} casts it to float16: {effect}; feed finite values within the range, or "
-                    f"run the float32 program {_SKIP_HINT}")
+                    f"feed {narrowing.name!r} holds {top if top >= -bottom else bottom:.6g}, beyond float16's range "
+                    f"(±{FLOAT16_MAX:g}), and {narrowing.where} casts it to float16: it would become inf; feed "
+                    f"values within the range, or run the float32 program {_SKIP_HINT}")
 
     def check_fetches(self, feeds: Mapping[str, np.ndarray], results: Sequence[np.ndarray]) -> None:
         """Float16RangeError when a fetched array holds inf/NaN that a float16 op brought in."""
@@ -114,6 +115,11 @@ class Float16Range:
         wide = {name: values[name].astype(np.float32) if values[name].dtype == np.float16 else values[name]
                 for name in op.input_names()}
         return all(_finite(value) for value in evaluate_op(op, wide).values())
+
+
+def _within(top: float, bottom: float) -> bool:
+    """Whether the largest and smallest values fit float16 (NaN, where every value is one, fits)."""
+    return not (top > FLOAT16_MAX or bottom < -FLOAT16_MAX)
 
 
 def float16_range(ops: Sequence[Operator], infos: Mapping[str, TensorInfo], parameters: Mapping[str, np.ndarray],
