@@ -121,10 +121,12 @@ def _count(graph: onnx.GraphProto, op_type: str) -> int:
 def _fused_ops(graph: onnx.GraphProto) -> dict[str, int]:
     """The fused ops halfway should make of an exported graph, counted in the graph: one attention
     per softmax, a gelu per Erf, a conv per Conv, an fc per product with a weight (MatMul by an
-    initializer, Gemm)."""
+    initializer, Gemm) but one for each attention's query, key and value (``fuse_projections``
+    joins the three)."""
     weights = {t.name for t in graph.initializer}
+    products = _count(graph, "Gemm") + sum(n.op_type == "MatMul" and n.input[1] in weights for n in graph.node)
     found = {"attention": _count(graph, "Softmax"), "gelu": _count(graph, "Erf"), "conv": _count(graph, "Conv"),
-             "fc": _count(graph, "Gemm") + sum(n.op_type == "MatMul" and n.input[1] in weights for n in graph.node)}
+             "fc": products - 2 * _count(graph, "Softmax")}
     return {label: n for label, n in found.items() if n}
 
 
