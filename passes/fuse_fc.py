@@ -17,6 +17,13 @@ Rules (applied until nothing matches, so they chain):
    (either operand: ConvNeXt's and CaiT's layer scale, ``gamma * fc(x)``) -> fc with ``W * c``
    and ``Bias * c`` (computed in float64, stored as new parameters): one pass over the output
    fewer.
+
+A pass of its own, ``fuse_residual``, runs after ``fuse_norm`` (whose skip norms take the residual
+adds a norm reads):
+
+5. fc without activation, gate or residual + elementwise_add of a value of the fc's output dims
+   (either operand; ``probe_dims`` proves them equal, symbolic ones included) -> fc with that value
+   as its ResidualData: the residual add in the GEMM's epilogue.
 """
 
 from __future__ import annotations
@@ -25,11 +32,15 @@ import numpy as np
 
 from ..ir.operator import Operator
 from ..ir.ops.families import UNARY, fc_absorbable
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .dims import probe_dims
 from .fuse_channels import is_channel_bias
 from .pattern import pattern
-from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules, copy_op, register_rules
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "RESIDUAL_RULES", "fuse_residual"]
 
 _ACTS = [name for name, row in UNARY.items() if fc_absorbable(row)]
 
@@ -102,3 +113,30 @@ RULES = Rules([
 
 register_rules("fuse_fc", RULES, "Fuse matmul_v2/mul, its bias add, its activation and a per-column scale after it "
                "into one fc op.")
+
+
+def _residual(ctx: RewriteContext, *, add: Operator, fc: Operator, r: str) -> Operator | Decline:
+    """Case 5."""
+    out, table = fc.output("Out")[0], ctx.state
+    dims, residual = table.dims_of(out), table.dims_of(r)
+    if fc.input("ResidualData") or fc.attr("activation_type") or add.attr("axis") != -1:
+        return ctx.decline(f"{fc.describe()} has a residual or an activation, or the add's axis is {add.attr('axis')}")
+    if dims is None or dims != residual or ctx.var(r).dtype is not ctx.var(out).dtype:
+        return ctx.decline(f"{r} {list(residual or ())} is not of the fc's output dims {list(dims or ())} and dtype")
+    return copy_op(fc, inputs={"ResidualData": [r]}, outputs={"Out": add.output("Out")})
+
+
+RESIDUAL_RULES = Rules([
+    # fc(x) + r -> fc(x, ResidualData=r)
+    Rule(pattern("add:elementwise_add(X=fc:fc(Input=_, W=_, ...), Y=r)"), _residual, "fc + residual -> fc"),
+    # r + fc(x) -> fc(x, ResidualData=r)
+    Rule(pattern("add:elementwise_add(X=r, Y=fc:fc(Input=_, W=_, ...))"), _residual, "residual + fc -> fc"),
+])
+
+
+@register_pass("fuse_residual")
+def fuse_residual(program: Program, scope: Scope | None = None, options: None = None) -> PassResult:
+    """Residual adds after an fc without activation into its epilogue (case 5)."""
+    table = probe_dims(program.global_block(), scope)
+    fired = apply_rules(program, RESIDUAL_RULES, name="fuse_residual", state=table).counts
+    return PassResult(program, modified=fired.total() > 0, stats={"residuals_fused": fired.total()})

@@ -1,5 +1,6 @@
 """Exporters of the matrix products: matmul_v2 and mul as MatMul (mul's operands flattened first),
-``fc`` as MatMul + Add and its activation (a gated fc: Split into its halves and swiglu's form)."""
+``fc`` as MatMul, an Add of its bias and of its residual, and its activation (a gated fc: Split into
+its halves and swiglu's form)."""
 
 from __future__ import annotations
 
@@ -36,21 +37,20 @@ def matmul_v2(ctx: ExportContext, op: Operator) -> None:
 
 @exports("fc")
 def fc(ctx: ExportContext, op: Operator) -> None:
-    """act(Input flattened at in_num_col_dims @ W + Bias): Input reshaped to [d0.., -1] where it
-    has more dims than that, then MatMul, Add and the activation."""
+    """act(Input flattened at in_num_col_dims @ W + Bias + ResidualData): Input reshaped to [d0.., -1]
+    where it has more dims than that, then MatMul, the Adds and the activation."""
     x, w, out = op.input("Input")[0], op.input("W")[0], op.output("Out")[0]
     if op.attr("padding_weights"):
         ctx.fail("padding_weights (W padded by 4 rows and columns) is not supported")
     keep = op.attr("in_num_col_dims")
     if ctx.rank(x) != keep + 1:
         x = ctx.node("Reshape", [x, ctx.ints([0] * keep + [-1])])
-    bias = op.input("Bias")[0] if op.input("Bias") else None
+    addends = [n for slot in ("Bias", "ResidualData") for n in op.input(slot)]
     gated = op.attr("activation_type") == GATED
     act = None if gated else epilogue_op(op.attr("activation_type"))
-    last = None if bias or act or gated else [out]
-    value = ctx.node("MatMul", [x, w], last)
-    if bias:
-        value = ctx.node("Add", [value, bias], None if act or gated else [out])
+    value = ctx.node("MatMul", [x, w], None if addends or act or gated else [out])
+    for i, addend in enumerate(addends):
+        value = ctx.node("Add", [value, addend], None if act or gated or i < len(addends) - 1 else [out])
     if act:
         activation(ctx, act[0], act[1], value, out)
     if gated:

@@ -110,16 +110,23 @@ def _infer_fc(ctx: InferContext) -> None:
         bias = ctx.input("Bias").shape
         ok = len(bias) in (1, 2) and same_dim(bias[-1], n) and (len(bias) == 1 or same_dim(bias[0], 1))
         ctx.check(ok, f"Bias must have shape [{n}] or [1, {n}], got {list(bias)}")
-    ctx.set_output("Out", (*x[:cols], n // 2 if gated and n >= 0 else n), ctx.input("Input").dtype)
+    out = (*x[:cols], n // 2 if gated and n >= 0 else n)
+    if ctx.has_input("ResidualData"):
+        res = ctx.input("ResidualData").shape
+        ctx.check(not gated and len(res) == len(out) and all(map(same_dim, res, out)),
+                  f"ResidualData must have the output's shape {list(out)} (and the fc no gate), got {list(res)}")
+    ctx.set_output("Out", out, ctx.input("Input").dtype)
 
 
 register_op(OpSchema(
-    "fc", inputs=[Slot("Input"), Slot("W"), Slot("Bias", dispensable=True)], outputs=[Slot("Out")],
+    "fc", inputs=[Slot("Input"), Slot("W"), Slot("Bias", dispensable=True), Slot("ResidualData", dispensable=True)],
+    outputs=[Slot("Out")],
     attrs=[AttrSpec("in_num_col_dims", AttrType.INT, 1),
            AttrSpec("activation_type", AttrType.STRING, "", choices=(*_PLAIN_ACTIVATIONS, GATED)),
            AttrSpec("padding_weights", AttrType.BOOLEAN, False)],
     infer=_infer_fc,
-    doc="Out = activation_type(Input flattened at in_num_col_dims @ W[in, out] + Bias); padding_weights: W "
+    doc="Out = activation_type(Input flattened at in_num_col_dims @ W[in, out] + Bias + ResidualData), "
+        "ResidualData (dispensable) of Out's shape (a residual add in the epilogue); padding_weights: W "
         "is stored [in + 4, out + 4] and only its top-left [in, out] is used. activation_type swiglu gates: of "
         "a = Input @ W + Bias with W [in, 2 N] (a SwiGLU MLP's gate and up projections side by side), Out [.., N] "
         "= silu(a[..., :N]) * a[..., N:].",

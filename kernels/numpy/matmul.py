@@ -1,5 +1,5 @@
 """numpy kernels of the matrix products (``halfway.ir.ops.matmul``): matmul_v2, mul and fc, each one
-BLAS matmul; fc applies its bias and activation through the convolutions' epilogue
+BLAS matmul; fc applies its bias, residual and activation through the convolutions' epilogue
 (``conv.make_epilogue``), in place, and its gated swiglu (``gated.swiglu``) over the product's halves."""
 
 from __future__ import annotations
@@ -59,13 +59,15 @@ def fc(spec: KernelSpec) -> Kernel:
     width = out_shape[-1] * (2 if gated else 1)
     used = (slice(0, x2[1]), slice(0, width)) if attrs["padding_weights"] else (slice(None), slice(None))
     epilogue = make_epilogue((width,), "" if gated else attrs["activation_type"])
-    bias_at = slot_positions(spec).get("Bias")
+    where = slot_positions(spec)
+    bias_at, residual_at = where.get("Bias"), where.get("ResidualData")
     weight = spec.constant("W")
     packed = None if weight is None else products.pack(weight[used])
 
     def run(*args: np.ndarray) -> np.ndarray:
+        residual = None if residual_at is None else args[residual_at].reshape(x2[0], width)
         out = epilogue(products.matmul(args[0].reshape(x2), args[1][used], packed),
-                       None if bias_at is None else args[bias_at])
+                       None if bias_at is None else args[bias_at], residual)
         if gated:
             half = width // 2
             out = swiglu(np.empty((x2[0], half), out.dtype), out[:, :half], out[:, half:])

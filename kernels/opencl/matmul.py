@@ -1,5 +1,5 @@
 """OpenCL kernels of the matrix products: matmul_v2 (batch dims that broadcast as strides of 0 or a
-whole matrix), mul and fc (its bias and activation in the GEMM's epilogue), each one ``gemm``
+whole matrix), mul and fc (its bias, residual and activation in the GEMM's epilogue), each one ``gemm``
 launch; a gated (swiglu) fc writes its product to a buffer of its own, whose halves a second
 launch (``elementwise.cl``'s gated_halves) gates into the output."""
 
@@ -102,7 +102,8 @@ def _gemm_binder(spec: KernelSpec, gemm: Gemm, act: Activation) -> Binder:
     where = slot_positions(spec)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        return gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"))
+        return gemm_launch(rt, spec.dtype, gemm, ins[0], ins[1], outs[0], act, _optional(ins, where, "Bias"),
+                           _optional(ins, where, "ResidualData"))
 
     return bind
 

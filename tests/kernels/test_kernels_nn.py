@@ -672,6 +672,14 @@ def test_fc_without_bias():
     check(run("fc", {"Input": x, "W": w})["Out"], x.astype(np.float64) @ w, 6)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fc_adds_its_residual_before_the_activation(dtype):
+    x, w, b, r = rand(2, 3, 4, dtype=dtype), rand(4, 5, dtype=dtype), rand(5, dtype=dtype), rand(2, 3, 5, dtype=dtype)
+    out = run("fc", {"Input": x, "W": w, "Bias": b, "ResidualData": r}, {"in_num_col_dims": 2,
+                                                                          "activation_type": "relu"})["Out"]
+    check(out, ref_activation(x.astype(np.float64) @ w + b + r, "relu"), 4 + 1, dtype)
+
+
 # -- the kernels called directly ------------------------------------------------------------------
 def test_conv_kernel_writes_a_fresh_contiguous_output_in_the_requested_layout():
     spec = KernelSpec("conv2d", DType.float32,

@@ -353,6 +353,9 @@ def test_mul_and_fc(place, dtype):
     check(place, "fc", {"Input": rand(3, 4, 33, dtype=dtype), "W": rand(33, 18, dtype=dtype),
                         "Bias": rand(18, dtype=dtype)}, {"in_num_col_dims": 2, "activation_type": "swiglu"},
           params=("W", "Bias"))
+    check(place, "fc", {"Input": rand(3, 4, 33, dtype=dtype), "W": rand(33, 9, dtype=dtype),
+                        "Bias": rand(9, dtype=dtype), "ResidualData": rand(3, 4, 9, dtype=dtype)},
+          {"in_num_col_dims": 2, "activation_type": "relu"}, params=("W", "Bias"))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

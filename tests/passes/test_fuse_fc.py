@@ -175,3 +175,38 @@ def test_scales_that_do_not_fold(case, kwargs):
     prog, scope, outs = _scaled_linear(**kwargs)
     result = fuse_and_compare(prog, scope, "fuse_fc", outs)
     assert op_types(result.program)["elementwise_mul"] == 1, case
+
+
+def _residual_block(act=None, broadcast=False, residual_first=False):
+    """fc(x) (+ an activation) + r, x [-1, 4, 6] and r computed from x, of the output's dims (or a
+    [1, 4, 7] parameter broadcasting)."""
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [-1, 4, 6])
+        r = create_parameter("r", [1, 4, 7]) if broadcast else layers.tanh(layers.matmul(x, create_parameter("v", [6, 7])))
+        y = layers.elementwise_add(layers.matmul(x, create_parameter("w", [6, 7])), create_parameter("b", [7]))
+        y = apply_act(y, act) if act else y
+        out = layers.elementwise_add(r, y) if residual_first else layers.elementwise_add(y, r)
+    scope = halfway.init_scope(prog, seed=9)
+    lively_params(scope, np.random.default_rng(10))
+    rng = np.random.default_rng(2)
+    return prog, scope, [out.name], {"x": rng.standard_normal((3, 4, 6)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("residual_first", [False, True])
+def test_a_residual_add_after_an_fc_goes_into_its_epilogue(residual_first):
+    prog, scope, outs, feed = _residual_block(residual_first=residual_first)
+    result = fuse_and_compare(prog, scope, "fuse_fc,fuse_residual", outs, feed=feed)
+    fc = result.program.global_block().ops[-1]
+    assert fc.type == "fc" and fc.input("ResidualData") and "elementwise_add" not in op_types(result.program)
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    ({"act": "relu"}, "has a residual or an activation"),
+    ({"broadcast": True}, "is not of the fc's output dims"),
+])
+def test_residuals_that_stay_say_why(kwargs, reason):
+    prog, scope, outs, feed = _residual_block(**kwargs)
+    result = PassManager("fuse_fc,fuse_residual", debug=True).run(prog, scope, fetch=outs)
+    assert op_types(result.program)["elementwise_add"] == 1
+    assert any(reason in m.reason for r in result.records for m in r.near_misses)
