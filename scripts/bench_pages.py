@@ -139,7 +139,8 @@ PAGES: dict[str, Page] = {
     "bench_op_counts": Page(
         "Ops after the passes",
         "`benchmarks/bench_op_counts.py`: the ops halfway's default pipeline leaves of each modern fixture "
-        "(`tests/fixtures/modern/`) beside the nodes ONNX Runtime's transformers optimizer leaves."),
+        "(`tests/fixtures/modern/`) beside the nodes ONNX Runtime's transformers optimizer leaves, and those of "
+        "one transformer layer (`halfway_per_layer`: between the last two attentions)."),
     "bench_fusion": Page(
         "Transformer fusion",
         "`benchmarks/bench_fusion.py`: op counts before and after the default pipeline and fused against "
