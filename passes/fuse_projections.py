@@ -24,7 +24,7 @@ why not:
    product stands where the first stood (x and the weights are there already, and the readers
    of each output come after its product);
 3. an output that is persistable, fed, used by another block or written by another op keeps its
-   group apart.
+   group apart, and so does x written again between the group's products.
 
 The new weight (and bias) is a new parameter; the old ones go with their last reader.
 """
@@ -42,7 +42,7 @@ from ..ir.program import Program
 from ..ir.scope import Scope
 from .base import PassResult, register_pass
 from .pattern import pattern
-from .rewire import Guard, remove_unused_vars, sole_writer
+from .rewire import Guard, remove_unused_vars, sole_writer, written_between
 from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules
 
 __all__ = ["GATE_RULES", "RULES", "fuse_projections"]
@@ -85,6 +85,8 @@ def _group(ctx: RewriteContext, root: Operator, x: str) -> list[Operator]:
         raise Decline(f"no other product of {x} is of the same kind ({kind})")
     if group[0] is not root:
         raise Decline(f"the group of products of {x} starts at {group[0].describe()}")
+    if written_between(ctx.block, x, group[0], group[-1]):
+        raise Decline(f"{x} is written again between the products that read it")
     return group
 
 
@@ -132,6 +134,8 @@ def _gate(ctx: RewriteContext, *, act: Operator, gate: Operator, up: Operator, x
     if rank < 2 or len(shapes[0]) != 2 or shapes[0] != shapes[1] or ctx.var(wg).dtype is not ctx.var(wu).dtype:
         raise Decline(f"x of rank {rank} or the weights {wg} {list(shapes[0])} and {wu} {list(shapes[1])} differ "
                       f"from a gate and up projection's")
+    if written_between(ctx.block, x, min(gate, up, key=lambda o: o.index), act):
+        raise Decline(f"{x} is written again between the projections and the swiglu")
     if gate.type == "fc":
         if any(o.attr("padding_weights") or o.attr("in_num_col_dims") != rank - 1 for o in (gate, up)):
             raise Decline("a projection pads its weights or flattens x elsewhere than its last dim")

@@ -107,3 +107,17 @@ def test_gates_that_differ_say_why(kwargs, reason):
     result = PassManager("fuse_projections", debug=True).run(prog, scope, fetch=outs)
     assert op_types(result.program)["swiglu"] == 1
     assert any(reason in m.reason for r in result.records for m in r.near_misses)
+
+
+def test_an_input_written_again_between_its_products_says_why():
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [2, 3, 8])
+        h = layers.relu(x)
+        first = append_op("matmul_v2", {"X": h, "Y": create_parameter("w", [8, 4])})["Out"][0]
+        append_op("tanh", {"X": h}, outputs={"Out": [h]})  # in place
+        second = append_op("matmul_v2", {"X": h, "Y": create_parameter("w", [8, 4])})["Out"][0]
+    result = PassManager("fuse_projections", debug=True).run(prog, halfway.init_scope(prog), fetch=[first.name,
+                                                                                                   second.name])
+    assert op_types(result.program)["matmul_v2"] == 2
+    assert any("is written again between" in m.reason for r in result.records for m in r.near_misses)
