@@ -228,9 +228,9 @@ def test_convolutions_with_their_pool_export(act, kind):
     """fused_conv2d_pool (odd maps: the last row and column dropped) as Conv, its activation and a pool."""
     program = halfway.Program()
     with halfway.program_guard(program):
-        y = halfway.api.layers.conv2d(halfway.api.layers.data("x", [2, 4, 11, 9]), num_filters=6, filter_size=3, padding=1,
+        y = halfway.layers.conv2d(halfway.layers.data("x", [2, 4, 11, 9]), num_filters=6, filter_size=3, padding=1,
                                   act=act or None)
-        y = halfway.api.layers.pool2d(y, pool_size=2, pool_type=kind, pool_stride=2)
+        y = halfway.layers.pool2d(y, pool_size=2, pool_type=kind, pool_stride=2)
     fused = halfway.PassManager(f"{halfway.passes.DEFAULT_PIPELINE},fuse_conv_pool").run(
         program, halfway.init_scope(program, seed=2), fetch=[y.name])
     assert [op.type for op in fused.program.global_block().ops][0] == "fused_conv2d_pool"
