@@ -362,10 +362,7 @@ def einsum_shape(equation: str, shapes: Sequence[Sequence[int]]) -> list[int]:
             if label == ".":
                 batch = _broadcast_pair([next(dims) for _ in range(extra)], batch)
                 continue
-            d = next(dims)
-            if sizes.get(label, 1) not in (1, d) and d != 1:
-                raise ValueError(f"label {label!r} of {equation!r} has sizes {sizes[label]} and {d}")
-            sizes[label] = d if sizes.get(label, 1) == 1 else sizes[label]
+            sizes[label] = _unify_label(equation, label, sizes.get(label, 1), next(dims))
     if not arrow:
         labels = lhs.replace(",", "").replace(".", "")
         output = ("." if "." in lhs else "") + "".join(sorted(c for c in set(labels) if labels.count(c) == 1))
@@ -373,6 +370,18 @@ def einsum_shape(equation: str, shapes: Sequence[Sequence[int]]) -> list[int]:
     for label in output:
         out.extend(batch if label == "." else [sizes[label]])
     return out
+
+
+def _unify_label(equation: str, label: str, known: int, d: int) -> int:
+    """One size for ``label`` seen as ``known`` and then ``d``: a 1 broadcasts, a symbolic dim (< 0)
+    takes the concrete size it meets (checked at run time, by the kernel), two concrete sizes must agree."""
+    if d in (1, known):
+        return known
+    if known == 1 or known < 0:
+        return d
+    if d < 0:
+        return known
+    raise ValueError(f"label {label!r} of {equation!r} has sizes {known} and {d}")
 
 
 def _broadcast_pair(a: list[int], b: list[int]) -> list[int]:

@@ -235,3 +235,40 @@ def test_skip_rms_norm_is_rms_norm_of_the_sum(dtype, scaled):
 def test_skip_layer_norm_needs_operands_of_one_shape():
     with pytest.raises(halfway.HalfwayError, match="must have X's shape"):
         run_op("skip_layer_norm", {"X": _x(2, 4), "Y": _x(1, 4)}, {"begin_norm_axis": 1})
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("equation, x_dims, r_shape", [
+    ("bhwc,hkc->bhwk", ["b", "h", "w", 4], (3, 5, 4)),  # SAM's relative positions: h named, then concrete
+    ("hkc,bhwc->bhwk", (3, 5, 4), ["b", "h", "w", 4]),  # the concrete size first
+    ("bij,bjk->bik", ["b", "i", "j"], ("b", "j", 2)),  # symbolic on both sides
+])
+def test_einsum_with_symbolic_dims_against_onnxruntime(dtype, equation, x_dims, r_shape):
+    """A label whose size is a named dim in one operand and concrete (or named) in another imports
+    with the concrete size, and runs as ONNX Runtime does for the shapes fed."""
+    import onnxruntime
+    from onnx import helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    node = helper.make_node("Einsum", ["x", "r"], ["y"], equation=equation)
+    graph = helper.make_graph([node], "einsum", [helper.make_tensor_value_info("x", elem, x_dims),
+                                                 helper.make_tensor_value_info("r", elem, r_shape)],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sizes = {"b": 2, "h": 3, "w": 6, "i": 3, "j": 4}
+    feeds = {name: _x(*[sizes.get(d, d) for d in dims], dtype=dtype) for name, dims in (("x", x_dims), ("r", r_shape))}
+    prog, names, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, {n: feeds[n] for n in names}, fetches, scope)[0]
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)[0]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    tol = 2e-3 if dtype is np.float16 else 1e-5
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol)
+
+
+def test_einsum_with_a_symbolic_dim_checks_the_fed_size():
+    model = node_model("Einsum", {"x": _x(2, 3, 4)}, {"r": _x(3, 5)}, equation="bhc,hk->bhk")
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "h"
+    prog, names, fetches, scope = halfway.load(model)
+    with pytest.raises(halfway.HalfwayError, match="label 'h' .* sizes 4 and 3"):
+        Executor().run(prog, {names[0]: _x(2, 4, 4)}, fetches, scope)
