@@ -21,7 +21,8 @@ is driven as ``halfway.api.llm`` drives a checkpoint's (``frontends.checkpoint.d
    exports build from ``attention_mask`` is the causal mask over each sequence's tokens, which
    the op applies from ``past_lengths`` (a batch runs right-padded).
 3. The logits' rows are picked by the feed ``rows`` (indices into the B * S new tokens) before
-   the output projection when a ``matmul_v2`` of [B, S, H] states writes them, else after it.
+   the output projection when a ``matmul_v2`` of [B, S, H] states writes them, else after it;
+   logits of another float type are cast to float32 (a float16 program's, as a checkpoint's).
 4. Feeds become ``input_ids``, ``position_ids``, ``past_lengths``, ``rows``; the fetch ``logits``
    [R, vocab]; what only the pasts, presents and masks needed is removed.
 
@@ -178,6 +179,18 @@ def _rows(block: Block, logits: Variable) -> None:
     block.append_op("assign", {"X": [gathered]}, {"Out": [out.name]})
 
 
+def _float32_logits(block: Block) -> None:
+    """``LOGITS`` as float32: a cast of the logits of another float type (step 3)."""
+    logits = block.var(LOGITS)
+    if logits.tensor_dtype is DType.float32:
+        return
+    narrow = block.unique_name(f"{LOGITS}.{logits.tensor_dtype.name}")
+    block.rename_var(LOGITS, narrow)
+    block.create_var(LOGITS, dtype=DType.float32, shape=logits.tensor_shape)
+    block.append_op("cast", {"X": [narrow]}, {"Out": [LOGITS]},
+                    {"in_dtype": int(logits.tensor_dtype), "out_dtype": int(DType.float32)})
+
+
 def _gather_rows(block: Block, before: Operator | None, x: Variable) -> str:
     """``x`` [.., H] flattened to [-1, H] and its ``rows`` gathered, inserted before ``before``
     (None: at the end)."""
@@ -240,6 +253,7 @@ def cache_attention(program: Program, scope: Scope | None, options: CacheAttenti
     for layer, (attention, k, v) in enumerate(attentions):
         block.replace_op(attention, [_cached(block, layer, attention, k, v, options.max_length)])
     _rows(block, logits)
+    _float32_logits(block)
     set_feed_fetch(block, list(FEEDS), [LOGITS])
     get_pass("dce").apply(program, scope)
     _drop_old_feeds(block, feeds)

@@ -6,7 +6,10 @@
 The export is imported, run through the default pipeline and then ``cache_attention``, which
 turns its past/present attention into ``cached_attention`` over caches it owns (the layout and
 feeds of ``frontends.checkpoint.decoder``); running passes, it is a library service, not an
-importer. What the runtime needs to know beyond the program —
+importer. A float32 export asked for as float16 goes through the ``float16`` pass between the two,
+its pasts and presents float16 too, so the caches ``cache_attention`` makes are float16 and the
+program is the one a float16 checkpoint builds: float16 weights and activations, norm weights and
+rotary tables float32, float32 logits. What the runtime needs to know beyond the program —
 the end-of-sequence and padding ids, the architecture — comes from a ``config.json`` (and
 ``generation_config.json``) beside the file, as transformers' exports leave them, else from ONNX
 Runtime GenAI's ``genai_config.json``; without either the shapes come from the graph and no
@@ -35,7 +38,7 @@ from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError, PassError
 from ...ir.program import Program
 from ...ir.scope import Scope
-from ...passes import PassManager, get_pass
+from ...passes import Pass, PassManager, get_pass
 from ...passes.cache_attention import LOGITS, cache_names
 
 __all__ = ["load_decoder", "is_onnx"]
@@ -137,24 +140,43 @@ def _check_agrees(config: DecoderConfig, graph: DecoderConfig, source: str) -> N
             raise HalfwayError(f"{source}: the graph has {field} {got}, its config.json {want}")
 
 
+def _float_type(program: Program, names: list[str]) -> DType:
+    """The float type the export computes in: its first float input or output's (the pasts, the logits)."""
+    block = program.global_block()
+    return next((t for t in (block.var(n).tensor_dtype for n in names) if t.is_floating), DType.float32)
+
+
+def _passes(computes: DType, wanted: DType, length: int, source: str) -> list[Pass]:
+    """The passes after the default pipeline that make the ``wanted`` program of an export that
+    ``computes`` in its own float type."""
+    cached = get_pass("cache_attention", max_length=length)
+    if wanted is computes:
+        return [cached]
+    if (computes, wanted) == (DType.float32, DType.float16):
+        return [get_pass("float16", keep_io_types=False, drop_unused_params=True), cached]
+    raise HalfwayError(f"{source}: the export computes in {computes.name}; it loads as a {computes.name} program"
+                       f"{' or a float16 one' if computes is DType.float32 else ''}, not {wanted.name}")
+
+
 def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.float32,
                  max_length: int | None = None) -> DecoderProgram:
-    """The decoder program of the ONNX export at ``path``, with caches of ``max_length``
-    positions (default: ``DEFAULT_MAX_LENGTH``, or the config's positions where fewer).
+    """The decoder program of the ONNX export at ``path`` in ``dtype`` (the export's float type,
+    or float16 for a float32 export), with caches of ``max_length`` positions (default:
+    ``DEFAULT_MAX_LENGTH``, or the config's positions where fewer).
 
     Raises:
         HalfwayError: an export without present outputs, or whose attention does not read them
-            (naming the file and what the pass found); a ``dtype`` other than the export's;
+            (naming the file and what the pass found); a ``dtype`` the export does not load as;
             a config.json that disagrees with the graph. As ``halfway.frontends.onnx.load``.
     """
     source = os.fspath(path)
     folder_config, genai = _folder_config(Path(path).parent), _genai_model(Path(path).parent)
     positions = folder_config.max_positions if folder_config else int(genai.get("context_length", DEFAULT_MAX_LENGTH))
     length = max_length if max_length is not None else min(DEFAULT_MAX_LENGTH, positions)
-    program, _, fetches, scope = _imported(path)
+    program, feeds, fetches, scope = _imported(path)
+    after = _passes(_float_type(program, feeds + fetches), DType.from_any(dtype), length, source)
     try:
-        result = PassManager(after=[get_pass("cache_attention", max_length=length)]).run(program, scope,
-                                                                                          fetch=fetches)
+        result = PassManager(after=after).run(program, scope, fetch=fetches)
     except PassError as e:
         raise HalfwayError(f"{source}: not a decoder with a past/present cache halfway can run: {e}") from e
     program = result.program
@@ -164,8 +186,5 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
     _check_agrees(config, graph, source)
     caches = tuple(cache_names(i) for i in range(layers))
     program_dtype = program.global_block().var(caches[0][0]).tensor_dtype
-    if DType.from_any(dtype) is not program_dtype:
-        raise HalfwayError(f"{source}: the export computes in {program_dtype.name}; it loads as a "
-                           f"{program_dtype.name} program, not {DType.from_any(dtype).name}")
     values = result.scope if result.scope is not None else scope
     return DecoderProgram(program, values, config, program_dtype, length, caches)

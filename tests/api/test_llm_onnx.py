@@ -1,7 +1,7 @@
 """halfway.llm on decoder ONNX exports (``tests/fixtures/llm/llama_onnx``: PyTorch's two exporters,
 ONNX opset 23, ONNX Runtime GenAI's form in float32 and 4-bit): the tiny Llama's greedy tokens and
 teacher-forced logits are transformers', on numpy and OpenCL, as its checkpoint folder's and ONNX
-Runtime's past/present loop's."""
+Runtime's past/present loop's; as float16 programs, the float16 checkpoint's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from halfway.api import llm
 from halfway.ir.errors import HalfwayError
-from tests.api.test_llm import FLOAT32, LENGTH, _check_greedy, _teacher_forced
+from tests.api.test_llm import FLOAT16, FLOAT32, LENGTH, _check_greedy, _teacher_forced
 from tests.support.checkpoints import LLM, NEW_TOKENS, folder, reference
 from tests.support.onnx_decoders import EXPORTS, ONNXRUNTIME_EXPORTS, export, int4_reference, onnxruntime_greedy
 
@@ -72,9 +72,31 @@ def test_the_export_folder_gives_config_and_tokens():
     assert lm.cache_bytes(batch=1) == 2 * 2 * 2 * LENGTH * 8 * 4
 
 
-def test_a_float16_program_of_a_float32_export_is_refused():
-    with pytest.raises(HalfwayError, match=r"dynamo.onnx: the export computes in float32"):
-        _load("dynamo", dtype="float16")
+def test_float16_programs_of_float32_exports_are_the_float16_checkpoints():
+    prompts = _prompts()
+    expected = llm.load(folder("llama"), max_length=LENGTH, dtype="float16").generate(prompts, NEW_TOKENS)
+    for name in EXPORTS:
+        lm = _load(name, dtype="float16")
+        block = lm.decoder.program.global_block()
+        assert lm.dtype == "float16" and block.var("layers.0.key_cache").tensor_dtype.name == "float16"
+        assert block.var("logits").tensor_dtype.name == "float32"
+        np.testing.assert_array_equal(lm.generate(prompts, NEW_TOKENS), expected)
+    assert _teacher_forced(_load("dynamo", dtype="float16"), reference("llama")) < FLOAT16
+
+
+def test_float16_int4_weights_are_within_float16s_tolerance():
+    assert _teacher_forced(_load("genai_int4", dtype="float16"), int4_reference()) < FLOAT16
+
+
+@pytest.mark.opencl
+def test_float16_program_of_an_export_on_opencl():
+    assert _teacher_forced(_load("genai", place="opencl", dtype="float16"), reference("llama")) < FLOAT16
+
+
+def test_a_dtype_an_export_does_not_load_as_is_refused():
+    with pytest.raises(HalfwayError, match=r"dynamo.onnx: the export computes in float32; it loads as a float32 "
+                                           r"program or a float16 one, not bfloat16"):
+        _load("dynamo", dtype="bfloat16")
 
 
 def test_a_sliding_window_export_attends_within_its_window():
