@@ -10,7 +10,7 @@ the ops to keep float32 by transpiling copies of the program):
 2. Float16 copies of the float32 parameters (``values``), mask constants held at
    +-``max_abs_value / 2`` in them, and range pins (``range``): other parameters beyond float16's
    range, and with calibration feeds, vars and accumulations that exceed ``max_abs_value``, must
-   stay float32.
+   stay float32; so must the scores TopK orders (``selection``).
 3. Decisions (``policy``): ALWAYS / FOLLOW / NEVER per op from the lists in
    ``lists``, the float16 kernels of the ``target`` where one is given, and the pins.
 4. Rewrite (``casts``): one cast per var crossing a float32/float16 boundary, the float16
@@ -43,6 +43,7 @@ from .lists import DEFAULT_BLACK_LIST, DEFAULT_WHITE_LIST, FLOAT16_MAX
 from .policy import IO_OPS, Float16Target, Plan, Policy, State, decide, float_var
 from .range import calibrate, calibration_pins, clamp_mask_constants, parameter_pins
 from .report import Float16Report, OpEntry
+from .selection import selection_pins
 from .tolerance import search_float32_ops
 from .values import Losses, to_float16
 
@@ -192,6 +193,7 @@ def _policy(program: Program, scope: Scope, float16_copies: Mapping[str, tuple[n
             clamped: Mapping[str, int], options: Float16Options) -> tuple[Policy, dict[str, int]]:
     block = program.global_block()
     pinned, out_of_range = parameter_pins(scope, float16_copies)
+    pinned = selection_pins(block) | pinned
     pinned_ops: dict[int, str] = dict(options.float32_ops)
     if options.calibration_feeds:
         held = scope.new_scope()  # the mask constants as the float16 program holds them
