@@ -1,5 +1,5 @@
 """Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, CumProd, Trilu, Range,
-ArgMax / ArgMin, TopK, Gather, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
+ArgMax / ArgMin, TopK, NonZero, Gather, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
 Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
@@ -111,6 +111,14 @@ def top_k(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("top_k_v2", {"X": node.input[0]}, {"Out": node.output[0], "Indices": node.output[1]},
              {"k": k, "axis": attrs.get("axis", -1), "largest": bool(attrs.get("largest", 1)),
               "sorted": bool(attrs.get("sorted", 1))})
+
+
+@converts("NonZero", makes=("where_index", "transpose2"))
+def non_zero(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """where_index's [count, rank] rows, transposed to ONNX's [rank, count]."""
+    rows = ctx.temp(f"{node.output[0]}.rows")
+    ctx.emit("where_index", {"Condition": node.input[0]}, {"Out": rows})
+    ctx.emit("transpose2", {"X": rows}, {"Out": node.output[0]}, {"axis": [1, 0]})
 
 
 @converts("GatherND", makes="gather_nd")

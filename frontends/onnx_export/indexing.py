@@ -1,5 +1,5 @@
 """Exporters of the indexing ops: where, expand_v2 (its Shape tensor an input of Expand), gather,
-gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, tril_triu, tile, one_hot_v2, the
+gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, where_index, tril_triu, tile, one_hot_v2, the
 scatters (scatter_nd, scatter_nd_add, put_along_axis), cumsum, cumprod, lookup_table_v2 (Gather
 with its padding row zeroed) and einsum.
 """
@@ -51,6 +51,11 @@ def top_k(ctx: ExportContext, op: Operator) -> None:
     ctx.node("TopK", [x, k], [values, raw], axis=op.attr("axis"), largest=int(op.attr("largest")),
              sorted=int(op.attr("sorted")))
     _output(ctx, raw, indices)
+
+
+@exports("where_index")
+def where_index(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Transpose", [ctx.node("NonZero", [op.input("Condition")[0]])], [op.output("Out")[0]], perm=[1, 0])
 
 
 @exports("tril_triu")

@@ -1,5 +1,5 @@
 """Schemas of the selection and indexing ops: where, expand_v2, tile, cumsum, cumprod, tril_triu, range,
-arg_max / arg_min, top_k_v2, lookup_table_v2, gather, gather_nd, take_along_axis, put_along_axis, scatter_nd and
+arg_max / arg_min, top_k_v2, where_index, lookup_table_v2, gather, gather_nd, take_along_axis, put_along_axis, scatter_nd and
 scatter_nd_add, one_hot_v2 and einsum — Paddle's op types, slots, attrs and defaults (scatter_nd,
 ONNX's ScatterND with a ``reduce`` attr, has no Paddle counterpart).
 
@@ -245,6 +245,17 @@ register_op(OpSchema(
     infer=_infer_top_k, keep_dtype_slots=("K",),
     doc="The k largest (or smallest) entries of X along `axis` and their int64 indices, in order, equal "
         "values by index (K overrides k).",
+))
+
+
+def _infer_where_index(ctx: InferContext) -> None:
+    ctx.set_output("Out", [-1, len(ctx.input("Condition").shape)], DType.int64)
+
+
+register_op(OpSchema(
+    "where_index", inputs=[Slot("Condition")], outputs=[Slot("Out")], infer=_infer_where_index,
+    doc="The int64 indices of the nonzero (true) entries of Condition, one row per entry in row-major "
+        "order: [count, rank], count known only when it runs (ONNX's NonZero is its transpose).",
 ))
 
 

@@ -148,6 +148,9 @@ def _top_k(spec: KernelSpec) -> Kernel:
     return run
 
 
+register_data_kernel("where_index")(lambda spec: lambda condition: np.argwhere(condition).astype(np.int64))
+
+
 @register_data_kernel("lookup_table_v2")
 def _lookup_table(spec: KernelSpec) -> Kernel:
     padding = spec.attrs["padding_idx"]

@@ -237,33 +237,71 @@ def test_skip_layer_norm_needs_operands_of_one_shape():
         run_op("skip_layer_norm", {"X": _x(2, 4), "Y": _x(1, 4)}, {"begin_norm_axis": 1})
 
 
-@pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("equation, x_dims, r_shape", [
-    ("bhwc,hkc->bhwk", ["b", "h", "w", 4], (3, 5, 4)),  # SAM's relative positions: h named, then concrete
-    ("hkc,bhwc->bhwk", (3, 5, 4), ["b", "h", "w", 4]),  # the concrete size first
-    ("bij,bjk->bik", ["b", "i", "j"], ("b", "j", 2)),  # symbolic on both sides
-])
-def test_einsum_with_symbolic_dims_against_onnxruntime(dtype, equation, x_dims, r_shape):
-    """A label whose size is a named dim in one operand and concrete (or named) in another imports
-    with the concrete size, and runs as ONNX Runtime does for the shapes fed."""
+def _against_onnxruntime(model, feeds: dict[str, np.ndarray], rtol: float = 1e-5) -> None:
+    """halfway's outputs of ``model`` (imported with its own, possibly named, dims) against ONNX
+    Runtime's for ``feeds``."""
     import onnxruntime
+
+    prog, names, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, {n: feeds[n] for n in names}, fetches, scope)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for g, w in zip(got, session.run(None, feeds)):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=rtol)
+
+
+def _model(node, inputs: dict[str, tuple[np.dtype, list]]):
+    """A one-node model whose graph inputs have the (dtype, dims) given, dims named or sized."""
     from onnx import helper
 
-    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    node = helper.make_node("Einsum", ["x", "r"], ["y"], equation=equation)
-    graph = helper.make_graph([node], "einsum", [helper.make_tensor_value_info("x", elem, x_dims),
-                                                 helper.make_tensor_value_info("r", elem, r_shape)],
-                              [helper.make_tensor_value_info("y", elem, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    values = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(d)), dims)
+              for n, (d, dims) in inputs.items()]
+    outputs = [helper.make_empty_tensor_value_info(o) for o in node.output]
+    return helper.make_model(helper.make_graph([node], "one_op", values, outputs),
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("equation, x_dims, r_dims", [
+    ("bhwc,hkc->bhwk", ["b", "h", "w", 4], [3, 5, 4]),  # SAM's relative positions: h named, then concrete
+    ("hkc,bhwc->bhwk", [3, 5, 4], ["b", "h", "w", 4]),  # the concrete size first
+    ("bij,bjk->bik", ["b", "i", "j"], ["b", "j", 2]),  # symbolic on both sides
+])
+def test_einsum_with_symbolic_dims_against_onnxruntime(dtype, equation, x_dims, r_dims):
+    """A label whose size is a named dim in one operand and concrete (or named) in another imports
+    with the concrete size, and runs as ONNX Runtime does for the shapes fed."""
+    from onnx import helper
+
+    model = _model(helper.make_node("Einsum", ["x", "r"], ["y"], equation=equation),
+                   {"x": (dtype, x_dims), "r": (dtype, r_dims)})
     sizes = {"b": 2, "h": 3, "w": 6, "i": 3, "j": 4}
-    feeds = {name: _x(*[sizes.get(d, d) for d in dims], dtype=dtype) for name, dims in (("x", x_dims), ("r", r_shape))}
-    prog, names, fetches, scope = halfway.load(model)
-    got = Executor().run(prog, {n: feeds[n] for n in names}, fetches, scope)[0]
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = session.run(None, feeds)[0]
-    assert got.shape == want.shape and got.dtype == want.dtype
-    tol = 2e-3 if dtype is np.float16 else 1e-5
-    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol)
+    feeds = {name: _x(*[sizes.get(d, d) for d in dims], dtype=dtype) for name, dims in (("x", x_dims), ("r", r_dims))}
+    _against_onnxruntime(model, feeds, rtol=2e-3 if dtype is np.float16 else 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.float32, np.float16, np.int64])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 5), (7,)])
+def test_non_zero_against_onnxruntime(dtype, shape):
+    """NonZero's [rank, count] indices, count set by the values fed (none, some, all nonzero)."""
+    from onnx import helper
+
+    model = _model(helper.make_node("NonZero", ["x"], ["y"]), {"x": (dtype, ["n"] + list(shape[1:]))})
+    for fill in (0.0, 0.5, 1.0):
+        x = (RNG.random(shape) < fill).astype(dtype) * RNG.integers(1, 4, shape).astype(dtype)
+        _against_onnxruntime(model, {"x": x})
+
+
+def test_non_zero_feeds_what_follows_it():
+    """A data-dependent count flows into the ops after it: the nonzero entries gathered."""
+    from onnx import helper
+
+    nodes = [helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("Transpose", ["i"], ["t"]),
+             helper.make_node("GatherND", ["x", "t"], ["y"])]
+    graph = helper.make_graph(nodes, "gather_nonzero", [helper.make_tensor_value_info("x", 1, ["n", 4])],
+                              [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = _x(5, 4) * (RNG.random((5, 4)) < 0.4)
+    _against_onnxruntime(model, {"x": x.astype(np.float32)})
 
 
 def test_einsum_with_a_symbolic_dim_checks_the_fed_size():
