@@ -17,7 +17,8 @@ is driven as ``halfway.api.llm`` drives a checkpoint's (``frontends.checkpoint.d
    through the ops that repeat key/value heads for the query heads (``unsqueeze2``, ``expand_v2``,
    ``reshape2``), becomes ``cached_attention`` of its Q and the new keys and values, over the
    persistable caches ``layers.{i}.key_cache`` / ``value_cache`` [-1, kv heads, max_length, D]
-   (layer i the attention's rank) and the feed ``past_lengths``. Its mask is dropped: what the
+   (layer i the attention's rank) and the feed ``past_lengths``, within its presents' window,
+   else the option ``windows``' for its layer. Its mask is dropped: what the
    exports build from ``attention_mask`` is the causal mask over each sequence's tokens, which
    the op applies from ``past_lengths`` (a batch runs right-padded).
 3. The logits' rows are picked by the feed ``rows`` (indices into the B * S new tokens) before
@@ -55,9 +56,12 @@ _REPEAT_HEADS = ("unsqueeze2", "expand_v2", "reshape2")
 
 @attrs.frozen
 class CacheAttentionOptions:
-    """``max_length``: the cache positions per sequence."""
+    """``max_length``: the cache positions per sequence. ``windows``: per layer, a sliding window
+    the graph does not say (ONNX Runtime GenAI's ``local_window_size``: ``genai.attention_windows``),
+    0 for none; () for none anywhere."""
 
     max_length: int = 2048
+    windows: tuple[int, ...] = attrs.field(default=(), converter=tuple)
 
 
 def cache_names(layer: int) -> tuple[str, str]:
@@ -148,8 +152,9 @@ def _cache(block: Block, name: str, like: Variable, max_length: int) -> Variable
     return block.create_var(name, dtype=like.tensor_dtype, shape=(-1, heads, max_length, depth), persistable=True)
 
 
-def _cached(block: Block, layer: int, attention: Operator, k: Present, v: Present, max_length: int) -> Operator:
-    """The cached_attention replacing ``attention``."""
+def _cached(block: Block, layer: int, attention: Operator, k: Present, v: Present, max_length: int,
+            window: int) -> Operator:
+    """The cached_attention replacing ``attention``, within ``window`` where its presents say none."""
     k_cache, v_cache = (_cache(block, name, block.var(p.past), max_length) for name, p in zip(cache_names(layer), (k, v)))
     q = block.var(attention.input("Q")[0])
     return Operator("cached_attention",
@@ -157,7 +162,7 @@ def _cached(block: Block, layer: int, attention: Operator, k: Present, v: Presen
                      "Past": ["past_lengths"]},
                     {"Out": list(attention.output("Out")), "KCacheOut": [k_cache.name], "VCacheOut": [v_cache.name]},
                     {"scale": attention.attr("scale", 0.0), "softcap": attention.attr("softcap", 0.0),
-                     "window": max(k.window, v.window)})
+                     "window": max(k.window, v.window) or window})
 
 
 def _rows(block: Block, logits: Variable) -> None:
@@ -249,9 +254,12 @@ def cache_attention(program: Program, scope: Scope | None, options: CacheAttenti
     unread = {p.fetch for p in presents.values()} - {p.fetch for _, k, v in attentions for p in (k, v)}
     if unread:
         raise _fail(f"no attention reads the presents {sorted(unread)}")
+    windows = options.windows or (0,) * len(attentions)
+    if len(windows) != len(attentions):
+        raise _fail(f"{len(windows)} sliding windows given for {len(attentions)} attentions")
     _declare_feeds(block)
-    for layer, (attention, k, v) in enumerate(attentions):
-        block.replace_op(attention, [_cached(block, layer, attention, k, v, options.max_length)])
+    for layer, ((attention, k, v), window) in enumerate(zip(attentions, windows)):
+        block.replace_op(attention, [_cached(block, layer, attention, k, v, options.max_length, window)])
     _rows(block, logits)
     _float32_logits(block)
     set_feed_fetch(block, list(FEEDS), [LOGITS])

@@ -31,7 +31,7 @@ from ...frontends.checkpoint import DEFAULT_MAX_LENGTH, DecoderConfig, DecoderPr
 from ...frontends.checkpoint.config import token_ids
 from ...frontends.checkpoint.families import FAMILIES, family_of
 from ...frontends.onnx.context import ConversionError
-from ...frontends.onnx.genai import has_contrib_ops, lower_contrib_ops
+from ...frontends.onnx.genai import attention_windows, has_contrib_ops, lower_contrib_ops
 from ...frontends.onnx.importer import load, read_model
 from ...frontends.onnx.static_cache import has_static_cache, lower_static_cache
 from ...ir.dtypes import DType
@@ -102,19 +102,24 @@ def _past_shapes(graph: onnx.GraphProto) -> dict[str, list[int]]:
     return shapes
 
 
-def _imported(path: str | os.PathLike[str]) -> tuple[Program, list[str], list[str], Scope]:
+Imported = tuple[Program, list[str], list[str], Scope]
+"""``halfway.frontends.onnx.load``'s program, feeds, fetches and scope."""
+
+
+def _imported(path: str | os.PathLike[str]) -> tuple[Imported, tuple[int, ...]]:
     """The import of the export at ``path``, its GenAI contrib ops (``genai``) and static caches
-    (``static_cache``) rewritten first."""
+    (``static_cache``) rewritten first, and the sliding windows of its GroupQueryAttentions,
+    which the rewritten graph does not hold (``genai.attention_windows``)."""
     try:
         header = onnx.load(os.fspath(path), load_external_data=False)
     except (OSError, DecodeError, ValueError):
-        return load(path)  # the import says what is wrong with the file
+        return load(path), ()  # the import says what is wrong with the file
     if not has_contrib_ops(header) and not has_static_cache(header):
-        return load(path, input_shapes=_past_shapes(header.graph))
+        return load(path, input_shapes=_past_shapes(header.graph)), ()
     source = os.fspath(path)
     try:
         model = lower_static_cache(lower_contrib_ops(read_model(path)[0]))
-        return load(model, input_shapes=_past_shapes(model.graph))
+        return load(model, input_shapes=_past_shapes(model.graph)), attention_windows(header)
     except ConversionError as e:
         raise ConversionError(f"{source}: {str(e).removeprefix('<ModelProto>: ')}") from e
 
@@ -146,10 +151,9 @@ def _float_type(program: Program, names: list[str]) -> DType:
     return next((t for t in (block.var(n).tensor_dtype for n in names) if t.is_floating), DType.float32)
 
 
-def _passes(computes: DType, wanted: DType, length: int, source: str) -> list[Pass]:
+def _passes(computes: DType, wanted: DType, cached: Pass, source: str) -> list[Pass]:
     """The passes after the default pipeline that make the ``wanted`` program of an export that
-    ``computes`` in its own float type."""
-    cached = get_pass("cache_attention", max_length=length)
+    ``computes`` in its own float type, ``cached`` (``cache_attention``) last."""
     if wanted is computes:
         return [cached]
     if (computes, wanted) == (DType.float32, DType.float16):
@@ -173,8 +177,9 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
     folder_config, genai = _folder_config(Path(path).parent), _genai_model(Path(path).parent)
     positions = folder_config.max_positions if folder_config else int(genai.get("context_length", DEFAULT_MAX_LENGTH))
     length = max_length if max_length is not None else min(DEFAULT_MAX_LENGTH, positions)
-    program, feeds, fetches, scope = _imported(path)
-    after = _passes(_float_type(program, feeds + fetches), DType.from_any(dtype), length, source)
+    (program, feeds, fetches, scope), windows = _imported(path)
+    cached = get_pass("cache_attention", max_length=length, windows=windows)
+    after = _passes(_float_type(program, feeds + fetches), DType.from_any(dtype), cached, source)
     try:
         result = PassManager(after=after).run(program, scope, fetch=fetches)
     except PassError as e:

@@ -8,12 +8,15 @@ opset-23 ops the importer converts, before the import (``halfway.api.llm.onnx_de
 - ``GroupQueryAttention`` -> with ``do_rotary``, ONNX ``RotaryEmbedding`` of the queries and keys
   at the graph input ``position_ids`` (added: GQA counts positions from ``seqlens_k``, the
   runtime feeds them), then causal ``Attention`` over ``past_key`` / ``past_value`` (packed QKV
-  split first); ``seqlens_k`` and ``total_sequence_length`` are left unread;
+  split first); ``seqlens_k`` and ``total_sequence_length`` are left unread. ONNX's Attention
+  has no sliding window: ``attention_windows`` reads each GQA's ``local_window_size`` (a query at
+  position p sees keys p - w < j <= p, as ONNX Runtime computes it) for the caller to give
+  ``cache_attention``, which applies it to the cached attention;
 - ``MatMulNBits`` -> ``MatMul`` by its weight dequantized at load (``dequantize``: 2- to 8-bit
   blocks, zero points packed or not, the scales' dtype).
 
-The model's default opset becomes at least 23. What the rewrite does not know (a GQA sliding
-window, ``MatMulNBits`` with ``g_idx``) is a ``ConversionError`` naming the node.
+The model's default opset becomes at least 23. What the rewrite does not know (``MatMulNBits``
+with ``g_idx``) is a ``ConversionError`` naming the node.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from .context import ConversionError
 
-__all__ = ["has_contrib_ops", "lower_contrib_ops", "dequantize"]
+__all__ = ["has_contrib_ops", "lower_contrib_ops", "attention_windows", "dequantize"]
 
 OPSET = 23
 CONTRIB = "com.microsoft"
@@ -34,6 +37,12 @@ CONTRIB = "com.microsoft"
 
 def has_contrib_ops(model: ModelProto) -> bool:
     return any(node.domain == CONTRIB or node.op_type == "SimplifiedLayerNormalization" for node in model.graph.node)
+
+
+def attention_windows(model: ModelProto) -> tuple[int, ...]:
+    """Each ``GroupQueryAttention``'s sliding window, in graph order (0: none; the op's -1)."""
+    return tuple(max(0, int(_attrs(node).get("local_window_size", -1))) for node in model.graph.node
+                 if (node.domain, node.op_type) == (CONTRIB, "GroupQueryAttention"))
 
 
 def dequantize(packed: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None, n: int, k: int, bits: int,
@@ -125,8 +134,6 @@ def _rotary(low: _Lowering, node: NodeProto) -> None:
 def _gqa(low: _Lowering, node: NodeProto) -> None:
     a = _attrs(node)
     heads, kv_heads = a["num_heads"], a["kv_num_heads"]
-    if a.get("local_window_size", -1) > 0:
-        raise low.fail(node, f"a sliding window (local_window_size {a['local_window_size']}) is not converted")
     q, k, v = node.input[:3]
     if not k:
         q, k, v = (low.temp(node, n) for n in "qkv")

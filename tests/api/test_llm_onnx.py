@@ -5,7 +5,10 @@ Runtime's past/present loop's; as float16 programs, the float16 checkpoint's."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import onnx
 import pytest
 
 from halfway.api import llm
@@ -112,6 +115,34 @@ def test_group_query_attention_is_onnxruntimes():
     lm = llm.load(path, max_length=LENGTH)
     for prompt in _prompts():
         np.testing.assert_array_equal(lm.generate(prompt, NEW_TOKENS)[0], onnxruntime_greedy(path, prompt, NEW_TOKENS))
+
+
+WINDOW = 4
+
+
+def _windowed(tmp_path: Path) -> Path:
+    """The head-16 GenAI decoder with every GroupQueryAttention attending within ``WINDOW``."""
+    model = onnx.load(LLM / "head16_onnx" / "genai.onnx")
+    for node in model.graph.node:
+        if node.op_type == "GroupQueryAttention":
+            node.attribute.append(onnx.helper.make_attribute("local_window_size", WINDOW))
+    path = tmp_path / "windowed.onnx"
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("place", ["cpu", pytest.param("opencl", marks=pytest.mark.opencl)])
+def test_group_query_attention_within_a_sliding_window_is_onnxruntimes(tmp_path, place):
+    pytest.importorskip("onnxruntime")
+    path = _windowed(tmp_path)
+    lm = llm.load(path, place=place, max_length=LENGTH)
+    attentions = [op for op in lm.decoder.program.global_block().ops if op.type == "cached_attention"]
+    assert attentions and all(op.attr("window") == WINDOW for op in attentions)
+    unwindowed = llm.load(LLM / "head16_onnx" / "genai.onnx", max_length=LENGTH)
+    for prompt in _prompts():
+        expected = onnxruntime_greedy(path, prompt, NEW_TOKENS)
+        np.testing.assert_array_equal(lm.generate(prompt, NEW_TOKENS)[0], expected)
+        assert not np.array_equal(unwindowed.generate(prompt, NEW_TOKENS)[0], expected)  # the window tells
 
 
 def _prompts():

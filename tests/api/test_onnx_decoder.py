@@ -11,8 +11,10 @@ import onnx
 import pytest
 
 from halfway.api.llm.onnx_decoder import load_decoder
+from halfway.frontends.onnx.importer import load
 from halfway.frontends.onnx.static_cache import has_static_cache, lower_static_cache
-from halfway.ir.errors import HalfwayError
+from halfway.ir.errors import HalfwayError, PassError
+from halfway.passes import PassManager, get_pass
 from halfway.passes.cache_attention import FEEDS, LOGITS
 from tests.support.onnx_decoders import EXPORTS, ONNX, export
 
@@ -99,3 +101,10 @@ def test_an_attention_not_reading_presents_is_named(tmp_path):
     with pytest.raises(HalfwayError, match=r"half.onnx: .*scaled_dot_product_attention\(.*\) does not read the present "
                                            r"keys and values \(present.0.key, present.0.value\)"):
         load_decoder(path)
+
+
+def test_windows_for_another_count_of_attentions_are_refused():
+    program, _, fetches, scope = load(export("dynamo"))
+    cached = get_pass("cache_attention", max_length=16, windows=(4,))
+    with pytest.raises(PassError, match=r"cache_attention': 1 sliding windows given for 2 attentions"):
+        PassManager(after=[cached]).run(program, scope, fetch=fetches)

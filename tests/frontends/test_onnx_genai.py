@@ -1,6 +1,6 @@
 """frontends.onnx.genai: MatMulNBits' weights dequantized as ONNX Runtime computes them (2-, 4- and
-8-bit blocks, packed zero points, zero points of the scales' dtype, none), and the contrib ops it
-does not rewrite named."""
+8-bit blocks, packed zero points, zero points of the scales' dtype, none), the contrib ops it
+does not rewrite named, and GroupQueryAttention's sliding windows read."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from halfway.frontends.onnx.context import ConversionError
-from halfway.frontends.onnx.genai import dequantize, has_contrib_ops, lower_contrib_ops
+from halfway.frontends.onnx.genai import attention_windows, dequantize, has_contrib_ops, lower_contrib_ops
 
 K, N = 48, 8
 
@@ -68,7 +68,11 @@ def test_contrib_ops_it_does_not_rewrite_are_named():
     with pytest.raises(ConversionError, match=r"gelu_1 \(com.microsoft.FastGelu\): no rewrite of this com.microsoft "
                                               r"op \(rewritten: .*GroupQueryAttention"):
         lower_contrib_ops(_model(node, []))
-    window = helper.make_node("GroupQueryAttention", ["a"] * 7, ["y", "k", "v"], domain="com.microsoft", name="gqa",
-                              num_heads=2, kv_num_heads=1, local_window_size=4)
-    with pytest.raises(ConversionError, match=r"gqa .*: a sliding window \(local_window_size 4\) is not converted"):
-        lower_contrib_ops(_model(window, []))
+
+
+def test_sliding_windows_are_read_in_graph_order():
+    nodes = [helper.make_node("GroupQueryAttention", ["a"] * 7, [f"y{i}", f"k{i}", f"v{i}"], domain="com.microsoft",
+                              num_heads=2, kv_num_heads=1, **({"local_window_size": w} if w is not None else {}))
+             for i, w in enumerate([4, -1, None, 16])]
+    graph = helper.make_graph(nodes, "g", [], [])
+    assert attention_windows(helper.make_model(graph)) == (4, 0, 0, 16)
