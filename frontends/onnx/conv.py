@@ -1,5 +1,6 @@
 """Converters of ONNX's convolutions: Conv (conv2d, or depthwise_conv2d when each group is one
-input channel) and ConvTranspose, in 1-D and 2-D, with their bias; padding as ``window``'s."""
+input channel; conv3d in 3-D) and ConvTranspose (1-D and 2-D), with their bias; padding as
+``window``'s."""
 
 from __future__ import annotations
 
@@ -24,16 +25,20 @@ def _with_bias(ctx: GraphContext, node: NodeProto, op_type: str, inputs: dict[st
         ctx.emit("elementwise_add", {"X": raw, "Y": node.input[2]}, {"Out": out}, {"axis": 1})
 
 
-@converts("Conv", makes=("conv2d", "depthwise_conv2d"))
+@converts("Conv", makes=("conv2d", "depthwise_conv2d", "conv3d"))
 @lifts_1d
 def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """conv2d (depthwise_conv2d when each group is one input channel), or conv3d for a 5-D input."""
     x, w = node.input[0], node.input[1]
     w_shape = ctx.shape(w)
     kernel = list(attrs.get("kernel_shape", w_shape[2:]))
-    dilations = list(attrs.get("dilations", [1, 1]))
+    dilations = list(attrs.get("dilations", [1] * len(kernel)))
     group = attrs.get("group", 1)
     conv_attrs = window_attrs(ctx, node, attrs, kernel, dilations) | {"groups": group, "dilations": dilations}
     channels = ctx.shape(x)[1]
+    if len(kernel) == 3:
+        _with_bias(ctx, node, "conv3d", {"Input": x, "Filter": w}, conv_attrs | {"data_format": "NCDHW"})
+        return
     depthwise = group > 1 and group == channels and w_shape[1] == 1
     _with_bias(ctx, node, "depthwise_conv2d" if depthwise else "conv2d", {"Input": x, "Filter": w}, conv_attrs)
 

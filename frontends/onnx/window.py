@@ -23,11 +23,15 @@ from .registry import Converter
 __all__ = ["spatial_dims", "lifts_1d", "window_paddings", "window_attrs"]
 
 
-def spatial_dims(ctx: GraphContext, node: NodeProto, x: str) -> tuple[int, ...]:
+def spatial_dims(ctx: GraphContext, node: NodeProto, x: str, most: int = 2) -> tuple[int, ...]:
+    """The spatial dims of ``x``, the input of a window over 2 to ``most`` of them (1-D ones are
+    lifted to 2-D first: ``lifts_1d``)."""
     shape = ctx.shape(x)
-    if len(shape) != 4:
-        ctx.fail(f"only 1-D and 2-D {node.op_type} (a 3-D or 4-D input) are supported, input {x!r} has shape "
-                 f"{list(shape)}")
+    if not 4 <= len(shape) <= most + 2:
+        forms = ["1-D", "2-D", "3-D"][:most]
+        ctx.fail(f"only {', '.join(forms[:-1])} and {forms[-1]} {node.op_type} (a "
+                 f"{', '.join(f'{d + 2}-D' for d in range(1, most))} or {most + 2}-D input) are supported, "
+                 f"input {x!r} has shape {list(shape)}")
     return shape[2:]
 
 
@@ -89,7 +93,7 @@ def window_paddings(ctx: GraphContext, attrs: dict[str, Any], sizes: Sequence[in
 
 def window_attrs(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], kernel: Sequence[int],
                   dilations: Sequence[int]) -> dict[str, Any]:
-    sizes = spatial_dims(ctx, node, node.input[0])
-    strides = list(attrs.get("strides", [1, 1]))
+    sizes = spatial_dims(ctx, node, node.input[0], most=3)
+    strides = list(attrs.get("strides", [1] * len(sizes)))
     paddings, algorithm = window_paddings(ctx, attrs, sizes, kernel, strides, dilations)
     return {"strides": strides, "paddings": paddings, "padding_algorithm": algorithm}

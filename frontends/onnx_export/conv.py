@@ -1,4 +1,4 @@
-"""Exporters of the convolutions: conv2d, depthwise_conv2d and conv2d_transpose as Conv /
+"""Exporters of the convolutions: conv2d, depthwise_conv2d, conv3d and conv2d_transpose as Conv /
 ConvTranspose; fused_conv2d as Conv and its epilogue (or ONNX Runtime's FusedConv), and
 fused_conv2d_pool as that and the pool."""
 
@@ -21,10 +21,10 @@ def _conv(ctx: ExportContext, op: Operator, out: str | None, bias: str | None = 
     x, w = op.input("Input")[0], op.input("Filter")[0]
     inputs = [x, w] + ([bias] if bias else [])
     return ctx.node("Conv", inputs, [out] if out else None, group=op.attr("groups"),
-                    dilations=list(op.attr("dilations")), **window_attrs(ctx, op, 2))
+                    dilations=list(op.attr("dilations")), **window_attrs(ctx, op, 3 if op.type == "conv3d" else 2))
 
 
-@exports("conv2d", "depthwise_conv2d")
+@exports("conv2d", "depthwise_conv2d", "conv3d")
 def conv2d(ctx: ExportContext, op: Operator) -> None:
     _conv(ctx, op, op.output("Output")[0])
 

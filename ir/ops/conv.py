@@ -1,4 +1,4 @@
-"""Schemas of the convolutions: conv2d, depthwise_conv2d, conv2d_transpose, and the fused ones passes
+"""Schemas of the convolutions: conv2d, depthwise_conv2d, conv2d_transpose, conv3d, and the fused ones passes
 make (``fused_conv2d``: a convolution with its bias, residual and activation; ``fused_conv2d_pool``:
 one with the pool after it) — Paddle's op types, slots, attrs and defaults; the geometry is
 ``halfway.ir.ops.window``'s."""
@@ -17,14 +17,15 @@ FUSABLE_ACTIVATIONS = ("", *absorbable())
 """Activations ``fused_conv2d`` may apply: the absorbable family rows (``halfway.ir.ops.families``)."""
 
 
-def _conv_attrs() -> list[AttrSpec]:
-    return window_attrs() + [AttrSpec("groups", AttrType.INT, 1), AttrSpec("dilations", AttrType.INTS, [1, 1])]
+def _conv_attrs(dims: int = 2) -> list[AttrSpec]:
+    return window_attrs(dims) + [AttrSpec("groups", AttrType.INT, 1), AttrSpec("dilations", AttrType.INTS, [1] * dims)]
 
 
 def _conv_common(ctx: InferContext, transposed: bool) -> tuple[TensorInfo, bool, int, int, tuple[int, ...]]:
     """Checks shared by all convs; returns (input, channel_last, batch, out channels, in spatial)."""
-    x, w = ranked(ctx, "Input", 4), ranked(ctx, "Filter", 4)
-    channel_last = ctx.attr("data_format") == "NHWC"
+    rank = 5 if ctx.op_type == "conv3d" else 4
+    x, w = ranked(ctx, "Input", rank), ranked(ctx, "Filter", rank)
+    channel_last = ctx.attr("data_format") in ("NHWC", "NDHWC")
     n, c, spatial = split_channels(x.shape, channel_last)
     groups = ctx.attr("groups")
     ctx.check(groups >= 1, f"attr groups must be >= 1, got {groups}")
@@ -57,7 +58,7 @@ def _infer_conv(ctx: InferContext) -> None:
     x, out = _conv_output(ctx)
     if ctx.has_input("ResidualData"):
         res = ctx.input("ResidualData").shape
-        ctx.check(len(res) == 4 and all(map(same_dim, res, out)),
+        ctx.check(len(res) == len(out) and all(map(same_dim, res, out)),
                   f"ResidualData must have the output's shape {list(out)}, got {list(res)}")
     ctx.set_output("Output", out, x.dtype)
 
@@ -93,6 +94,11 @@ for _type, _doc in (("conv2d", "2-D convolution (grouped when groups > 1)."),
         attrs=_conv_attrs(), infer=_infer_conv,
         doc=f"{_doc} ResidualData, when given (Paddle's oneDNN fusions), is added to Output."))
 
+register_op(OpSchema(
+    "conv3d", inputs=_CONV_SLOTS, outputs=[Slot("Output")], attrs=_conv_attrs(3), infer=_infer_conv,
+    doc="3-D convolution (grouped when groups > 1) over [N, C, D, H, W] (or NDHWC), Filter "
+        "[C_out, C_in / groups, kd, kh, kw]; paddings 3 (symmetric) or 6 values.",
+))
 
 
 def _fused_conv_attrs() -> list[AttrSpec]:

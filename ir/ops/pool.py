@@ -51,9 +51,7 @@ register_op(OpSchema(
 
 register_op(OpSchema(
     "pool3d", inputs=[Slot("X")], outputs=[Slot("Out")],
-    attrs=_pool_attrs([AttrSpec("strides", AttrType.INTS, [1, 1, 1]), AttrSpec("paddings", AttrType.INTS, [0, 0, 0]),
-                       AttrSpec("padding_algorithm", AttrType.STRING, "EXPLICIT", choices=("EXPLICIT", "SAME", "VALID")),
-                       AttrSpec("data_format", AttrType.STRING, "NCDHW", choices=("NCDHW", "NDHWC"))]),
+    attrs=_pool_attrs(window_attrs(3)),
     infer=_infer_pool,
     doc="3-D max/avg/lp pooling over [N, C, D, H, W] (or NDHWC), as pool2d (adaptive excepted).",
 ))

@@ -12,7 +12,8 @@ execution cannot disagree on padding:
 * ``out = (in + before + after - (dilation * (k - 1) + 1)) // stride + 1``; pool2d's
   ``ceil_mode`` adds ``stride - 1`` before dividing (Paddle's rule: no PyTorch-style clamp);
 * a filter is ``[C_out, C_in / groups, kh, kw]`` (``[C_in, C_out / groups, kh, kw]`` for
-  conv2d_transpose) whatever ``data_format`` is; "AnyLayout" reads as channels-first.
+  conv2d_transpose; ``[C_out, C_in / groups, kd, kh, kw]`` for conv3d) whatever ``data_format``
+  is; "AnyLayout" reads as channels-first.
 """
 
 from __future__ import annotations
@@ -140,10 +141,14 @@ def layout_attr(name: str = "data_format", default: str = "NCHW") -> AttrSpec:
     return AttrSpec(name, AttrType.STRING, default, choices=_CHANNEL_LAYOUTS)
 
 
-def window_attrs() -> list[AttrSpec]:
+def window_attrs(dims: int = 2) -> list[AttrSpec]:
+    """strides, paddings, padding_algorithm and data_format of a window over ``dims`` spatial dims
+    (2: NCHW or NHWC; 3: NCDHW or NDHWC)."""
+    layout = layout_attr() if dims == 2 else AttrSpec("data_format", AttrType.STRING, "NCDHW",
+                                                      choices=("NCDHW", "NDHWC"))
     return [
-        AttrSpec("strides", AttrType.INTS, [1, 1]),
-        AttrSpec("paddings", AttrType.INTS, [0, 0]),
+        AttrSpec("strides", AttrType.INTS, [1] * dims),
+        AttrSpec("paddings", AttrType.INTS, [0] * dims),
         AttrSpec("padding_algorithm", AttrType.STRING, "EXPLICIT", choices=("EXPLICIT", "SAME", "VALID")),
-        layout_attr(),
+        layout,
     ]

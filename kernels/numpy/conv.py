@@ -1,5 +1,5 @@
 """numpy kernels of the convolutions (``conv2d``, ``depthwise_conv2d``, ``fused_conv2d``,
-``fused_conv2d_pool``, ``conv2d_transpose``) and the fused epilogue — bias, residual, activation — that fusion passes
+``fused_conv2d_pool``, ``conv2d_transpose``, ``conv3d``) and the fused epilogue — bias, residual, activation — that fusion passes
 target.
 
 How a convolution runs (the plan is fixed at prepare time from the ``KernelSpec``; every path
@@ -44,6 +44,8 @@ returns a new array, or a crop of one, in the output's layout, NCHW or NHWC):
    for YOLO's 32 -> 32 layers): the loop takes 0.5-0.9x its time.
 5. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
    ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
+6. **3-D** (``conv3d``): the input padded once, channels-first, and one batched GEMM per tap
+   over its strided window, ``W[g][Og, Cg] @ X_tap[g][Cg, OD*OH*OW]``, summed into the output.
 
 The epilogue ``Out = act(Out + Bias[C] + ResidualData)`` (``make_epilogue``) runs in place on the
 output buffer the kernel allocated; where a path returns a crop of a wider result (2a, 2c, 3,
@@ -79,7 +81,8 @@ from .jit import (
 from .pool import pool2d
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans, thread_count
 
-__all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv_geometry", "slot_positions"]
+__all__ = ["Epilogue", "make_activation", "make_epilogue", "ConvGeometry", "conv_geometry", "VolumeGeometry",
+           "volume_geometry", "slot_positions"]
 
 Activation = Callable[[np.ndarray], None]
 
@@ -189,6 +192,36 @@ def conv_geometry(spec: KernelSpec, transposed: bool = False) -> ConvGeometry:
     out = (y[1], y[2]) if channel_last else (y[2], y[3])
     return ConvGeometry(n, c, h, wd, o, attrs["groups"], kernel, tuple(attrs["strides"]), window.dilations,
                         window.pads, out, channel_last)
+
+
+class VolumeGeometry(NamedTuple):
+    """A 3-D convolution's sizes, channels-first whatever the layout: ``sizes`` and ``out`` are
+    (D, H, W) of the input and the output, ``pads`` (before, after) per spatial dim."""
+
+    n: int
+    c: int
+    sizes: tuple[int, ...]
+    o: int
+    groups: int
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads: tuple[tuple[int, int], ...]
+    out: tuple[int, ...]
+    channel_last: bool
+
+
+def volume_geometry(spec: KernelSpec) -> VolumeGeometry:
+    """The geometry of a ``conv3d`` op."""
+    attrs = spec.attrs
+    channel_last = attrs["data_format"] == "NDHWC"
+    x, w = spec.input("Input").shape, spec.input("Filter").shape
+    n, c, sizes = (x[0], x[4], x[1:4]) if channel_last else (x[0], x[1], x[2:])
+    kernel = tuple(w[2:])
+    window = window_geometry(sizes, kernel, attrs["strides"], attrs["dilations"], attrs["paddings"],
+                             attrs["padding_algorithm"])
+    return VolumeGeometry(n, c, tuple(sizes), w[0], attrs["groups"], kernel, tuple(attrs["strides"]),
+                          window.dilations, window.pads, window.out, channel_last)
 
 
 def _channels_first(x: np.ndarray, channel_last: bool) -> np.ndarray:
@@ -696,6 +729,31 @@ def fused_conv2d_pool(spec: KernelSpec) -> Kernel:
     conv_spec, pool_spec = conv_and_pool(spec)
     conv, pool = fused_conv2d(conv_spec), pool2d(pool_spec)
     return lambda *args: pool(conv(*args))
+
+
+# -- conv3d: a GEMM per tap -----------------------------------------------------------------------
+@register_kernel("conv3d")
+def conv3d(spec: KernelSpec) -> Kernel:
+    """The 3-D convolution (module docstring, case 6)."""
+    g = volume_geometry(spec)
+    groups, cg, og, length = g.groups, g.c // g.groups, g.o // g.groups, math.prod(g.out)
+    padded = (g.n, g.c, *(size + before + after for size, (before, after) in zip(g.sizes, g.pads)))
+    inner = (slice(None), slice(None), *(slice(before, before + size) for size, (before, _) in zip(g.sizes, g.pads)))
+    taps = [(slice(None), slice(None), *(slice(i * d, i * d + (o - 1) * s + 1, s)
+                                         for i, d, o, s in zip(tap, g.dilations, g.out, g.strides)))
+            for tap in np.ndindex(*g.kernel)]
+
+    def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        xp = np.zeros(padded, x.dtype)
+        xp[inner] = x.transpose(0, 4, 1, 2, 3) if g.channel_last else x
+        wt = w.reshape(groups, og, cg, len(taps))
+        out = np.zeros((g.n, groups, og, length), x.dtype)
+        for t, window in enumerate(taps):
+            out += np.matmul(wt[..., t], xp[window].reshape(g.n, groups, cg, length))
+        out = out.reshape(g.n, g.o, *g.out)
+        return np.ascontiguousarray(out.transpose(0, 2, 3, 4, 1)) if g.channel_last else out
+
+    return run
 
 
 # -- conv2d_transpose: GEMM + col2im ----------------------------------------------------------------

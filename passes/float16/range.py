@@ -55,6 +55,7 @@ ACCUMULATING: Mapping[str, tuple[str, str]] = {
     "fused_conv2d": ("Input", "Filter"),
     "fused_conv2d_pool": ("Input", "Filter"),
     "conv2d_transpose": ("Input", "Filter"),
+    "conv3d": ("Input", "Filter"),
     "matmul_v2": ("X", "Y"),
     "mul": ("X", "Y"),
     "fc": ("Input", "W"),
@@ -147,7 +148,7 @@ def _largest_weight_sum(op: Operator, weight: np.ndarray) -> float:
     """The largest sum of |weight| that one output element accumulates."""
     if op.type == "conv2d_transpose":
         return float(weight.sum(axis=(0, 2, 3)).max()) if weight.ndim == 4 else float(weight.sum())
-    if op.type in ("conv2d", "depthwise_conv2d", "fused_conv2d", "fused_conv2d_pool"):
+    if op.type in ("conv2d", "depthwise_conv2d", "fused_conv2d", "fused_conv2d_pool", "conv3d"):
         return float(weight.reshape(weight.shape[0], -1).sum(axis=1).max())
     if op.type == "matmul_v2":
         axis = -1 if op.attr("trans_y", False) else -2
