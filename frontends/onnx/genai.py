@@ -13,10 +13,10 @@ opset-23 ops the importer converts, before the import (``halfway.api.llm.onnx_de
   position p sees keys p - w < j <= p, as ONNX Runtime computes it) for the caller to give
   ``cache_attention``, which applies it to the cached attention;
 - ``MatMulNBits`` -> ``MatMul`` by its weight dequantized at load (``dequantize``: 2- to 8-bit
-  blocks, zero points packed or not, the scales' dtype).
+  blocks, zero points packed or not, the scales' dtype, ``g_idx``'s block of each row).
 
-The model's default opset becomes at least 23. What the rewrite does not know (``MatMulNBits``
-with ``g_idx``) is a ``ConversionError`` naming the node.
+The model's default opset becomes at least 23. What the rewrite does not know is a
+``ConversionError`` naming the node.
 """
 
 from __future__ import annotations
@@ -46,24 +46,25 @@ def attention_windows(model: ModelProto) -> tuple[int, ...]:
 
 
 def dequantize(packed: np.ndarray, scales: np.ndarray, zeros: np.ndarray | None, n: int, k: int, bits: int,
-               block: int) -> np.ndarray:
+               block: int, groups: np.ndarray | None = None) -> np.ndarray:
     """``MatMulNBits``' weight [K, N] in the scales' dtype: ``packed`` [N, blocks, block * bits / 8]
     (uint8, the low bits first), ``scales`` [N * blocks], ``zeros`` uint8 packed as the values, or
-    of the scales' dtype, or None (the middle value, 2^(bits - 1))."""
+    of the scales' dtype, or None (the middle value, 2^(bits - 1)); ``groups`` [K] (``g_idx``, an
+    act-order model's) the block whose scale and zero point each row k takes, else k // block."""
     blocks = -(-k // block)
     shifts = np.arange(0, 8, bits, dtype=np.uint8)
     mask = np.uint8((1 << bits) - 1)
     values = ((packed.reshape(n, blocks, -1)[..., None] >> shifts) & mask).reshape(n, blocks, -1)[..., :block]
     if zeros is None:
-        zero = np.full((n, blocks, 1), 1 << (bits - 1), np.float32)
+        zero = np.full((n, blocks), 1 << (bits - 1), np.float32)
     elif zeros.dtype == np.uint8:
         per_row = -(-blocks * bits // 8)
-        unpacked = ((zeros.reshape(n, per_row)[..., None] >> shifts) & mask).reshape(n, -1)[:, :blocks]
-        zero = unpacked[..., None].astype(np.float32)
+        zero = ((zeros.reshape(n, per_row)[..., None] >> shifts) & mask).reshape(n, -1)[:, :blocks].astype(np.float32)
     else:
-        zero = zeros.reshape(n, blocks, 1).astype(np.float32)
-    scale = scales.reshape(n, blocks, 1).astype(np.float32)
-    weight = ((values.astype(np.float32) - zero) * scale).reshape(n, -1)[:, :k]
+        zero = zeros.reshape(n, blocks).astype(np.float32)
+    scale = scales.reshape(n, blocks).astype(np.float32)
+    group = np.arange(k) // block if groups is None else groups
+    weight = (values.reshape(n, -1)[:, :k].astype(np.float32) - zero[:, group]) * scale[:, group]
     return np.ascontiguousarray(weight.T.astype(scales.dtype))
 
 
@@ -157,17 +158,26 @@ def _gqa(low: _Lowering, node: NodeProto) -> None:
 
 def _matmul_nbits(low: _Lowering, node: NodeProto) -> None:
     a = _attrs(node)
-    if _input(node, 4):
-        raise low.fail(node, "g_idx (act-order) weights are not converted")
+    n, k, block = a["N"], a["K"], a["block_size"]
     zeros = low.constant(node, 3) if _input(node, 3) else None
-    weight = dequantize(low.constant(node, 1), low.constant(node, 2), zeros, a["N"], a["K"], a.get("bits", 4),
-                        a["block_size"])
+    groups = _groups(low, node, k, -(-k // block)) if _input(node, 4) else None
+    weight = dequantize(low.constant(node, 1), low.constant(node, 2), zeros, n, k, a.get("bits", 4), block, groups)
     name = f"{node.input[1]}.dequantized"
     low.added.append(numpy_helper.from_array(weight, name))
     product = low.temp(node, "product") if _input(node, 5) else node.output[0]
     low.emit("MatMul", [node.input[0], name], [product])
     if _input(node, 5):
         low.emit("Add", [product, node.input[5]], [node.output[0]])
+
+
+def _groups(low: _Lowering, node: NodeProto, k: int, blocks: int) -> np.ndarray:
+    """``g_idx``: one block index in [0, blocks) per row of the weight."""
+    groups = low.constant(node, 4).astype(np.int64).reshape(-1)
+    if groups.shape != (k,):
+        raise low.fail(node, f"g_idx must hold {k} block indices (one per row of the weight), got {groups.size}")
+    if groups.min() < 0 or groups.max() >= blocks:
+        raise low.fail(node, f"g_idx must hold block indices in [0, {blocks}), got [{groups.min()}, {groups.max()}]")
+    return groups
 
 
 _RULES: dict[tuple[str, str], Callable[[_Lowering, NodeProto], None]] = {
