@@ -25,7 +25,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add_model(parser)
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="OUT.dot (Graphviz text), OUT.svg (needs Graphviz's `dot`), or OUT.html (a "
-                             "self-contained page, no Graphviz needed)")
+                             "self-contained page to pan, zoom and search, no Graphviz needed)")
 
 
 def render_svg(dot: str) -> bytes:
@@ -52,7 +52,7 @@ def _run(args: argparse.Namespace, output: Output) -> int:
     elif suffix == ".svg":
         data = render_svg(dot)
     else:
-        data = to_html(graph, title, dot).encode()
+        data = to_html(graph, title).encode()
     write_file(args.output, data)
     ops = sum(1 for n in graph.nodes if n.kind not in ("input", "output"))
     output.print(f"wrote {args.output}: {ops} ops, {len(graph.edges)} edges")
@@ -66,6 +66,7 @@ COMMAND = Command(
     "fused ops with a bold double border.\n\n"
     "  -o OUT.dot   Graphviz text (always available)\n"
     "  -o OUT.svg   rendered by Graphviz's `dot` program, which must be installed\n"
-    "  -o OUT.html  one self-contained page with its own layered SVG layout (works offline,\n"
-    "               no Graphviz), plus the dot text",
+    "  -o OUT.html  one self-contained page with its own layered layout (works offline, no\n"
+    "               Graphviz): pan, zoom, search ops (Paddle or ONNX names) and tensors, click an\n"
+    "               op for its attributes and the dtypes and shapes of its tensors",
     _configure, _run)

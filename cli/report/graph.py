@@ -1,8 +1,12 @@
 """A program as a picture: nodes (inputs, ops, outputs) and the tensors flowing between them,
-each op marked by what it computes in (float16, float32, a cast) and whether it is a fused op;
-written as Graphviz dot text."""
+each op marked by what it computes in (float16, float32, a cast) and whether it is a fused op,
+with its attributes and the tensors of its slots; written as Graphviz dot text, or as the page of
+``graph_page``."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from attrs import frozen
 
@@ -11,7 +15,7 @@ from ...ir.block import Block
 from ...ir.operator import Operator
 from ...ir.program import Program
 
-__all__ = ["Node", "Edge", "Graph", "program_graph", "to_dot", "STYLES", "FUSED_TYPES"]
+__all__ = ["Tensor", "Node", "Edge", "Graph", "program_graph", "to_dot", "attr_text", "STYLES", "FUSED_TYPES"]
 
 FUSED_TYPES = frozenset({"fused_conv2d", "fused_conv2d_pool", "fc"})
 """Op types the fusion passes produce (besides any ``fused_*``)."""
@@ -26,13 +30,34 @@ STYLES = {  # kind -> (fill colour, legend text)
 }
 
 
+LONG_ATTR = 16
+"""Attribute lists longer than this show their first items and their length."""
+
+
+@frozen
+class Tensor:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def text(self) -> str:
+        """``float32[1, 3, 224, 224]``."""
+        return f"{self.dtype}{list(self.shape)}"
+
+
 @frozen
 class Node:
+    """An input, an op or an output. ``attrs`` are (name, value as JSON text); ``inputs`` and
+    ``outputs`` are (slot, tensor) in the op's slot order (the var itself for an input/output)."""
+
     id: str
     label: str
     kind: str
     fused: bool
     detail: str
+    attrs: tuple[tuple[str, str], ...] = ()
+    inputs: tuple[tuple[str, Tensor], ...] = ()
+    outputs: tuple[tuple[str, Tensor], ...] = ()
 
 
 @frozen
@@ -40,6 +65,7 @@ class Edge:
     source: str
     target: str
     label: str
+    var: str = ""
 
 
 @frozen
@@ -48,10 +74,21 @@ class Graph:
     edges: tuple[Edge, ...]
 
 
-def _tensor(block: Block, name: str) -> str:
+def _tensor(block: Block, name: str) -> Tensor:
     var = block.find_var(name)
-    dtype = var.dtype.name if var.dtype is not None else "?"
-    return f"{dtype}{list(var.shape or ())}"
+    return Tensor(name, var.dtype.name if var.dtype is not None else "?", tuple(var.shape or ()))
+
+
+def attr_text(value: Any) -> str:
+    """An attribute's value as JSON (a long list cut to its first items, with its length)."""
+    if isinstance(value, (list, tuple)) and len(value) > LONG_ATTR:
+        head = json.dumps(list(value[:LONG_ATTR]), default=str)
+        return f"{head[:-1]}, …] ({len(value)} values)"
+    return json.dumps(value, default=str)
+
+
+def _slots(block: Block, slots: Any) -> tuple[tuple[str, Tensor], ...]:
+    return tuple((slot, _tensor(block, name)) for slot, names in slots.items() for name in names)
 
 
 def _kind(op: Operator) -> str:
@@ -61,11 +98,24 @@ def _kind(op: Operator) -> str:
     return precision if precision in ("float16", "float32") else "other"
 
 
-def _op_node(index: int, op: Operator) -> Node:
+def _op_node(index: int, op: Operator, block: Block) -> Node:
     fused = op.type in FUSED_TYPES or op.type.startswith("fused_")
     kind = _kind(op)
+    attrs = tuple((name, attr_text(value)) for name, value in op.attrs.items())
     return Node(f"op{index}", f"{op_label(op.type)}\n{kind if kind != 'other' else ''}".strip(), kind, fused,
-                op.describe())
+                op.describe(), attrs, _slots(block, op.inputs), _slots(block, op.outputs))
+
+
+def _io_node(side: str, block: Block, name: str) -> Node:
+    tensor = _tensor(block, name)
+    prefix = "in" if side == "input" else "out"
+    slots = ((side, tensor),)
+    return Node(f"{prefix}:{name}", f"{name}\n{tensor.text()}", side, False, f"{side} {name}",
+                outputs=slots if side == "input" else (), inputs=slots if side == "output" else ())
+
+
+def _edge(source: str, target: str, block: Block, name: str) -> Edge:
+    return Edge(source, target, _tensor(block, name).text(), name)
 
 
 def program_graph(program: Program) -> Graph:
@@ -75,22 +125,22 @@ def program_graph(program: Program) -> Graph:
     edges: list[Edge] = []
     writer: dict[str, str] = {}
     for name in program.feed_names():
-        nodes.append(Node(f"in:{name}", f"{name}\n{_tensor(block, name)}", "input", False, f"input {name}"))
+        nodes.append(_io_node("input", block, name))
         writer[name] = f"in:{name}"
     for index, op in enumerate(block.ops):
         if op.type in ("feed", "fetch"):
             continue
-        node = _op_node(index, op)
+        node = _op_node(index, op, block)
         nodes.append(node)
         for name in dict.fromkeys(op.input_names()):
             if name in writer:
-                edges.append(Edge(writer[name], node.id, _tensor(block, name)))
+                edges.append(_edge(writer[name], node.id, block, name))
         for name in op.output_names():
             writer[name] = node.id
     for name in program.fetch_names():
-        nodes.append(Node(f"out:{name}", f"{name}\n{_tensor(block, name)}", "output", False, f"output {name}"))
+        nodes.append(_io_node("output", block, name))
         if name in writer:
-            edges.append(Edge(writer[name], f"out:{name}", _tensor(block, name)))
+            edges.append(_edge(writer[name], f"out:{name}", block, name))
     return Graph(tuple(nodes), tuple(edges))
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
-import xml.dom.minidom
 from collections import Counter
 
 import onnx
 
-from halfway.cli.report.graph import STYLES
+from halfway.cli.report.graph import FUSED_TYPES, STYLES
 from tests.support.clirun import RESNET_TINY, halfway, one_line_error, proto_op_types
 
 NODE = re.compile(r'^  "(op\d+|in:[^"]+|out:[^"]+)" \[label="([^"\\]*)', re.M)
@@ -52,30 +52,27 @@ def test_float16_ops_casts_and_fused_ops_are_marked(tmp_path):
     assert fused and all('peripheries="2"' in line and STYLES["float16"][0] in line for line in fused)
 
 
-def test_html_is_one_offline_page_with_a_layered_svg(tmp_path):
+def test_html_is_one_offline_page_holding_the_laid_out_program(tmp_path):
     half = _fused_fp16(tmp_path)
     done = halfway("graph", half, "-o", tmp_path / "g.html")
     assert done.returncode == 0, done.stderr
     page = (tmp_path / "g.html").read_text()
-    assert "<script" not in page and not re.search(r'(src|href)="(https?:)?//', page)
-    svg = xml.dom.minidom.parseString(page[page.index("<svg"):page.index("</svg>") + 6])
-    groups = [g for g in svg.getElementsByTagName("g") if "node" in g.getAttribute("class").split()]
-    ops = sum(proto_op_types(half).values())
-    assert len(groups) == ops + 2  # one input, one output
-    boxes = []
-    for g in groups:
-        rect = g.getElementsByTagName("rect")[0]
-        boxes.append(tuple(float(rect.getAttribute(k)) for k in ("x", "y", "width", "height")))
+    assert not re.search(r'(src|href)="(https?:)?//', page) and "<script src" not in page
+    assert "function zoomAt" in page  # the script is inlined, not fetched
+    data = json.loads(re.search(r'<script type="application/json" id="graph-data">(.*?)</script>', page, re.S)[1])
+    types = proto_op_types(half)
+    ops = [n for n in data["nodes"] if n["id"].startswith("op")]
+    assert len(ops) == sum(types.values()) and len(data["nodes"]) == len(ops) + 2  # one input, one output
+    assert Counter(n["kind"] for n in ops)["cast"] == types["cast"]
+    fused = Counter(n["lines"][0].removeprefix("⚡ ").split(" ")[0] for n in ops if n["fused"])
+    assert fused and fused == {t: c for t, c in types.items() if t in FUSED_TYPES or t.startswith("fused_")}
+    boxes = [(n["x"], n["y"], n["w"], n["h"]) for n in data["nodes"]]
     for i, a in enumerate(boxes):  # no two nodes overlap
         for b in boxes[i + 1:]:
             assert a[0] + a[2] <= b[0] or b[0] + b[2] <= a[0] or a[1] + a[3] <= b[1] or b[1] + b[3] <= a[1]
-    for path in svg.getElementsByTagName("path"):  # every edge points down the page
-        if path.getAttribute("class") == "edge":
-            numbers = [float(v) for v in re.findall(r"-?\d+\.?\d*", path.getAttribute("d"))]
-            assert numbers[-1] > numbers[1]
-    kinds = Counter(g.getAttribute("class").split()[1] for g in groups)
-    assert kinds["cast"] == proto_op_types(half)["cast"] and kinds["float16"] > 0
-    assert "⚡ fused" in page and "digraph" in page
+    ids = {n["id"] for n in data["nodes"]}
+    assert all(e["s"] in ids and e["t"] in ids and e["d"].startswith("M") for e in data["edges"])
+    assert {e["var"] for e in data["edges"]} >= {"image"}
 
 
 def _fake_dot(folder, script: str) -> dict[str, str]:

@@ -15,8 +15,9 @@ import pytest
 from tests.support.clirun import ROOT, halfway
 
 SOURCE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
-DATA = {"halfway.api": ["data/*.onnx"], "halfway.kernels.opencl": ["cl/*"]}
-"""Package data the package needs at run time, by package: the demo model and the OpenCL sources."""
+DATA = {"halfway.api": ["data/*.onnx"], "halfway.kernels.opencl": ["cl/*"], "halfway.cli.report": ["assets/*"]}
+"""Package data the package needs at run time, by package: the demo model, the OpenCL sources and
+the graph page's script, style and frame."""
 OUTSIDE = {"tests", "benchmarks", "scripts", "examples", "docs", "build", "dist"}
 """The root's folders that are not part of the package."""
 
