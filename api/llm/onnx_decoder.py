@@ -6,14 +6,16 @@
 The export is imported, run through the default pipeline and then ``cache_attention``, which
 turns its past/present attention into ``cached_attention`` over caches it owns (the layout and
 feeds of ``frontends.checkpoint.decoder``); running passes, it is a library service, not an
-importer. A float32 export asked for as float16 goes through the ``float16`` pass between the two,
+importer. optimum's merged decoder (``decoder_model_merged.onnx``) is read as its with-past
+branch. A float32 export asked for as float16 goes through the ``float16`` pass between the two,
 its pasts and presents float16 too, so the caches ``cache_attention`` makes are float16 and the
 program is the one a float16 checkpoint builds: float16 weights and activations, norm weights and
-rotary tables float32, float32 logits. What the runtime needs to know beyond the program —
-the end-of-sequence and padding ids, the architecture — comes from a ``config.json`` (and
-``generation_config.json``) beside the file, as transformers' exports leave them, else from ONNX
-Runtime GenAI's ``genai_config.json``; without either the shapes come from the graph and no
-token ends a sequence.
+rotary tables float32, float32 logits.
+
+What the runtime needs to know beyond the program — the end-of-sequence and padding ids, the
+architecture — comes from a ``config.json`` (and ``generation_config.json``) beside the file, as
+transformers' exports leave them, else from ONNX Runtime GenAI's ``genai_config.json``; without
+either the shapes come from the graph and no token ends a sequence.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ...frontends.checkpoint.families import FAMILIES, family_of
 from ...frontends.onnx.context import ConversionError
 from ...frontends.onnx.genai import attention_windows, has_contrib_ops, lower_contrib_ops
 from ...frontends.onnx.importer import load, read_model
+from ...frontends.onnx.merged_decoder import is_merged_decoder, take_cache_branch
 from ...frontends.onnx.static_cache import has_static_cache, lower_static_cache
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError, PassError
@@ -107,18 +110,19 @@ Imported = tuple[Program, list[str], list[str], Scope]
 
 
 def _imported(path: str | os.PathLike[str]) -> tuple[Imported, tuple[int, ...]]:
-    """The import of the export at ``path``, its GenAI contrib ops (``genai``) and static caches
-    (``static_cache``) rewritten first, and the sliding windows of its GroupQueryAttentions,
-    which the rewritten graph does not hold (``genai.attention_windows``)."""
+    """The import of the export at ``path``, its merged branches (``merged_decoder``), GenAI
+    contrib ops (``genai``) and static caches (``static_cache``) rewritten first, and the sliding
+    windows of its GroupQueryAttentions, which the rewritten graph does not hold
+    (``genai.attention_windows``)."""
     try:
         header = onnx.load(os.fspath(path), load_external_data=False)
     except (OSError, DecodeError, ValueError):
         return load(path), ()  # the import says what is wrong with the file
-    if not has_contrib_ops(header) and not has_static_cache(header):
+    if not any(found(header) for found in (is_merged_decoder, has_contrib_ops, has_static_cache)):
         return load(path, input_shapes=_past_shapes(header.graph)), ()
     source = os.fspath(path)
     try:
-        model = lower_static_cache(lower_contrib_ops(read_model(path)[0]))
+        model = lower_static_cache(lower_contrib_ops(take_cache_branch(read_model(path)[0])))
         return load(model, input_shapes=_past_shapes(model.graph)), attention_windows(header)
     except ConversionError as e:
         raise ConversionError(f"{source}: {str(e).removeprefix('<ModelProto>: ')}") from e

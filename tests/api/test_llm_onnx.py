@@ -1,10 +1,12 @@
 """halfway.llm on decoder ONNX exports (``tests/fixtures/llm/llama_onnx``: PyTorch's two exporters,
 ONNX opset 23, ONNX Runtime GenAI's form in float32 and 4-bit): the tiny Llama's greedy tokens and
 teacher-forced logits are transformers', on numpy and OpenCL, as its checkpoint folder's and ONNX
-Runtime's past/present loop's; as float16 programs, the float16 checkpoint's."""
+Runtime's past/present loop's (optimum's merged form of one too); as float16 programs, the float16
+checkpoint's."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,15 @@ from halfway.api import llm
 from halfway.ir.errors import HalfwayError
 from tests.api.test_llm import FLOAT16, FLOAT32, LENGTH, _check_greedy, _teacher_forced
 from tests.support.checkpoints import LLM, NEW_TOKENS, folder, reference
-from tests.support.onnx_decoders import EXPORTS, ONNXRUNTIME_EXPORTS, export, int4_reference, onnxruntime_greedy
+from tests.support.onnx_decoders import (
+    EXPORTS,
+    ONNX,
+    ONNXRUNTIME_EXPORTS,
+    export,
+    int4_reference,
+    merged,
+    onnxruntime_greedy,
+)
 
 
 def _load(name: str, **options) -> llm.LanguageModel:
@@ -115,6 +125,25 @@ def test_group_query_attention_is_onnxruntimes():
     lm = llm.load(path, max_length=LENGTH)
     for prompt in _prompts():
         np.testing.assert_array_equal(lm.generate(prompt, NEW_TOKENS)[0], onnxruntime_greedy(path, prompt, NEW_TOKENS))
+
+
+def _merged(tmp_path: Path) -> Path:
+    """optimum's merged decoder of the opset-23 export, with the export's configs."""
+    for name in ("config.json", "generation_config.json"):
+        shutil.copy(ONNX / name, tmp_path / name)
+    path = tmp_path / "decoder_model_merged.onnx"
+    onnx.save(merged(onnx.load(export("attention23"))), path)
+    return path
+
+
+def test_optimums_merged_decoder_runs_its_with_past_branch(tmp_path):
+    _check_greedy(llm.load(_merged(tmp_path), max_length=LENGTH), reference("llama"))
+
+
+def test_onnxruntime_loop_over_the_merged_decoder_agrees(tmp_path):
+    pytest.importorskip("onnxruntime")
+    ref = reference("llama")
+    np.testing.assert_array_equal(onnxruntime_greedy(_merged(tmp_path), ref["prompt_0"], NEW_TOKENS), ref["greedy_0"])
 
 
 WINDOW = 4
