@@ -1,7 +1,10 @@
-"""Dispatch overhead: a chain of tiny elementwise ops, microseconds per op, side by side with
-ONNX Runtime and onnx.reference on the same chain in the same run.
+"""Dispatch overhead: chains of tiny elementwise ops (16 floats), microseconds per op, side by
+side with ONNX Runtime (as many intra-op threads as halfway's) and onnx.reference on the same
+chain in the same run. Two chains (``CHAINS``): pointwise ops, which halfway's numpy backend runs
+as one compiled call, and ops that it calls one by one.
 
-    .venv/bin/python benchmarks/bench_dispatch.py [--ops 1000] [--repeats 20] [--json OUT]
+    .venv/bin/python benchmarks/bench_dispatch.py [--ops 1000] [--repeats 20] [--chains pointwise,binary]
+                                                  [--json OUT]
 """
 
 from __future__ import annotations
@@ -20,31 +23,40 @@ from onnx import TensorProto, helper
 import halfway  # before numpy, so that halfway.api.openblas can pick OpenBLAS's kernels
 from halfway import layers
 from halfway.executor import Executor
+from halfway.kernels.numpy.threads import thread_count
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.results import Results, add_json_option  # noqa: E402
 
-SHAPE = [1, 4]
+SHAPE = [1, 16]
+CHAINS = {
+    "pointwise": "scale (x 1, + 0.5) and relu in turn: halfway runs the chain as one compiled call",
+    "binary": "an add of the input and a relu in turn: a call an op",
+}
 
 
-def build_halfway(n_ops: int) -> tuple[halfway.Program, str]:
+def build_halfway(n_ops: int, chain: str = "pointwise") -> tuple[halfway.Program, str]:
     prog = halfway.Program()
     with halfway.program_guard(prog):
-        y = layers.data("x", SHAPE)
+        x = y = layers.data("x", SHAPE)
         for i in range(n_ops):
-            y = layers.relu(y) if i % 2 else layers.scale(y, scale=1.0, bias=0.5)
+            if i % 2:
+                y = layers.relu(y)
+            else:
+                y = layers.scale(y, scale=1.0, bias=0.5) if chain == "pointwise" else layers.elementwise_add(y, x)
     return prog, y.name
 
 
-def build_onnx(n_ops: int) -> onnx.ModelProto:
+def build_onnx(n_ops: int, chain: str = "pointwise") -> onnx.ModelProto:
     nodes, prev = [], "x"
+    other = "half" if chain == "pointwise" else "x"
     for i in range(n_ops):
         out = f"t{i}"
-        nodes.append(helper.make_node("Relu", [prev], [out]) if i % 2 else helper.make_node("Add", [prev, "half"], [out]))
+        nodes.append(helper.make_node("Relu", [prev], [out]) if i % 2 else helper.make_node("Add", [prev, other], [out]))
         prev = out
     graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
                               [helper.make_tensor_value_info(prev, TensorProto.FLOAT, SHAPE)],
-                              [helper.make_tensor("half", TensorProto.FLOAT, [1], [0.5])])
+                              [helper.make_tensor("half", TensorProto.FLOAT, [1], [0.5])] if chain == "pointwise" else [])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -58,23 +70,18 @@ def median_seconds(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ops", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=20)
-    add_json_option(parser)
-    args = parser.parse_args()
-    results = Results("bench_dispatch", args.json)
-    x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
-
-    prog, out = build_halfway(args.ops)
+def bench_chain(chain: str, x: np.ndarray, args: argparse.Namespace) -> list[tuple[str, float]]:
+    """(runtime, seconds a run) of the ``chain`` of ``args.ops`` ops, outputs checked to agree."""
+    prog, out = build_halfway(args.ops, chain)
     prepared = Executor().prepare(prog, ["x"], [out], halfway.Scope())
     rows = [("halfway (prepared run)", median_seconds(lambda: prepared.run({"x": x}), args.repeats))]
-    model = build_onnx(args.ops)
+    model = build_onnx(args.ops, chain)
     try:
         import onnxruntime as ort
 
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = thread_count(), 1
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         rows.append(("onnxruntime", median_seconds(lambda: session.run(None, {"x": x}), args.repeats)))
     except ImportError:
         pass
@@ -82,16 +89,30 @@ def main() -> None:
 
     ref = ReferenceEvaluator(model)
     rows.append(("onnx.reference", median_seconds(lambda: ref.run(None, {"x": x}), max(3, args.repeats // 5))))
+    np.testing.assert_allclose(prepared.run({"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-6)
+    return rows
 
-    expected = ref.run(None, {"x": x})[0]
-    np.testing.assert_allclose(prepared.run({"x": x})[0], expected, rtol=1e-6)
-    ours = rows[0][1]
-    print(f"{args.ops}-op chain of tiny elementwise ops ({SHAPE}), median of {args.repeats} runs")
-    print(f"{'runtime':<24}{'us/op':>10}{'vs halfway':>12}")
-    for name, seconds in rows:
-        print(f"{name:<24}{seconds / args.ops * 1e6:>10.2f}{seconds / ours:>11.2f}x")
-        results.add("dispatch", runtime=name, ops=args.ops, us_per_op=seconds / args.ops * 1e6,
-                    vs_halfway=seconds / ours)
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ops", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--chains", default=",".join(CHAINS), help=f"of {', '.join(CHAINS)}")
+    add_json_option(parser)
+    args = parser.parse_args()
+    results = Results("bench_dispatch", args.json)
+    x = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32)
+    print(f"{args.ops}-op chains of tiny elementwise ops ({SHAPE}), median of {args.repeats} runs, "
+          f"{thread_count()} threads")
+    for chain in args.chains.split(","):
+        rows = bench_chain(chain, x, args)
+        ours = rows[0][1]
+        print(f"\n{chain}: {CHAINS[chain]}")
+        print(f"{'runtime':<24}{'us/op':>10}{'vs halfway':>12}")
+        for name, seconds in rows:
+            print(f"{name:<24}{seconds / args.ops * 1e6:>10.2f}{seconds / ours:>11.2f}x")
+            results.add("dispatch", chain=chain, runtime=name, ops=args.ops, us_per_op=seconds / args.ops * 1e6,
+                        vs_halfway=seconds / ours)
     results.write()
 
 

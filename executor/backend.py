@@ -32,7 +32,7 @@ from ..kernels.registry import KernelSpec, load_backend
 from .memory import MemoryPlan
 from .place import Place
 
-__all__ = ["Backend", "Binding", "ResolvedOp", "Run", "register_backend", "backend_for", "registered_backends",
+__all__ = ["Backend", "Binding", "ResolvedOp", "Run", "StepFailure", "register_backend", "backend_for", "registered_backends",
            "BUILTIN_BACKENDS"]
 
 Run = Callable[[Any], None]
@@ -72,6 +72,15 @@ class Binding:
     run: Run | None
     launches: int
     timed: Callable[[], float] | None = None
+
+
+class StepFailure(Exception):
+    """Raised by a run that stands for several ops (``Backend.fuse``): ``error`` came from the op
+    ``offset`` places into them."""
+
+    def __init__(self, offset: int, error: Exception) -> None:
+        super().__init__(offset, error)
+        self.offset, self.error = offset, error
 
 
 class Backend(abc.ABC):
@@ -120,6 +129,12 @@ class Backend(abc.ABC):
         """Bind one op's ``kernel`` (made by a factory registered for this backend) to the handles
         of its inputs and outputs; ``dying`` are handles no later op reads (which a backend may
         release)."""
+
+    def fuse(self, runs: Sequence[Run]) -> list[tuple[Run, int]]:
+        """The runs a prepared program calls in turn in place of ``runs`` (the ops' own, in
+        order), each with how many of ``runs`` it stands for; by default each op's own. A run
+        standing for several raises ``StepFailure`` to say which of them failed."""
+        return [(run, 1) for run in runs]
 
     @abc.abstractmethod
     def start(self) -> Any:

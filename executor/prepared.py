@@ -18,7 +18,7 @@ from ..ir.errors import FeedError, HalfwayError
 from ..ir.operator import Operator
 from ..ir.schema import TensorInfo
 from ..kernels.registry import KernelKey
-from .backend import Backend, Run
+from .backend import Backend, Run, StepFailure
 from .device_tensor import DeviceTensor
 from .float16_range import Float16Range
 from .memory import MemoryPlan
@@ -46,7 +46,8 @@ class Step:
 @define
 class PrepareReport:
     """What prepare decided: a kernel per op (index, type, key), the memory plan's figures, the ops
-    that fell back to numpy (index, type, why) and the device launches per run."""
+    that fell back to numpy (index, type, why), the device launches per run, and the runs of ops
+    the backend calls as one (``Backend.fuse``: the numpy backend's compiled chains), by op index."""
 
     kernels: list[tuple[int, str, KernelKey]] = field(factory=list)
     memory: MemoryPlan = field(factory=MemoryPlan)
@@ -55,6 +56,7 @@ class PrepareReport:
     float16_mode: str = ""
     fallbacks: list[tuple[int, str, str]] = field(factory=list)
     launches: int = 0
+    chains: list[tuple[int, ...]] = field(factory=list)
 
     @property
     def peak_activation_bytes(self) -> int:
@@ -66,8 +68,9 @@ class PrepareReport:
 
     def summary(self) -> str:
         mode = f", float16 mode {self.float16_mode}" if self.float16_mode else ""
+        chained = f", {sum(map(len, self.chains))} ops in {len(self.chains)} chain(s)" if self.chains else ""
         lines = [f"{self.backend} device {self.device}{mode}, {len(self.kernels)} ops, {self.launches} launches, "
-                 f"{len(self.fallbacks)} numpy fallback(s)"]
+                 f"{len(self.fallbacks)} numpy fallback(s){chained}"]
         lines += [f"  op #{index} {op_type} -> numpy: {why}" for index, op_type, why in self.fallbacks]
         return "\n".join(lines)
 
@@ -93,8 +96,16 @@ class PreparedProgram:
         """Parameter name -> (its scope array, its handle): what a program prepared with ``share``
         takes from this one."""
         self._steps = steps
-        self._running = [step for step in steps if step.run is not None]
-        self._runs: list[Run] = [step.run for step in steps if step.run is not None]
+        running = [step for step in steps if step.run is not None]
+        self._runs: list[Run] = []
+        self._covered: list[list[Step]] = []
+        """Per run of ``_runs``, the steps it stands for (``Backend.fuse``)."""
+        first = 0
+        for run, count in backend.fuse([step.run for step in running]):  # type: ignore[misc]
+            self._runs.append(run)
+            self._covered.append(running[first:first + count])
+            first += count
+        report.chains = [tuple(step.op.index for step in covered) for covered in self._covered if len(covered) > 1]
         self._feeds = list(feeds)
         self._fetches = list(fetches)
         self.fetch_names = list(fetch_names)
@@ -121,7 +132,9 @@ class PreparedProgram:
                 for run in self._runs:
                     run(state)
             except Exception as e:
-                self._fail(state, e, self._running[self._runs.index(run)])
+                covered = self._covered[self._runs.index(run)]
+                step, error = (covered[e.offset], e.error) if isinstance(e, StepFailure) else (covered[0], e)
+                self._fail(state, error, step)
             results = self._finish(state, on_device)
         if self._range is not None:
             self._range.check_fetches(dict(zip(self.feed_names, _hosts(checked))), results)

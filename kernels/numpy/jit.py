@@ -39,7 +39,7 @@ from ...ir.ops.numpy_render import one_pass
 from .jit_source import activation_key, activation_source, marker, vectorises
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, spans, thread_count
 
-__all__ = ["JIT", "cache_dir", "cache_location", "cache_is_warm", "spin_loops", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
+__all__ = ["JIT", "cache_dir", "cache_location", "cache_is_warm", "spin_loops", "pointwise_machine", "CompiledActivation", "compiled_activation", "compiled_epilogue", "compiled_depthwise",
            "dense_filter", "compiled_dense", "packed_weight", "compiled_product", "compiled_pool", "compiled_unary", "compiled_layer_norm", "compiled_rms_norm",
            "compiled_softmax"]
 
@@ -106,6 +106,16 @@ def spin_loops() -> Any | None:
     numba does not import."""
     loops = _loops() if JIT else None
     return None if loops is None else loops.spin
+
+
+def pointwise_machine() -> Any | None:
+    """``jit_pointwise`` (the register machine that runs chains of pointwise ops), or None where
+    the compiled loops are off or numba does not import."""
+    if not JIT or _loops() is None:
+        return None
+    from . import jit_pointwise
+
+    return jit_pointwise
 
 
 def cache_is_warm(folder: Path) -> bool:
