@@ -28,7 +28,8 @@ from ..executor.prepared import check_feeds
 from ..ir.dtypes import DType
 from ..ir.errors import FeedError
 from .feed_roles import check_ids, feed_roles
-from .models import Model, load_model, run_passes
+from .models import Model, load_model
+from .pipelines import run_passes
 from .places import parse_place
 
 __all__ = ["InferenceSession", "NodeArg", "onnx_type"]

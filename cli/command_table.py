@@ -1,6 +1,7 @@
 """The subcommands as ``halfway --help`` lists them: each one's name and summary, and the module
 that defines it, imported only when that command runs (or explains itself), so that the help and
-each command load what they need and no more."""
+each command load what they need and no more. A command's name and summary are written here
+only; its module holds the rest (``halfway.cli.commands.base.Command``)."""
 
 from __future__ import annotations
 

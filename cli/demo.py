@@ -26,8 +26,11 @@ from attrs import frozen
 from ..api.feeds import random_inputs
 from ..api.input_shapes import feed_shapes
 from ..api.measure import Comparison, Timing, compare, time_runs
-from ..api.models import Model, ops_fused, param_bytes, prepare, run_float16, run_passes, save_model
+from ..api.model_facts import param_bytes
+from ..api.models import Model, save_model
+from ..api.pipelines import ops_fused, run_float16, run_passes
 from ..api.places import place_label
+from ..api.prepare import prepare
 from ..api.tokens import SEQUENCE, is_text_model, token_inputs
 from ..executor import PreparedProgram
 from ..executor.place import CPUPlace, OpenCLPlace, Place

@@ -11,7 +11,8 @@ from ...executor import Executor, PreparedBySignature, PreparedProgram
 from ...executor.place import Place
 from ...ir.errors import FeedError
 from ..feeds import parse_inputs
-from ..models import float16_pass, load_model, run_passes
+from ..models import load_model
+from ..pipelines import float16_pass, run_passes
 from ..places import parse_place
 from .rows import FeedSpec, feed_specs
 

@@ -20,10 +20,10 @@ Run = Callable[[argparse.Namespace, Output], int]
 
 @frozen
 class Command:
-    """A subcommand: ``summary`` is its line in ``halfway --help``; ``description`` its --help text."""
+    """A subcommand: ``description`` is its --help text, ``configure`` adds its arguments and
+    ``run`` runs it. Its name and its line in ``halfway --help`` are its row of
+    ``halfway.cli.command_table``, which the help reads without importing the command."""
 
-    name: str
-    summary: str
     description: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Run

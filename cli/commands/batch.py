@@ -124,7 +124,6 @@ def _items(columns: Columns) -> list[dict[str, Any]]:
 
 
 COMMAND = Command(
-    "batch", "run a model over every row of a dataset, here or on Ray",
     "Run MODEL over every row of DATA and write its outputs, one row each, with the rows' other\n"
     "columns (ids, file names, and `index`, the row's place in DATA) to OUT (Parquet or .npz),\n"
     "atomically. The model is loaded, passed, transpiled and prepared once, then runs batches\n"

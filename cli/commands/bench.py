@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from ...api.measure import Timing, time_runs
-from ...api.models import Model, load_model, param_bytes, prepare
+from ...api.model_facts import param_bytes
+from ...api.models import Model, load_model
 from ...api.places import place_label
+from ...api.prepare import prepare
 from ...ir.errors import HalfwayError
 from ..report.console import Output
 from ..report.tables import human_bytes, milliseconds, table
@@ -83,7 +85,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "bench", "time a model on each place, side by side with ONNX Runtime",
     "Time a model: the median and best of --repeat runs after --warmup untimed runs, on each\n"
     "--place (default: cpu, and opencl when a device is present), with the planned activation\n"
     "peak. --compare onnxruntime times the same .onnx file on ONNX Runtime's CPU provider in the\n"

@@ -50,7 +50,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "demo", "the main job: import, fuse, transpile to float16, run and compare, in one table",
     "Import a CNN and a transformer (the shipped demo_resnet18.onnx: ResNet-18 at quarter width,\n"
     "and demo_bert.onnx: a 4-layer BERT-style encoder and classifier with an attention mask, both\n"
     "with seeded weights; or --model PATH alone), run the default fusion pipeline and the float16\n"

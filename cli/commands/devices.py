@@ -57,7 +57,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "devices", "list OpenCL platforms and devices with their float16 mode",
     "List every OpenCL device of every platform, numbered as --place opencl:N takes them, with\n"
     "its type, OpenCL version, compute units and memory, whether it has cl_khr_fp16, and how it\n"
     "runs float16 programs at each precision (native half arithmetic, float16 storage with\n"

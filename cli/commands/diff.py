@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ...api.feeds import convert_feed
 from ...api.measure import compare
-from ...api.models import Model, load_model, prepare
+from ...api.models import Model, load_model
 from ...api.places import parse_place, place_label
+from ...api.prepare import prepare
 from ...ir.errors import FeedError
 from ..report.console import Output
 from ..report.tables import error_text, percent, table
@@ -86,7 +87,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "diff", "run two models on the same inputs and compare their outputs",
     "Run MODEL_A and MODEL_B on the same inputs (--input, or seeded random values) and print, per\n"
     "output (paired by position), the max absolute error, the max error relative to the largest\n"
     "reference magnitude, and top-1 agreement. Float inputs are converted to each model's input\n"

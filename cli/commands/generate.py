@@ -141,7 +141,6 @@ def _size(nbytes: int) -> str:
 
 
 COMMAND = Command(
-    "generate", "generate text with a decoder LLM from a transformers checkpoint folder",
     "Generate tokens after a prompt with a decoder LLM (Llama, Mistral, Qwen2, Gemma, Phi-3, GPT-2)\n"
     "from a transformers checkpoint folder, streaming them as they come (text with --prompt and\n"
     "the folder's tokenizer.json, token ids with --ids), then the prefill's and the decode steps'\n"

@@ -60,7 +60,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "graph", "draw the program: float16 ops and casts coloured, fused ops marked",
     "Draw the program of MODEL: inputs, ops and outputs top to bottom, edges labelled with the\n"
     "dtype and shape of the tensor they carry; float16 ops green, float32 ops blue, casts orange,\n"
     "fused ops with a bold double border.\n\n"

@@ -6,8 +6,9 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from ...api.models import Model, io_specs, load_model, op_counts, op_label
-from ...frontends.onnx.registry import onnx_names
+from ...api.model_facts import io_specs, op_counts, op_label
+from ...api.models import Model, load_model
+from ...frontends.onnx_names import onnx_names
 from ..report.console import Output
 from ..report.tables import human_bytes, table
 from .base import Command, add_json, add_model
@@ -68,7 +69,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "inspect", "summarize a model: ops by type and dtype, parameters, inputs and outputs",
     "Summarize a model: its ops counted by type and precision, each type with the ONNX ops it\n"
     "stands for (matmul_v2 (MatMul/Gemm)), its parameters (count, values, bytes by dtype), and\n"
     "its inputs and outputs with dtypes and shapes (-1: known at run time).\n"

@@ -59,13 +59,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 PASSES = Command(
-    "passes", "list the registered passes (built-in and from plugins)",
     "List the registered passes: name, what each does, its options, whether it needs the\n"
     "parameters (scope), and whether it is built in or which plugin registered it.",
     _configure, _run_passes)
 
 OPS = Command(
-    "ops", "list the registered ops and their kernels (built-in and from plugins)",
     "List the registered op types: whether a schema describes each, its kernels per backend and\n"
     "dtype, and whether it is built in or which plugin registered it.",
     _configure, _run_ops)

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from ...api.files import write_npz
-from ...api.models import load_model, prepare
+from ...api.models import load_model
 from ...api.places import parse_place, place_label
+from ...api.prepare import prepare
 from ..report.console import Output
 from ..report.tables import table
 from .base import Command, add_inputs, add_json, add_model, add_places
@@ -70,7 +71,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "run", "run a model once on given or random inputs",
     "Run a model once and show each output's dtype, shape, min, max, mean and argmax.\n"
     "Inputs come from --input NAME=FILE.npy (or FILE.npz) or are seeded values the model can\n"
     "take (--random, the default: ids within the embedding's vocabulary, masks of ones, floats\n"

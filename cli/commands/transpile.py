@@ -8,7 +8,9 @@ from typing import Any
 from rich.console import RenderableType
 
 from ...api.feeds import parse_inputs
-from ...api.models import NO_PASSES, float16_pass, load_model, op_label, ops_fused, run_passes, save_model
+from ...api.model_facts import op_label
+from ...api.models import load_model, save_model
+from ...api.pipelines import NO_PASSES, float16_pass, ops_fused, run_passes
 from ...passes import Pass, PipelineResult
 from ...passes.pipeline import DEFAULT_PIPELINE
 from ..report.console import Output
@@ -96,7 +98,6 @@ def _run(args: argparse.Namespace, output: Output) -> int:
 
 
 COMMAND = Command(
-    "transpile", "run passes (and the float16 transpile) and save the result",
     "Load MODEL, run a pipeline of passes (default: the fusion pipeline), optionally transpile\n"
     "to float16, and save the result at OUT: an ONNX model for an .onnx OUT, else a halfway\n"
     "(Paddle-format) inference model — all files or none.\n"

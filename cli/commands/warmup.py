@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ...api.input_shapes import parse_input_shapes
-from ...api.models import Model, load_model, prepare, run_float16, run_passes
+from ...api.models import Model, load_model
+from ...api.pipelines import run_float16, run_passes
+from ...api.prepare import prepare
 from ...api.tokens import SEQUENCE
 from ...executor.place import CPUPlace
 from ...kernels.numpy.jit import JIT, cache_is_warm, cache_location
@@ -66,7 +68,6 @@ def _report(args: argparse.Namespace, output: Output, facts: dict[str, Any]) -> 
 
 
 COMMAND = Command(
-    "warmup", "compile the CPU loops (numba) ahead of the first run",
     "With the jit extra (numba), the numpy backend's loops are compiled the first time they run\n"
     "and cached (a first run takes minutes on a small machine). warmup compiles them now, by\n"
     "running the shipped demo models, and each --model, once on numpy: as imported, fused and\n"

@@ -10,7 +10,7 @@ from typing import Any
 
 from attrs import frozen
 
-from ...api.models import op_label, op_precision
+from ...api.model_facts import op_label, op_precision
 from ...ir.block import Block
 from ...ir.operator import Operator
 from ...ir.program import Program

@@ -5,8 +5,10 @@ as Python values. It reads its inputs through ``ctx`` (``ctx.const`` for inputs 
 constants) and calls ``ctx.emit`` so that the node's outputs become values of the context.
 
 A converter declares the halfway ops it makes of an ONNX op (``makes``: its main ops, not the
-reshapes and casts around them), so ``onnx_names`` tells an ONNX user, for a halfway op type,
-the ONNX ops it stands for (``matmul_v2``: MatMul, Gemm).
+reshapes and casts around them), so ``halfway.frontends.onnx_names`` tells an ONNX user, for a
+halfway op type, the ONNX ops it stands for (``matmul_v2``: MatMul, Gemm). It reads this table as
+``scripts/make_onnx_names.py`` writes it out (``halfway.frontends.onnx_made_of``), without
+importing onnx; a test checks the two agree.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from onnx import NodeProto
 from ..table import registrar
 from .context import GraphContext
 
-__all__ = ["Converter", "CONVERTERS", "MADE_OF", "converts", "supported_ops", "onnx_names"]
+__all__ = ["Converter", "CONVERTERS", "MADE_OF", "converts", "supported_ops"]
 
 Converter = Callable[[GraphContext, NodeProto, dict[str, Any]], None]
 CONVERTERS: dict[str, Converter] = {}
@@ -39,14 +41,6 @@ def converts(*op_types: str, makes: Makes = ()) -> Callable[[Converter], Convert
         for op_type in (op_types_made,) if isinstance(op_types_made, str) else op_types_made:
             MADE_OF.setdefault(op_type, []).append(onnx_type)
     return _register(*op_types)
-
-
-def onnx_names(op_type: str) -> tuple[str, ...]:
-    """The ONNX ops (default domain) that halfway op ``op_type`` stands for: those whose import
-    makes it, an ONNX op named in the op type first (``gather_nd``: GatherND, Gather); none for an
-    op only passes make (``fc``, ``fused_conv2d``)."""
-    bare = op_type.replace("_", "")
-    return tuple(sorted(MADE_OF.get(op_type, ()), key=lambda name: name.lower() not in bare))
 
 
 def supported_ops() -> list[str]:

@@ -22,6 +22,8 @@ def test_help_lists_every_command_and_the_exit_codes():
     assert done.returncode == 0
     for name in ["demo", "inspect", "transpile", "run", "bench", "diff", "graph", "devices", "passes", "ops"]:
         assert name in NAMES and f"    {name}" in done.stdout
+    words = " ".join(done.stdout.split())
+    assert all(f"{listed.name} {listed.summary}" in words for listed in COMMANDS)
     assert "exit codes" in done.stdout and "halfway.plugins" in done.stdout
 
 
@@ -30,7 +32,6 @@ def test_each_command_explains_itself(listed):
     command = listed.load()
     done = halfway(listed.name, "--help")
     assert done.returncode == 0, done.stderr
-    assert (command.name, command.summary) == (listed.name, listed.summary)  # the help lists what it defines
     assert command.description.split("\n")[0] in done.stdout
     assert "--debug" in done.stdout and "--plugin" in done.stdout
 

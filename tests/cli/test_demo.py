@@ -12,7 +12,8 @@ import numpy as np
 import onnx
 import pytest
 
-from halfway.api.models import load_model, prepare
+from halfway.api.models import load_model
+from halfway.api.prepare import prepare
 from halfway.cli.demo import DEMO_MODEL, DEMO_MODELS, demo_inputs, demo_model_path
 from halfway.executor.place import CPUPlace
 from halfway.ir.errors import HalfwayError
