@@ -19,6 +19,7 @@ from . import (
                                     fuse_fc,  # noqa: F401
                                     fuse_gqa,  # noqa: F401
                                     fuse_norm,  # noqa: F401
+                                    fuse_pad,  # noqa: F401
                                     fuse_projections,  # noqa: F401
                                     fuse_rotary,  # noqa: F401
                                     identity,  # noqa: F401

@@ -7,9 +7,13 @@ Rules (applied until nothing matches, so the steps chain):
 1. conv2d / depthwise_conv2d + elementwise_add of a [C] parameter on the channel dim ->
    fused_conv2d with Bias;
 2. conv2d / depthwise_conv2d / fused_conv2d without residual or activation + elementwise_add or
-   two-input sum with a tensor of the output's shape -> fused_conv2d with ResidualData;
+   two-input sum with a tensor of the output's dims (``probe_dims`` proves them equal, symbolic
+   ones included: a residual block of a model with a free batch dim) -> fused_conv2d with
+   ResidualData;
 3. conv2d / depthwise_conv2d + activation -> fused_conv2d with fuse_activation;
-4. fused_conv2d without activation + activation -> fused_conv2d with it.
+4. fused_conv2d without activation + activation -> fused_conv2d with it;
+5. rules 3 and 4 for a clip from 0 to constant bounds (ONNX's ``Clip(0, 6)``, ReLU6 as exporters
+   write it) -> relu6 at the clip's max.
 
 The activations are the family rows marked absorbable (``halfway.ir.ops.families``), and those
 it computes as one of them (``EPILOGUE_ALIASES``: silu as swish at beta 1); each row says how its
@@ -22,9 +26,13 @@ from __future__ import annotations
 from ..ir.operator import Operator
 from ..ir.ops.families import EPILOGUE_ALIASES, UNARY, absorbable
 from ..ir.ops.family import fused_params
+from ..ir.program import Program
+from ..ir.scope import Scope
+from .base import PassResult, register_pass
+from .dims import DimTable, probe_dims
 from .fuse_channels import CONVS, channel_vector, conv_channel_dim, is_channel_bias
 from .pattern import pattern
-from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
+from .rewrite import Decline, RewriteContext, Rule, Rules, apply_rules, copy_op
 
 __all__ = ["RULES", "fused_activation"]
 
@@ -57,8 +65,11 @@ def _fuse_residual(ctx: RewriteContext, *, add: Operator, conv: Operator, r: str
     out, other = ctx.var(conv.output("Output")[0]), ctx.var(r)
     if conv.type == "fused_conv2d" and (conv.attr("fuse_activation") != "" or conv.input("ResidualData")):
         return ctx.decline("the fused conv already has an activation or a residual")
-    if out.shape != other.shape or out.dtype is not other.dtype or any(d < 0 for d in out.shape or ()):
-        return ctx.decline(f"the residual {r} is not a known tensor of the conv output's shape and dtype")
+    table: DimTable = ctx.state
+    dims = table.dims_of(out.name)
+    if out.dtype is not other.dtype or dims is None or dims != table.dims_of(r):
+        return ctx.decline(f"the residual {r} {list(other.shape or ())} is not of the conv output's dims "
+                           f"{list(dims or ())} and dtype")
     return copy_op(conv, type="fused_conv2d", inputs={"ResidualData": r}, outputs={"Output": add.output("Out")})
 
 
@@ -69,6 +80,16 @@ def _fuse_act(ctx: RewriteContext, *, act: Operator, conv: Operator) -> Operator
     name, alpha, beta = fused
     return copy_op(conv, type="fused_conv2d", outputs={"Output": act.output("Out")},
                    attrs={"fuse_activation": name, "fuse_alpha": alpha, "fuse_beta": beta})
+
+
+def _fuse_clip(ctx: RewriteContext, *, act: Operator, conv: Operator) -> Operator | Decline:
+    """Case 5."""
+    low, high = act.attr("min"), act.attr("max")
+    params = fused_params(UNARY["relu6"], {"threshold": high})
+    if low != 0 or params is None:
+        return ctx.decline(f"a clip to [{low}, {high}] is no relu6 (it must clip from 0 to a bound > 0)")
+    return copy_op(conv, type="fused_conv2d", outputs={"Output": act.output("Out")},
+                   attrs={"fuse_activation": "relu6", "fuse_alpha": params[0], "fuse_beta": params[1]})
 
 
 RULES = Rules([
@@ -90,7 +111,17 @@ RULES = Rules([
     Rule(pattern(f"act:{_ACTS}(X=conv:fused_conv2d(Input=_, Filter=_, ...))",
                  attrs={"conv": {"fuse_activation": ""}}), _fuse_act,
          "fused_conv2d + activation -> fused_conv2d"),
+    # conv2d + clip(0, t) -> fused_conv2d(relu6 at t)
+    Rule(pattern(f"act:clip(X=conv:{_CONVS}(Input=_, Filter=_))"), _fuse_clip, "conv2d + clip(0, t) -> fused_conv2d"),
+    # fused_conv2d (no activation) + clip(0, t) -> fused_conv2d(relu6 at t)
+    Rule(pattern("act:clip(X=conv:fused_conv2d(Input=_, Filter=_, ...))", attrs={"conv": {"fuse_activation": ""}}),
+         _fuse_clip, "fused_conv2d + clip(0, t) -> fused_conv2d"),
 ])
 
-register_rules("fuse_conv_act", RULES, "Fuse conv2d/depthwise_conv2d, its bias add and its activation "
-               "into one fused_conv2d.")
+
+@register_pass("fuse_conv_act")
+def fuse_conv_act(program: Program, scope: Scope | None = None, options: None = None) -> PassResult:
+    """Fuse conv2d/depthwise_conv2d, its bias add, a residual add and its activation into one fused_conv2d."""
+    table = probe_dims(program.global_block(), scope)
+    counts = apply_rules(program, RULES, name="fuse_conv_act", scope=scope, state=table).counts
+    return PassResult(program, counts.total() > 0, {"rewrites": counts.total(), **counts})

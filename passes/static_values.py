@@ -5,8 +5,8 @@ is ``Slice(x, 0, Unsqueeze(Div(Gather(Shape(x), 3), 2)))``); where the sliced di
 the bound is a constant that no op of the program holds. ``static_value`` finds it: a parameter's
 value; a vector whose every entry ``probe_dims`` decodes as a known size (the ``shape``, ``gather``
 and ``concat`` arithmetic it follows); or the reference evaluator's result of an op of
-``ARITHMETIC`` over such values (the division and the unsqueeze it does not follow), a few ops
-deep at most.
+``ARITHMETIC`` over such values (the division, the maximum and the unsqueeze it does not follow),
+a few ops deep at most.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .rewire import sole_writer
 __all__ = ["ARITHMETIC", "static_value"]
 
 ARITHMETIC = frozenset({"elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
-                        "elementwise_floordiv", "scale", "cast", "unsqueeze2", "squeeze2", "reshape2", "concat"})
+                        "elementwise_floordiv", "elementwise_max", "elementwise_min", "scale", "cast", "unsqueeze2",
+                        "squeeze2", "reshape2", "concat", "gather"})
 """Ops whose small integer results ``static_value`` computes from static inputs."""
 _DEPTH = 6
 _SMALL = 64

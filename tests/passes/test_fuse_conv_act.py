@@ -5,6 +5,7 @@ import halfway
 from halfway import layers
 from halfway.ir.builder import apply_act, create_parameter
 from halfway.passes.fuse_conv_act import fused_activation
+from tests.support.onnx_graph import Graph, check_passes
 from tests.support.passcheck import ACTIVATIONS, fuse_and_compare, lively_params, op_types, random_cnn
 
 
@@ -122,3 +123,55 @@ def test_two_input_sum_is_a_residual():
     result = fuse_and_compare(prog, scope, "fuse_conv_act", [y.name])
     (fused,) = result.program.global_block().ops
     assert fused.input("ResidualData") == ("x",) and fused.attr("fuse_activation") == "relu"
+
+
+def _onnx_conv(g: Graph, x: str, seed: int) -> str:
+    """A 3x3 Conv of 4 channels with its bias, same-size output."""
+    rng = np.random.default_rng(seed)
+    w, b = g.const(rng.normal(0, 0.5, (4, 4, 3, 3)).astype(np.float32)), g.const(rng.normal(0, 0.5, 4).astype(np.float32))
+    return g.node("Conv", x, w, b, pads=[1, 1, 1, 1])
+
+
+ONNX_FEEDS = {"x": np.random.default_rng(4).normal(0, 3, (2, 4, 6, 6)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("opset", [10, 13])
+@pytest.mark.parametrize("dims", [[2, 4, 6, 6], ["batch", 4, "h", "w"]])
+def test_onnx_clip_0_6_after_a_conv_fuses_as_relu6(opset, dims):
+    g = Graph()
+    conv = _onnx_conv(g, g.input("x", np.float32, dims), 1)
+    bounds = {"min": 0.0, "max": 6.0} if opset < 11 else {}
+    y = g.node("Clip", conv, *(() if bounds else (g.const(np.float32(0)), g.const(np.float32(6)))), **bounds)
+    program = check_passes(g.model([y], opset=opset), ONNX_FEEDS)
+    (fused,) = [o for o in program.global_block().ops if o.type not in ("feed", "fetch")]
+    assert (fused.type, fused.attr("fuse_activation"), fused.attr("fuse_beta")) == ("fused_conv2d", "relu6", 6.0)
+
+
+def test_onnx_clip_from_another_bound_stays():
+    g = Graph()
+    conv = _onnx_conv(g, g.input("x", np.float32, [2, 4, 6, 6]), 1)
+    y = g.node("Clip", conv, g.const(np.float32(-1)), g.const(np.float32(6)))
+    assert op_types(check_passes(g.model([y]), ONNX_FEEDS)) == {"feed": 1, "fused_conv2d": 1, "clip": 1, "fetch": 1}
+
+
+@pytest.mark.parametrize("dims", [[2, 4, 6, 6], ["batch", 4, 6, 6], ["batch", 4, "h", "w"]])
+@pytest.mark.parametrize("residual_first", [False, True])
+def test_onnx_residual_add_and_relu_after_a_conv_fuse(dims, residual_first):
+    """A ResNet block's tail, x -> relu -> conv -> conv -> add(relu's output) -> relu, with a free
+    batch (and image) dim: both convs and the add and relu after them are two fused_conv2d."""
+    g = Graph()
+    r = g.node("Relu", g.input("x", np.float32, dims))
+    c = _onnx_conv(g, _onnx_conv(g, r, 2), 3)
+    y = g.node("Relu", g.node("Add", *((r, c) if residual_first else (c, r))))
+    program = check_passes(g.model([y]), ONNX_FEEDS)
+    assert op_types(program) == {"feed": 1, "relu": 1, "fused_conv2d": 2, "fetch": 1}
+    last = program.global_block().ops[-2]
+    assert last.input("ResidualData") and last.attr("fuse_activation") == "relu"
+
+
+def test_onnx_residual_of_another_shape_stays():
+    g = Graph()
+    x = g.input("x", np.float32, ["batch", 4, 6, 6])
+    y = g.node("Relu", g.node("Add", _onnx_conv(g, x, 2), g.input("r", np.float32, ["other", 4, 6, 6])))
+    feeds = ONNX_FEEDS | {"r": ONNX_FEEDS["x"][:1]}
+    assert op_types(check_passes(g.model([y]), feeds))["elementwise_add"] == 1
