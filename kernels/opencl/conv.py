@@ -1,5 +1,5 @@
 """OpenCL kernels of the convolutions: conv2d / depthwise_conv2d / fused_conv2d / fused_conv2d_pool;
-NCHW, and NHWC for ungrouped ones.
+NCHW, and NHWC for ungrouped ones; conv3d, NCDHW, a direct kernel (``volume.cl``).
 
 Convolutions (``conv_geometry`` as the numpy kernels):
 
@@ -31,12 +31,12 @@ import numpy as np
 
 from ...ir.dtypes import DType
 from ..conv_pool import conv_and_pool
-from ..numpy.conv import ConvGeometry, conv_geometry, slot_positions
+from ..numpy.conv import ConvGeometry, conv_geometry, slot_positions, volume_geometry
 from ..registry import KernelSpec, register_kernel
 from .activations import Activation, fused_activation
 from .base import Binder, DeviceArray, Launch, Unsupported, launch_1d, source
 from .gemm import ConvShape, Gemm, gemm_launch, uses_tensor_cores
-from .pool import pool2d
+from .pool import pool2d, volume_defines
 from .runtime import Runtime
 
 __all__: list[str] = []
@@ -146,25 +146,28 @@ def _conv_pool(spec: KernelSpec) -> Binder:
     return bind
 
 
-# -- pool2d ---------------------------------------------------------------------------------------
+# -- conv3d ---------------------------------------------------------------------------------------
+def _conv3d(spec: KernelSpec) -> Binder:
+    """A direct kernel (``volume.cl``), one output per work-item; NDHWC falls back to numpy."""
+    g = volume_geometry(spec)
+    if g.channel_last:
+        raise Unsupported("conv3d in NDHWC has no OpenCL kernel")
+    defines = {"CONV3D": "", "C": g.c, "O": g.o, "CG": g.c // g.groups, "OG": g.o // g.groups,
+               **volume_defines(g.sizes, g.out, g.kernel, g.strides, g.dilations, g.pads)}
 
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        kernel = rt.kernel(source("volume.cl", defines=defines), "conv3d", rt.float_options(spec.dtype))
+        out = outs[0]
+        return [launch_1d(rt, kernel, out.size, ins[0].buffer, ins[1].buffer, out.buffer, np.int32(out.size))]
 
-# -- batch_norm -----------------------------------------------------------------------------------
-
-
-# -- softmax --------------------------------------------------------------------------------------
-
-
-# -- lrn ------------------------------------------------------------------------------------------
-
-
-# -- matrix products ------------------------------------------------------------------------------
+    return bind
 
 
 def _register() -> None:
     for op_type in ("conv2d", "depthwise_conv2d", "fused_conv2d"):
         register_kernel(op_type, "opencl", FLOATS)(_conv)
     register_kernel("fused_conv2d_pool", "opencl", FLOATS)(_conv_pool)
+    register_kernel("conv3d", "opencl", FLOATS)(_conv3d)
 
 
 _register()

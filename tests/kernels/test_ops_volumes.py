@@ -16,7 +16,7 @@ from halfway.executor import Executor
 from tests.support.oprun import float16_tolerance
 
 RNG = np.random.default_rng(17)
-PLACES = ["numpy"]
+PLACES = ["numpy", pytest.param("opencl", marks=pytest.mark.opencl)]
 FLOATS = [np.float32, np.float16]
 
 
