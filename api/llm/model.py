@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from attrs import define
+from attrs import define, evolve
 
 from ...executor.place import Place
-from ...frontends.checkpoint import DecoderConfig, DecoderProgram, is_checkpoint, load_checkpoint
+from ...frontends.checkpoint import LOGITS, DecoderConfig, DecoderProgram, is_checkpoint, load_checkpoint
 from ...ir.errors import FeedError, HalfwayError
 from ...kernels.numpy.threads import single_threaded_blas, team_size
+from ...passes import PassManager
 from ..places import parse_place
 from .onnx_decoder import is_onnx, load_decoder
 from .prompts import Prompts, check_length, check_tokens, read_prompts
@@ -283,4 +284,11 @@ def load(path: str | os.PathLike[str], *, place: str | Place = "cpu", dtype: str
         raise HalfwayError(f"{path}: not a transformers checkpoint folder (config.json with model.safetensors or "
                            f"model.safetensors.index.json) nor an ONNX file; halfway.llm loads decoders from "
                            f"either")
-    return LanguageModel(load_checkpoint(path, dtype=dtype, max_length=max_length), chosen, path)
+    return LanguageModel(_fused(load_checkpoint(path, dtype=dtype, max_length=max_length)), chosen, path)
+
+
+def _fused(decoder: DecoderProgram) -> DecoderProgram:
+    """A checkpoint's program through the default pipeline, as an export's is (a residual add
+    and the norm after it become one skip_rms_norm: fewer launches per decode step)."""
+    result = PassManager().run(decoder.program, decoder.scope, fetch=[LOGITS])
+    return evolve(decoder, program=result.program, scope=result.scope if result.scope is not None else decoder.scope)

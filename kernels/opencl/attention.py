@@ -17,7 +17,9 @@ time, not run time.
 
 cached_attention appends the step's keys and values to the caches (``kv_append.cl``) and runs
 the portable kernel over the caches with PAST: each sequence's rows sit at its own past length,
-which the causal mask and the sliding window measure from, and the key tiles stop at it. Past
+which the causal mask and the sliding window measure from, and the key tiles stop at it; a
+decode step (a few rows) gives each row a work-group whose work-items share its keys
+(``decode_attention.cl``), where the portable kernel would give it one work-item. Past
 lengths are read on the device, so a decode step binds nothing new. rotary_embedding is one
 work-item per element (``rotary.cl``).
 """
@@ -48,7 +50,7 @@ from .base import (
 from .gemm import uses_tensor_cores
 from .runtime import Runtime
 
-__all__ = ["MAX_HEAD_SIZE", "MMA_MAX_HEAD_SIZE", "MMA_ROWS", "tensor_core_refusal"]
+__all__ = ["MAX_HEAD_SIZE", "MMA_MAX_HEAD_SIZE", "MMA_ROWS", "DECODE_ROWS", "DECODE_CHUNK", "tensor_core_refusal"]
 
 FLOATS = (DType.float32, DType.float16)
 MAX_HEAD_SIZE = 256
@@ -57,6 +59,10 @@ MMA_MAX_HEAD_SIZE = 128
 """The largest head size of the tensor-core kernel (its Q and O fragments stay in registers)."""
 MMA_ROWS = 64
 """Query rows of a tensor-core work-group: four warps of 16."""
+DECODE_ROWS = 8
+"""cached_attention with at most this many new rows (a decode step) runs ``decode_attention.cl``."""
+DECODE_CHUNK = 256
+"""Keys a decode work-group scores into local memory at a time."""
 
 
 def tensor_core_refusal(rt: Runtime, dtype: DType, depth: int, v_depth: int) -> str | None:
@@ -164,10 +170,16 @@ def _attention(spec: KernelSpec) -> Binder:
 register_kernel("scaled_dot_product_attention", "opencl", FLOATS)(_attention)
 
 
+def _decode_threads(v_depth: int) -> int:
+    """The work-items of a decode row: the power of two that covers V's head size (32 to 256)."""
+    return min(256, max(32, 1 << (v_depth - 1).bit_length()))
+
+
 def _cached_attention(spec: KernelSpec) -> Binder:
     """The caches appended to (``kv_append.cl``, a launch for the keys and one for the values),
     then ``attention.cl`` over them with PAST: each sequence's row positions and keys from its
-    Past. Tensor cores are left to ``scaled_dot_product_attention``."""
+    Past; a decode step's few rows (``DECODE_ROWS``) run ``decode_attention.cl``, a work-group a
+    row. Tensor cores are left to ``scaled_dot_product_attention``."""
     attrs = spec.attrs
     q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
     (batch, q_heads, q_len, depth), k, v = (_head_major(spec.input(slot).shape, heads) for slot, heads in
@@ -207,11 +219,16 @@ def _cached_attention(spec: KernelSpec) -> Binder:
             kernel = rt.kernel(source("kv_append.cl", defines=append), "kv_append", options)
             items = batch * kv_heads * q_len * size
             launches.append(launch_1d(rt, kernel, items, values.buffer, cache.buffer, past.buffer, np.int32(items)))
-        text = source("attention_score.h", "attention.cl", defines={**defines, "BQ": rows, "BK": rows})
-        kernel = rt.kernel(text, "attention", options)
-        launches.append(launch(rt, kernel, (-(-q_len // rows) * rows, batch * q_heads), (rows, 1), q.buffer,
-                               k_cache.buffer, v_cache.buffer, outs[0].buffer, mask, past.buffer,
-                               *(np.int32(s) for s in mask_strides)))
+        if q_len <= DECODE_ROWS:
+            threads = min(_decode_threads(v_depth), rt.caps.max_work_group_size)
+            text = source("attention_score.h", "decode_attention.cl",
+                          defines={**defines, "NT": threads, "CH": DECODE_CHUNK, "ACC": -(-v_depth // threads)})
+            kernel, grid, group = rt.kernel(text, "decode_attention", options), (threads * batch * q_heads * q_len,), (threads,)
+        else:
+            text = source("attention_score.h", "attention.cl", defines={**defines, "BQ": rows, "BK": rows})
+            kernel, grid, group = rt.kernel(text, "attention", options), (-(-q_len // rows) * rows, batch * q_heads), (rows, 1)
+        launches.append(launch(rt, kernel, grid, group, q.buffer, k_cache.buffer, v_cache.buffer, outs[0].buffer,
+                               mask, past.buffer, *(np.int32(s) for s in mask_strides)))
         launches += [copy_launch(rt, cache, out) for cache, out in ((k_cache, outs[1]), (v_cache, outs[2]))
                      if out is not None]
         return launches

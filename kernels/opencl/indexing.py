@@ -1,4 +1,4 @@
-"""OpenCL kernels of the indexing ops (``indexing.cl``): where, gather, gather_nd,
+"""OpenCL kernels of the indexing ops (``indexing.cl``): where, gather (lookup_table_v2 too), gather_nd,
 take_along_axis on any element type (bits copied as they are), and cumsum on floats and
 integers; expand_v2 is one ``tensor.strided_copy``, reading X with stride 0 along the dims it
 broadcasts. Index tensors are int32 or int64; a negative index counts from the end, and one
@@ -57,16 +57,28 @@ def _where(spec: KernelSpec) -> Binder:
 def _gather(spec: KernelSpec) -> Binder:
     x = spec.input("X").shape
     axis = constant_ints(spec, ("Axis",), [spec.attrs["axis"]])[0] % len(x)
-    count = math.prod(spec.input("Index").shape)
-    inner = math.prod(x[axis + 1:])
-    index = spec.input("Index").dtype
+    return _gather_binder(spec.input("Index").dtype, math.prod(spec.input("Index").shape), x[axis],
+                          math.prod(x[axis + 1:]))
+
+
+def _gather_binder(index: DType, count: int, axis_len: int, inner: int) -> Binder:
+    """``indexing.cl``'s gather of ``count`` indices along a dim of ``axis_len``, ``inner`` elements apart."""
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         o = outs[0]
         return [launch_1d(rt, _kernel(rt, "gather", o.dtype, index), o.size, ins[0].buffer, ins[1].buffer, o.buffer,
-                          *(np.int32(v) for v in (count, x[axis], inner, o.size)))]
+                          *(np.int32(v) for v in (count, axis_len, inner, o.size)))]
 
     return bind
+
+
+def _lookup_table(spec: KernelSpec) -> Binder:
+    """``gather`` of W's rows; a padding_idx (zero rows) is left to numpy."""
+    if spec.attrs["padding_idx"] != -1:
+        raise Unsupported("lookup_table_v2 with a padding_idx")
+    rows, width = spec.input("W").shape
+    ids = spec.input("Ids")
+    return _gather_binder(ids.dtype, math.prod(ids.shape), rows, width)
 
 
 def _gather_nd(spec: KernelSpec) -> Binder:
@@ -129,7 +141,8 @@ def _expand(spec: KernelSpec) -> Binder:
 
 
 def _register() -> None:
-    for op_type, factory in (("where", _where), ("gather", _gather), ("gather_nd", _gather_nd),
+    for op_type, factory in (("where", _where), ("gather", _gather), ("lookup_table_v2", _lookup_table),
+                             ("gather_nd", _gather_nd),
                              ("take_along_axis", _take_along_axis), ("expand_v2", _expand)):
         register_kernel(op_type, "opencl", DTYPES)(factory)
     register_kernel("cumsum", "opencl", FLOATS + INTEGERS)(_cumsum)

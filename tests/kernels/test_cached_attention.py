@@ -12,11 +12,13 @@ from halfway.executor import Executor, OpenCLPlace, PreparedProgram
 from halfway.ir.builder import append_op, program_guard
 from halfway.ir.errors import HalfwayError
 from halfway.ir.schema import InferError
+from halfway.kernels.opencl.attention import DECODE_CHUNK, DECODE_ROWS
 
 B, HQ, HKV, D, L = 2, 4, 2, 8, 16
 
 
 def _reference(q, k_cache, v_cache, past, rows, window=0, mask=None, softcap=0.0):
+    length = k_cache.shape[2]
     """Out [B, Hq, S, D] of one loop per (sequence, query head, new token), float64."""
     out = np.zeros(q.shape, np.float64)
     group = q.shape[1] // k_cache.shape[1]
@@ -24,7 +26,7 @@ def _reference(q, k_cache, v_cache, past, rows, window=0, mask=None, softcap=0.0
         for h in range(q.shape[1]):
             for i in range(rows):
                 position = past[b] + i
-                keys = [j for j in range(min(position + 1, L)) if (not window or position - j < window)
+                keys = [j for j in range(min(position + 1, length)) if (not window or position - j < window)
                         and (mask is None or mask[b, j])]
                 if not keys:
                     continue
@@ -36,7 +38,7 @@ def _reference(q, k_cache, v_cache, past, rows, window=0, mask=None, softcap=0.0
     return out
 
 
-def _program(rows: int, dtype="float32", sequence_major=False, mask=False, kv=HKV, **attrs):
+def _program(rows: int, dtype="float32", sequence_major=False, mask=False, kv=HKV, length=L, **attrs):
     """One cached_attention op on fed Q, K, V, Past (and KeyMask), the caches persistable vars."""
     prog = halfway.Program()
     block = prog.global_block()
@@ -47,18 +49,18 @@ def _program(rows: int, dtype="float32", sequence_major=False, mask=False, kv=HK
         inputs = {slot: halfway.layers.data(slot.lower(), shape, dtype) for slot, shape in shapes.items()}
         inputs["Past"] = halfway.layers.data("past", [B], "int64")
         if mask:
-            inputs["KeyMask"] = halfway.layers.data("mask", [B, L], "bool")
-        caches = [block.create_var(name, dtype=dtype, shape=[B, kv, L, D], persistable=True) for name in ("kc", "vc")]
+            inputs["KeyMask"] = halfway.layers.data("mask", [B, length], "bool")
+        caches = [block.create_var(name, dtype=dtype, shape=[B, kv, length, D], persistable=True) for name in ("kc", "vc")]
         inputs.update(KCache=caches[0], VCache=caches[1])
         out = append_op("cached_attention", inputs, {**heads, **attrs},
                         outputs={"Out": 1, "KCacheOut": [caches[0]], "VCacheOut": [caches[1]]})["Out"][0]
     return prog, out.name
 
 
-def _scope(dtype="float32", kv=HKV):
+def _scope(dtype="float32", kv=HKV, length=L):
     scope = halfway.Scope()
     for name in ("kc", "vc"):
-        scope.set(name, np.zeros((B, kv, L, D), dtype))
+        scope.set(name, np.zeros((B, kv, length, D), dtype))
     return scope
 
 
@@ -78,13 +80,13 @@ def _run(place, prog, out, scope, feeds, share=None):
     return prepared, prepared.run(feeds)[0]
 
 
-def _expected_caches(feeds_list):
+def _expected_caches(feeds_list, length=L):
     """The caches after runs of ``feeds_list`` (head-major K and V), float64."""
-    shape = (B, feeds_list[0]["k"].shape[1], L, D)
+    shape = (B, feeds_list[0]["k"].shape[1], length, D)
     caches = [np.zeros(shape), np.zeros(shape)]
     for feeds in feeds_list:
         for b, start in enumerate(feeds["past"]):
-            rows = min(feeds["k"].shape[2], L - start)
+            rows = min(feeds["k"].shape[2], length - start)
             caches[0][b, :, start:start + rows] = feeds["k"][b, :, :rows]
             caches[1][b, :, start:start + rows] = feeds["v"][b, :, :rows]
     return caches
@@ -120,6 +122,28 @@ def test_prefill_then_decode_share_the_caches(place):
         past = past + 1
     if place == "cpu":  # on numpy the scope's arrays are the caches
         np.testing.assert_allclose(scope.get("kc"), caches[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [1, 12], ids=["decode", "prefill"])
+@pytest.mark.parametrize("place", PLACES)
+def test_a_long_cache(place, rows):
+    """Caches longer than a decode work-group's chunk of keys (``DECODE_CHUNK``), read by one new
+    row (the decode kernel) and by more rows than a decode step has (the tiled kernel)."""
+    length = 2 * DECODE_CHUNK + 37
+    assert rows > DECODE_ROWS or rows == 1
+    rng = np.random.default_rng(3)
+    prog, out = _program(rows, length=length, window=DECODE_CHUNK + 5)
+    scope = _scope(length=length)
+    scope.set("kc", rng.standard_normal((B, HKV, length, D)).astype(np.float32))
+    scope.set("vc", rng.standard_normal((B, HKV, length, D)).astype(np.float32))
+    caches = [scope.get("kc").astype(np.float64), scope.get("vc").astype(np.float64)]
+    past = [length - rows - 3, DECODE_CHUNK - rows // 2]
+    feeds = _feeds(rng, rows, past)
+    _, got = _run(_place(place), prog, out, scope, feeds)
+    for b, start in enumerate(past):
+        caches[0][b, :, start:start + rows], caches[1][b, :, start:start + rows] = feeds["k"][b], feeds["v"][b]
+    expected = _reference(feeds["q"], *caches, past, rows, window=DECODE_CHUNK + 5)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("kv", [HKV, 1], ids=["grouped", "multi-query"])

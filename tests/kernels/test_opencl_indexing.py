@@ -1,4 +1,4 @@
-"""The OpenCL indexing kernels (where, gather, gather_nd, take_along_axis, cumsum) against the
+"""The OpenCL indexing kernels (where, gather, lookup_table_v2, gather_nd, take_along_axis, cumsum) against the
 numpy kernels of the same ops, on floats, integers and bool, with negative indices."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from tests.support.extras import import_pyopencl
 import_pyopencl()
 
 from tests.kernels.test_opencl_kernels import DATA, FLOATS, RNG, check, data, rand
+from tests.support.oprun import run_op
 
 pytestmark = pytest.mark.opencl
 
@@ -28,6 +29,15 @@ def test_gather(place, dtype, index_dtype):
     index = np.array([5, 0, -1, 2, 2], index_dtype)
     check(place, "gather", {"X": x, "Index": index}, {"axis": 1})
     check(place, "gather", {"X": x, "Index": index[:3] % 4}, {"axis": 0})  # an embedding lookup
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lookup_table_v2(place, dtype):
+    """An embedding's rows on the device (a decode step's first op); with a padding_idx, numpy."""
+    table, ids = data(7, 5, dtype=dtype), np.array([[6, 0, 3], [3, 3, 1]], np.int64)
+    check(place, "lookup_table_v2", {"W": table, "Ids": ids})
+    ran = run_op("lookup_table_v2", {"W": table, "Ids": ids}, {"padding_idx": 3}, place=place)
+    assert [why for _, _, why in ran.report.fallbacks] == ["lookup_table_v2 with a padding_idx"]
 
 
 @pytest.mark.parametrize("dtype", DATA)
