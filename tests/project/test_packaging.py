@@ -15,9 +15,10 @@ import pytest
 from tests.support.clirun import ROOT, halfway
 
 SOURCE_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
-DATA = {"halfway.api": ["data/*.onnx"], "halfway.kernels.opencl": ["cl/*"], "halfway.cli.report": ["assets/*"]}
-"""Package data the package needs at run time, by package: the demo model, the OpenCL sources and
-the graph page's script, style and frame."""
+DATA = {"halfway.api": ["data/*.onnx"], "halfway.kernels.opencl": ["cl/*"], "halfway.cli.report": ["assets/*"],
+        "halfway.proto": ["*.proto"]}
+"""Package data, by package: the demo models, the OpenCL sources and the graph page's script,
+style and frame, which the package needs at run time, and the wire format's schema."""
 OUTSIDE = {"tests", "benchmarks", "scripts", "examples", "docs", "build", "dist"}
 """The root's folders that are not part of the package."""
 
