@@ -144,6 +144,7 @@
   function search(query) {
     var results = document.getElementById("results");
     results.textContent = "";
+    results.classList.remove("closed");
     data.nodes.forEach(function (node) { nodeElements[node.id].classList.remove("match"); });
     query = query.trim().toLowerCase();
     var ranked = [[], []];
@@ -156,7 +157,11 @@
       var item = document.createElement("li");
       item.textContent = node.lines.join(" · ") + "  —  " + node.detail;
       item.setAttribute("data-id", node.id);
-      item.addEventListener("click", function () { current = i; select(node.id, true); });
+      item.addEventListener("click", function () {
+        current = i;
+        results.classList.add("closed");
+        select(node.id, true);
+      });
       results.appendChild(item);
     });
     document.getElementById("count").textContent = query ? matches.length + " found" : "";
@@ -246,8 +251,9 @@
     document.getElementById("fit").addEventListener("click", fit);
     var box = document.getElementById("search");
     box.addEventListener("input", function () { search(box.value); });
+    box.addEventListener("focus", function () { document.getElementById("results").classList.remove("closed"); });
     box.addEventListener("keydown", function (event) {
-      if (event.key === "Enter") step();
+      if (event.key === "Enter") { document.getElementById("results").classList.add("closed"); step(); }
       if (event.key === "Escape") { box.value = ""; search(""); }
     });
     window.addEventListener("keydown", function (event) {
