@@ -27,6 +27,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "concat": ("Concat",),
     "conv2d": ("Conv",),
     "conv2d_transpose": ("ConvTranspose",),
+    "conv3d": ("Conv",),
     "cos": ("Cos",),
     "cosh": ("Cosh",),
     "cumprod": ("CumProd",),
@@ -134,4 +135,5 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "trilinear_interp_v2": ("Resize", "Upsample"),
     "unsqueeze2": ("Unsqueeze",),
     "where": ("Where",),
+    "where_index": ("NonZero",),
 }

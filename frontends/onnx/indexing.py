@@ -113,7 +113,7 @@ def top_k(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
               "sorted": bool(attrs.get("sorted", 1))})
 
 
-@converts("NonZero", makes=("where_index", "transpose2"))
+@converts("NonZero", makes="where_index")
 def non_zero(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """where_index's [count, rank] rows, transposed to ONNX's [rank, count]."""
     rows = ctx.temp(f"{node.output[0]}.rows")
