@@ -4,7 +4,7 @@ pipeline applied to halfway's program; the geomean ratio; and where halfway is s
 per op type of its prepared run.
 
     .venv/bin/python benchmarks/bench_zoo.py [--models resnet50,vgg19] [--repeats 30] [--block 3] [--no-passes]
-                                             [--json OUT]
+                                             [--under-load N] [--json OUT]
 
 Weights are seeded random values in place of the models' constant fills (the same model goes to
 both runtimes). Each runtime runs in blocks of ``--block`` runs of its own, the blocks of the two
@@ -13,7 +13,8 @@ pause: OpenBLAS's and ONNX Runtime's worker threads spin for a while after each 
 take the cores from the other runtime's threads. The times shown are medians over all runs; the
 ratio is the median over rounds of the two blocks' medians' ratio, as a shared machine's slow
 spells (seconds long, up to 1.5x) then slow both sides of each ratio alike. Outputs are checked
-to agree before timing.
+to agree before timing. ``--under-load N`` times both beside N busy processes
+(``competing_load``).
 
 numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2, as ONNX Runtime's intra-op threads), with
 the kernels ``halfway.api.openblas`` picks (AVX-512 ones on AMD CPUs OpenBLAS does not recognise).
@@ -38,6 +39,7 @@ import halfway  # noqa: E402 (before numpy, so that halfway.api.openblas can pic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.competing_load import add_load_option, competing_load  # noqa: E402
 from benchmarks.results import Results, add_json_option  # noqa: E402
 from halfway.executor import Executor  # noqa: E402
 from halfway.executor.prepared import PreparedProgram  # noqa: E402
@@ -57,10 +59,17 @@ def prepare_halfway(model, feeds: dict[str, np.ndarray], passes: bool) -> Prepar
                               feed_shapes={n: feeds[n].shape for n in feed_names})
 
 
-def alternate(fns: list[Callable[[], object]], rounds: int, block: int) -> list[list[list[float]]]:
+def alternate(fns: list[Callable[[], object]], rounds: int, block: int, load: int = 0) -> list[list[list[float]]]:
     """Seconds of each of ``fns``, run in turn for ``rounds`` rounds of ``block`` timed calls
-    each (each block after a pause and one untimed call): ``times[fn][round][call]``."""
+    each (each block after a pause and one untimed call), beside ``load`` busy processes
+    (``competing_load``): ``times[fn][round][call]``."""
     times: list[list[list[float]]] = [[] for _ in fns]
+    with competing_load(load):
+        _alternate(fns, rounds, block, times)
+    return times
+
+
+def _alternate(fns: list[Callable[[], object]], rounds: int, block: int, times: list[list[list[float]]]) -> None:
     for _ in range(rounds):
         for fn, sink in zip(fns, times):
             time.sleep(SETTLE_S)
@@ -71,7 +80,6 @@ def alternate(fns: list[Callable[[], object]], rounds: int, block: int) -> list[
                 fn()
                 calls.append(time.perf_counter() - start)
             sink.append(calls)
-    return times
 
 
 def paired_ratio(ours: list[list[float]], theirs: list[list[float]]) -> float:
@@ -108,13 +116,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="timed runs of each runtime")
     parser.add_argument("--block", type=int, default=3, help="runs of one runtime before the other's")
     parser.add_argument("--no-passes", action="store_true", help="skip the default pass pipeline")
+    add_load_option(parser)
     add_json_option(parser)
     args = parser.parse_args()
     results = Results("bench_zoo", args.json)
     ratios, slow = [], {}
     print(f"numpy BLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}, "
           f"OpenBLAS core type: {os.environ.get('OPENBLAS_CORETYPE', 'its own choice')}, ONNX Runtime threads: {THREADS}, "
-          f"passes: {'none' if args.no_passes else 'default pipeline'}")
+          f"passes: {'none' if args.no_passes else 'default pipeline'}, competing busy processes: {args.under_load}")
     print(f"{'model':14} {'halfway ms':>11} {'onnxruntime ms':>15} {'ratio':>7}")
     for name in args.models.split(","):
         model = with_random_weights(light_model(name), seed=1)
@@ -124,7 +133,7 @@ def main() -> None:
         ours, theirs = prepared.run(feeds)[0], session.run(None, feeds)[0]
         np.testing.assert_allclose(ours, theirs, rtol=1e-3, atol=1e-4 * float(np.abs(theirs).max()))
         ours, theirs = alternate([lambda: prepared.run(feeds), lambda: session.run(None, feeds)],
-                                 -(-args.repeats // args.block), args.block)
+                                 -(-args.repeats // args.block), args.block, args.under_load)
         t_ours, t_ort = (statistics.median(t for block in side for t in block) for side in (ours, theirs))
         ratio = paired_ratio(ours, theirs)
         ratios.append(ratio)
@@ -134,7 +143,8 @@ def main() -> None:
             slow[name] = profile_by_op_type(prepared, feeds, max(3, args.repeats // 2))
     print(f"geomean ratio (halfway / onnxruntime): {geomean(ratios):.2f}")
     print_profiles(slow, 5)
-    results.summary(geomean_ratio=geomean(ratios), threads=THREADS, passes=not args.no_passes)
+    results.summary(geomean_ratio=geomean(ratios), threads=THREADS, passes=not args.no_passes,
+                    competing_processes=args.under_load)
     results.write()
 
 

@@ -64,7 +64,8 @@ def gpus() -> list[str]:
 
 
 def machine(opencl_device: str | None = None) -> dict[str, Any]:
-    """CPU, cores, ISA flags, GPU names and, where the benchmark used one, its OpenCL device."""
+    """CPU, cores, ISA flags, GPU names, where the benchmark used one its OpenCL device, and the
+    load average (one minute's) when the figures are written: a shared machine's other work."""
     found: dict[str, Any] = cpu()
     names = gpus()
     if names:
@@ -73,6 +74,8 @@ def machine(opencl_device: str | None = None) -> dict[str, Any]:
     if opencl_device:
         found["opencl_device"] = opencl_device
     found["os"] = f"{platform.system()} {platform.release()}"
+    if hasattr(os, "getloadavg"):
+        found["load_average"] = round(os.getloadavg()[0], 2)
     return found
 
 

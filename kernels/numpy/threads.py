@@ -12,7 +12,9 @@ The team's workers poll for parts, yielding the core between polls, for about 1.
 last part, then sleep (``_Team``). Handing parts to threads that sleep cost 45 us on this
 project's 2-core virtual machine (the wake-up of a sleeping core), more than many loops take;
 polled, two parts of 4.5 us each take 16 us where they took 51, and MobileNetV3 runs 15% faster.
-Without numba the parts go to a thread pool. A part is at least ``MIN_PART`` elements: below
+Each part goes to whichever thread is free first (``_Job``), the caller included: on a machine
+whose other work keeps a worker off its core, the caller takes that worker's parts rather than
+wait for it. Without numba the parts go to a thread pool. A part is at least ``MIN_PART`` elements: below
 that the hand-off costs more than it saves, and the loop runs whole on the calling thread. One
 caller at a time uses the team (runs of one prepared program on several threads run their parts
 in turn, as do the parts a part makes), so no worker waits for another and callers cannot
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -94,10 +97,8 @@ def run_parts(parts: Sequence[Callable[[], object]]) -> None:
         return
     team = _team()
     if team is not None:
-        groups = [functools.partial(_in_turn, parts[i::team.size + 1]) for i in range(min(team.size + 1, len(parts)))]
-        if team.run(groups):
-            return
-        _in_turn(parts)
+        if not team.run(parts):
+            _in_turn(parts)
         return
     futures: list[Future[object]] = [_pool().submit(_as_part, part) for part in parts[1:]]
     try:
@@ -123,16 +124,39 @@ GRACE = 16
 the caller has let go of the GIL when the worker takes it."""
 
 
+class _Job:
+    """One caller's parts, each taken by whichever thread is free first (the caller or a worker):
+    a thread the machine's other work keeps off its core takes none, and leaves none waiting."""
+
+    def __init__(self, parts: Sequence[Callable[[], object]]) -> None:
+        import numpy as np
+
+        self.parts = parts
+        self._claims = itertools.count()  # next() is atomic under the GIL
+        self.done = np.zeros(len(parts), np.int64)
+        self.errors: list[BaseException | None] = [None] * len(parts)
+
+    def take(self) -> None:
+        """Run parts until none is left to take."""
+        while (i := next(self._claims)) < len(self.parts):
+            try:
+                self.parts[i]()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                self.errors[i] = e
+            finally:
+                self.done[i] = 1
+
+
 class _Team:
     """``size`` worker threads that poll for parts (``jit_spin``), one caller at a time.
 
-    Caller and workers meet in two int64 counters per worker: the caller publishes part ``n`` to
-    worker ``k`` by setting ``published[k] = n`` and waits, polling too, until ``finished[k] ==
-    n``. A worker that found nothing for ``POLLS`` polls sleeps on a condition, which the caller
-    notifies. Neither side waits for the GIL while the other holds it: the worker reports a part
-    finished from inside its next poll (without the GIL), and takes the GIL only ``GRACE`` yields
-    after a part is published, by when the caller is inside its own part (its loops and BLAS run
-    without the GIL).
+    The caller publishes a job (``_Job``) to worker ``k`` by setting ``published[k]`` to a new
+    count, takes parts itself, then waits, polling too, until every part is done. A worker that
+    found nothing for ``POLLS`` polls sleeps on a condition, which the caller notifies. Neither
+    side waits for the GIL while the other holds it: the worker takes the GIL only ``GRACE``
+    yields after a job is published, by when the caller is inside its own part (its loops and
+    BLAS run without the GIL). On a busy machine a worker may get its core late: the caller (or
+    another worker) has taken its parts by then, and it finds none left.
     """
 
     def __init__(self, size: int, spin: Any) -> None:
@@ -140,37 +164,37 @@ class _Team:
 
         self.size, self._spin = size, spin
         self._published, self._finished = np.zeros(size, np.int64), np.zeros(size, np.int64)
-        self._parts: list[Callable[[], object] | None] = [None] * size
-        self._errors: list[BaseException | None] = [None] * size
+        self._jobs: list[_Job | None] = [None] * size
         self._sleeping = [False] * size
         self._wake = threading.Condition()
         self._caller = threading.Lock()
         for k in range(size):
             threading.Thread(target=self._work, args=(k,), name=f"halfway-numpy-{k}", daemon=True).start()
 
-    def run(self, groups: Sequence[Callable[[], object]]) -> bool:
-        """``groups[0]`` here and the others on the workers; False, having run nothing, where
-        another caller holds the team."""
+    def run(self, parts: Sequence[Callable[[], object]]) -> bool:
+        """``parts`` on this thread and the workers; False, having run nothing, where another
+        caller holds the team."""
         if not self._caller.acquire(blocking=False):
             return False
         try:
-            workers = range(len(groups) - 1)
-            for k, group in zip(workers, groups[1:]):
-                self._parts[k], self._errors[k] = group, None
+            job = _Job(parts)
+            workers = range(min(self.size, len(parts) - 1))
+            for k in workers:
+                self._jobs[k] = job
                 self._published[k] += 1
                 if self._sleeping[k]:
                     with self._wake:
                         self._wake.notify_all()
             try:
-                _as_part(groups[0])
+                _as_part(job.take)
             finally:
+                for i in range(len(parts)):
+                    self._spin.wait_value(job.done, i, 1)
                 for k in workers:
-                    self._spin.wait_value(self._finished, k, self._published[k])
-            for k in workers:
-                error = self._errors[k]
-                if error is not None:
-                    self._errors[k] = None
-                    raise error
+                    self._jobs[k] = None
+            error = next((e for e in job.errors if e is not None), None)
+            if error is not None:
+                raise error
             return True
         finally:
             self._caller.release()
@@ -188,11 +212,9 @@ class _Team:
                     self._sleeping[k] = False
                 value = int(self._published[k])
             seen = value
-            part, self._parts[k] = self._parts[k], None
-            try:
-                part()  # type: ignore[misc]
-            except BaseException as e:  # noqa: BLE001 - handed to the caller
-                self._errors[k] = e
+            job = self._jobs[k]
+            if job is not None:  # None: the caller took every part and left before this worker woke
+                job.take()
 
 
 _teams: dict[int, _Team | None] = {}

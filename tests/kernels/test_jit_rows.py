@@ -168,9 +168,37 @@ def test_parts_run_on_the_team_and_it_wakes_after_sleeping(monkeypatch):
     monkeypatch.setattr(threads, "POLLS", 1)
     for _ in range(2):
         seen = []
-        threads.run_parts([lambda: seen.append(threading.get_ident()) for _ in range(threads.team_size() + 1)])
+        meet = threading.Barrier(threads.team_size() + 1, timeout=10)  # each part waits for the others' threads
+
+        def part():
+            seen.append(threading.get_ident())
+            meet.wait()
+
+        threads.run_parts([part] * (threads.team_size() + 1))
         assert len(set(seen)) == threads.team_size() + 1
         time.sleep(0.05)
+
+
+def test_a_worker_kept_off_its_core_leaves_its_parts_to_the_caller():
+    """Parts go to whichever thread is free: while the team's workers are held up (here by the
+    parts that hold them), the caller takes every part that is left."""
+    if threads.team_size() == 0:
+        pytest.skip("no thread team: numba's loops are off or there is one thread")
+    caller, release = threading.get_ident(), threading.Event()
+    seen = []
+
+    def part(i):
+        seen.append((i, threading.get_ident()))
+        if threading.get_ident() != caller:
+            release.wait(10)  # a worker's part lasts until the caller has taken the rest
+
+    parts = [functools.partial(part, i) for i in range(20)]
+    thread = threading.Timer(0.5, release.set)
+    thread.start()
+    threads.run_parts(parts)
+    thread.cancel()
+    assert sorted(i for i, _ in seen) == list(range(20))
+    assert sum(ident == caller for _, ident in seen) >= 20 - threads.team_size()
 
 
 def test_callers_on_several_threads_all_get_their_parts_run():
