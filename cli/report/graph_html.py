@@ -16,7 +16,7 @@ from importlib.resources import files
 from string import Template
 from typing import Any
 
-from .graph import STYLES, Edge, Graph, Node, Tensor
+from .graph import STYLES, Graph, Node, Tensor
 from .graph_layout import Layout, layout
 
 __all__ = ["to_html", "node_size", "page_data"]
@@ -57,20 +57,18 @@ def _node_data(node: Node, where: Layout) -> dict[str, Any]:
 
 def _edge_data(graph: Graph, where: Layout) -> list[dict[str, Any]]:
     """Edges in route order; the first edge of each (source, var) carries the tensor's label."""
-    by_ends: dict[tuple[str, str], list[Edge]] = {}
-    for edge in graph.edges:
-        by_ends.setdefault((edge.source, edge.target), []).append(edge)
+    edges = {(e.source, e.target, e.var): e for e in graph.edges}
     labelled: set[tuple[str, str]] = set()
     out = []
     for route in where.routes:
-        for edge in by_ends[(route.source, route.target)]:
-            item: dict[str, Any] = {"s": edge.source, "t": edge.target, "var": edge.var, "tensor": edge.label,
-                                    "d": route.d}
-            if (edge.source, edge.var) not in labelled:
-                labelled.add((edge.source, edge.var))
-                item |= {"label": f"{_short(edge.var, 28)} {edge.label}", "lx": round(route.start[0] + 4, 1),
-                         "ly": round(route.start[1] + 13, 1)}
-            out.append(item)
+        edge = edges[(route.source, route.target, route.key)]
+        item: dict[str, Any] = {"s": edge.source, "t": edge.target, "var": edge.var, "tensor": edge.label,
+                                "d": route.d}
+        if (edge.source, edge.var) not in labelled:
+            labelled.add((edge.source, edge.var))
+            item |= {"label": f"{_short(edge.var, 28)} {edge.label}", "lx": round(route.start[0] + 4, 1),
+                     "ly": round(route.start[1] + 13, 1)}
+        out.append(item)
     return out
 
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
+from ...ir.errors import HalfwayError
+
 __all__ = ["Box", "Route", "Layout", "layout", "GAP_X", "GAP_Y"]
 
 GAP_X, GAP_Y = 24.0, 44.0
@@ -56,10 +58,11 @@ class Box:
 @frozen
 class Route:
     """One edge drawn as an SVG path ``d`` (where it leaves the lane it shares with the source's
-    other edges, if an edge before it drew that); ``start`` is where ``d`` starts."""
+    other edges of its key, if an edge before it drew that); ``start`` is where ``d`` starts."""
 
     source: str
     target: str
+    key: str
     d: str
     start: Point
 
@@ -81,7 +84,8 @@ class _Grid:
         self.width: dict[Slot, float] = {n: sizes[n][0] for n in sizes}
         self.preds: dict[Slot, list[Slot]] = defaultdict(list)
         self.succs: dict[Slot, list[Slot]] = defaultdict(list)
-        self.paths: list[tuple[str, str, list[Slot]]] = []
+        self.paths: list[tuple[str, list[Slot]]] = []
+        """(key, chain from the source through its lanes to the target), one per edge."""
         self._add_lanes(edges)
         rows: dict[int, list[Slot]] = defaultdict(list)
         for slot in self.width:
@@ -103,7 +107,7 @@ class _Grid:
             for target in sorted(dict.fromkeys(targets), key=lambda t: self.layer[t]):
                 via = chain[: self.layer[target] - self.layer[source]]
                 self._link(via[-1], target)
-                self.paths.append((source, target, [*via, target]))
+                self.paths.append((key, [*via, target]))
 
     def _link(self, a: Slot, b: Slot) -> None:
         if b not in self.succs[a]:
@@ -119,7 +123,11 @@ def _layers(nodes: list[str], edges: Sequence[tuple[str, str, str]]) -> dict[Slo
         outgoing[source].append(target)
     layer: dict[Slot, int] = {}
     for node in nodes:
-        layer[node] = max((layer[s] + 1 for s in incoming[node] if s in layer), default=0)
+        late = [s for s in incoming[node] if s not in layer]
+        if late:
+            raise HalfwayError(f"graph layout: edge {late[0]} -> {node} goes backward; list the nodes so that every "
+                               "edge goes forward")
+        layer[node] = max((layer[s] + 1 for s in incoming[node]), default=0)
     for node in nodes:
         if not incoming[node] and outgoing[node]:
             layer[node] = max(0, min(layer[t] for t in outgoing[node]) - 1)
@@ -278,12 +286,12 @@ def layout(sizes: Mapping[str, tuple[float, float]], edges: Sequence[tuple[str, 
         centre = x[node] + frame.shift[frame.column_of[layer]]
         boxes[node] = Box(centre - w / 2, frame.top(layer) + (grid.row_height - h) / 2, w, h)
     ports = _ports(grid, x)
-    drawn: set[tuple[Slot, Slot]] = set()
-    routes = tuple(_route(chain, grid, x, frame, ports, drawn) for _, _, chain in grid.paths)
+    drawn: dict[tuple[Slot, str], set[tuple[Slot, Slot]]] = defaultdict(set)  # by lane: (source, key)
+    routes = tuple(_route(key, chain, grid, x, frame, ports, drawn[(chain[0], key)]) for key, chain in grid.paths)
     return Layout(boxes, routes, frame.width, frame.height)
 
 
-def _route(chain: list[Slot], grid: _Grid, x: Mapping[Slot, float], frame: _Frame,
+def _route(key: str, chain: list[Slot], grid: _Grid, x: Mapping[Slot, float], frame: _Frame,
            ports: Mapping[tuple[Slot, Slot], tuple[float, float]], drawn: set[tuple[Slot, Slot]]) -> Route:
     """The path along ``chain`` from the first segment not ``drawn`` yet: the edges of one lane
     draw its shared segments once (the shortest edge first, so that it starts at the source)."""
@@ -311,7 +319,7 @@ def _route(chain: list[Slot], grid: _Grid, x: Mapping[Slot, float], frame: _Fram
             parts.append(_across(xa, ya, xb, yb, frame, frame.column_of[la]))
     source, target = chain[0], chain[-1]
     assert isinstance(source, str) and isinstance(target, str)
-    return Route(source, target, " ".join(parts), start or (0.0, 0.0))
+    return Route(source, target, key, " ".join(parts), start or (0.0, 0.0))
 
 
 def _across(xa: float, ya: float, xb: float, yb: float, frame: _Frame, column: int) -> str:

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from halfway import HalfwayError
 from halfway.cli.report.graph_layout import Box, Layout, layout
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -124,3 +125,16 @@ def test_a_small_graph_stays_one_column_of_layers() -> None:
     centre = {n: b.x + b.width / 2 for n, b in box.items()}
     assert centre["in"] == pytest.approx((centre["a"] + centre["b"]) / 2)  # between its readers
     assert centre["c"] == pytest.approx(centre["in"])
+
+
+def test_two_tensors_between_two_ops_are_two_drawn_routes() -> None:
+    """A split whose two outputs a concat reads: one route per tensor, each with its own path."""
+    sizes = {"in": (100.0, 42.0), "split": (100.0, 42.0), "concat": (100.0, 42.0)}
+    edges = [("in", "split", "x"), ("split", "concat", "a"), ("split", "concat", "b")]
+    routes = [r for r in layout(sizes, edges).routes if r.source == "split"]
+    assert sorted(r.key for r in routes) == ["a", "b"] and all(r.d.startswith("M") for r in routes)
+
+
+def test_an_edge_going_backward_is_refused() -> None:
+    with pytest.raises(HalfwayError, match="edge b -> a goes backward"):
+        layout({"a": (90.0, 42.0), "b": (90.0, 42.0)}, [("b", "a", "y")])
