@@ -37,11 +37,11 @@ from .dtypes import DType
 from .errors import HalfwayError, KernelNotFoundError, SchemaError
 from .ops.families import BINARY, COMPARE, REDUCE, UNARY
 from .ops.family import Elementwise, Reduction
-from .ops.math import numpy_operand_shapes
+from .ops.math import numpy_operand_shapes, reduced_axes
 from .schema import TensorInfo
 
-__all__ = ["Kernel", "Provider", "Slots", "ENTRY_POINT_GROUP", "reference_kernel", "register_provider",
-           "registered_providers"]
+__all__ = ["Kernel", "Provider", "Slots", "ENTRY_POINT_GROUP", "reference_kernel", "reduction_kernel",
+           "register_provider", "registered_providers"]
 
 Kernel = Callable[..., Any]
 Slots = Mapping[str, tuple[TensorInfo, ...]]
@@ -179,16 +179,24 @@ def _unary(row: Elementwise, dtype: DType, attrs: Mapping[str, Any]) -> Kernel:
 
 
 def _reduction(row: Reduction, attrs: Mapping[str, Any], inputs: Slots, outputs: Slots) -> Kernel:
-    x, out = inputs["X"][0], outputs["Out"][0].dtype.numpy
-    rank, dims = len(x.shape), attrs["dim"]
-    if attrs["reduce_all"] or not dims:
-        axes = tuple(range(rank))
-    else:
-        axes = tuple(sorted({d % rank for d in dims})) if rank else ()
-    options: dict[str, Any] = {"axis": axes, "keepdims": attrs["keep_dim"]}
-    if row.accumulates:
-        options["dtype"] = np.promote_types(x.dtype.numpy, out)
-    return lambda a: np.asarray(row.numpy(a, **options), dtype=out)
+    return reduction_kernel(row.numpy, row.accumulates, attrs, inputs["X"][0], outputs["Out"][0].dtype,
+                            bool(inputs.get("DimTensor")))
+
+
+def reduction_kernel(fn: Callable[..., Any], accumulates: bool, attrs: Mapping[str, Any], x: TensorInfo, out: DType,
+                     runtime_dims: bool) -> Kernel:
+    """``fn(X, axis=, keepdims=[, dtype=])`` over a reduce op's ``dim``, or with ``runtime_dims``
+    over the dims its DimTensor (the kernel's second argument) holds; ``accumulates``: ``fn``
+    takes the dtype to accumulate in."""
+    rank, dtype = len(x.shape), out.numpy
+    options: dict[str, Any] = {"keepdims": attrs["keep_dim"]}
+    if accumulates:
+        options["dtype"] = np.promote_types(x.dtype.numpy, dtype)
+    if runtime_dims:
+        return lambda a, dims: np.asarray(fn(a, axis=reduced_axes(rank, dims.reshape(-1).tolist(), False),
+                                             **options), dtype=dtype)
+    axes = reduced_axes(rank, attrs["dim"], attrs["reduce_all"])
+    return lambda a: np.asarray(fn(a, axis=axes, **options), dtype=dtype)
 
 
 def _scalar(value: float, dtype: np.dtype[Any]) -> np.generic:

@@ -191,11 +191,28 @@ _AXES_AS_INPUT = {"ReduceSum": 13}
 """The opset from which an op takes its axes as an input (18 for the other reductions)."""
 
 
+def _runtime_axes(ctx: GraphContext, node: NodeProto) -> str | None:
+    """The axes input when it is computed at run time ("" where it is empty: its length is known),
+    None when the axes are constants or attrs."""
+    if ctx.opset < _AXES_AS_INPUT.get(node.op_type, 18) or len(node.input) < 2 or not node.input[1]:
+        return None
+    name = node.input[1]
+    if ctx.is_const(name):
+        return None
+    length = ctx.shape(name)
+    if len(length) != 1 or length[0] < 0:
+        ctx.fail(f"axes ({name!r}) computed at run time must be a 1-D tensor of known length, got shape {list(length)}")
+    return name if length[0] else ""
+
+
 @converts(*_REDUCE, *_COMPOSED, makes=_REDUCE)
 def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    if ctx.opset >= _AXES_AS_INPUT.get(node.op_type, 18):
+    runtime = _runtime_axes(ctx, node)
+    if runtime is not None:
+        axes: list[int] = []
+    elif ctx.opset >= _AXES_AS_INPUT.get(node.op_type, 18):
         given = ctx.optional_const(node, 1, "axes")
-        axes: list[int] = [] if given is None else [int(a) for a in given.reshape(-1)]
+        axes = [] if given is None else [int(a) for a in given.reshape(-1)]
     else:
         axes = list(attrs.get("axes", []))
     for flag in ("keepdims", "noop_with_empty_axes"):
@@ -209,11 +226,11 @@ def reduce(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if before is not None:
         x = ctx.temp(f"{out}.{before}")
         ctx.emit(before, {"X": node.input[0]}, {"Out": x})
-    if not axes and attrs.get("noop_with_empty_axes", 0):
+    if not axes and not runtime and attrs.get("noop_with_empty_axes", 0):
         ctx.emit(after or "assign", {"X": x}, {"Out": out})
         return
     total = out if after is None else ctx.temp(f"{out}.sum")
-    ctx.emit(_REDUCE.get(node.op_type, "reduce_sum"), {"X": x}, {"Out": total},
-             {"dim": axes, "keep_dim": bool(attrs.get("keepdims", 1)), "reduce_all": not axes})
+    ctx.emit(_REDUCE.get(node.op_type, "reduce_sum"), {"X": x, **({"DimTensor": runtime} if runtime else {})},
+             {"Out": total}, {"dim": axes, "keep_dim": bool(attrs.get("keepdims", 1)), "reduce_all": not axes})
     if after is not None:
         ctx.emit(after, {"X": total}, {"Out": out})

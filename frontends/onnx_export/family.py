@@ -172,15 +172,18 @@ def elementwise_pow(ctx: ExportContext, op: Operator) -> None:
     ctx.node("Pow", [x, aligned_y(ctx, x, op.input("Y")[0], op.attr("axis"))], [op.output("Out")[0]])
 
 
-def reduce(ctx: ExportContext, onnx_op: str, x: str, axes: list[int] | None, keepdims: bool,
+def reduce(ctx: ExportContext, onnx_op: str, x: str, axes: list[int] | str | None, keepdims: bool,
            out: str | None = None) -> str:
-    """An ONNX Reduce* over ``axes`` (None: all), axes as an input where the opset takes them so
-    (ReduceSum from 13, the others from 18)."""
+    """An ONNX Reduce* over ``axes`` (None: all; a var name: computed at run time), axes as an
+    input where the opset takes them so (ReduceSum from 13, the others from 18)."""
     outputs = [out] if out else None
     if axes is None:
         return ctx.node(onnx_op, [x], outputs, keepdims=int(keepdims))
     if ctx.opset >= 18 or onnx_op == "ReduceSum":
-        return ctx.node(onnx_op, [x, ctx.ints(axes)], outputs, keepdims=int(keepdims))
+        given = ctx.int64(axes) if isinstance(axes, str) else ctx.ints(axes)
+        return ctx.node(onnx_op, [x, given], outputs, keepdims=int(keepdims))
+    if isinstance(axes, str):
+        ctx.fail(f"{onnx_op} over axes computed at run time needs opset 18 (asked for {ctx.opset})")
     return ctx.node(onnx_op, [x], outputs, axes=list(axes), keepdims=int(keepdims))
 
 
@@ -189,7 +192,9 @@ def reduction(ctx: ExportContext, op: Operator) -> None:
     row = REDUCE[op.type]
     assert row.onnx is not None
     x, out = op.input("X")[0], op.output("Out")[0]
-    axes = None if op.attr("reduce_all") or not op.attr("dim") else list(op.attr("dim"))
+    axes: list[int] | str | None = None if op.attr("reduce_all") or not op.attr("dim") else list(op.attr("dim"))
+    if op.input("DimTensor"):
+        axes = op.input("DimTensor")[0]
     out_dtype = op.attr("out_dtype") if op.has_attr("out_dtype") else -1
     if out_dtype not in (-1, int(ctx.dtype(x))) or ctx.dtype(out) is not ctx.dtype(x):
         x = ctx.cast(x, ctx.dtype(out))

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from ..attrs import AttrType
 from ..dtypes import DType
 from ..errors import IRError
-from ..schema import AttrSpec, InferContext, InferError, OpSchema, Slot, register_op, same_as
+from ..schema import AttrSpec, InferContext, InferError, OpSchema, Slot, TensorInfo, register_op, same_as
 from .families import BINARY, COMPARE, REDUCE, UNARY
 from .family import Elementwise
 
-__all__ = ["broadcast_shape", "paddle_axis_to_numpy", "numpy_operand_shapes"]
+__all__ = ["broadcast_shape", "paddle_axis_to_numpy", "numpy_operand_shapes", "reduced_axes"]
 
 Shape = tuple[int, ...]
 InferFn = Callable[[InferContext], None]
@@ -171,10 +173,21 @@ _REDUCE_ATTRS = (
 
 def _infer_reduce(ctx: InferContext) -> None:
     """Paddle's ReduceInferDim: negative dims count from the end; an empty ``dim``,
-    ``reduce_all`` or dims covering X reduce everything (to shape [] without keep_dim)."""
+    ``reduce_all`` or dims covering X reduce everything (to shape [] without keep_dim). A
+    ``DimTensor`` (a halfway extension: dims computed at run time, none repeated) replaces
+    ``dim``; where its value is unknown, so are the output's dims."""
     x = ctx.input("X")
     rank = len(x.shape)
     dims = ctx.attr("dim")
+    if ctx.has_input("DimTensor"):
+        value = ctx.input_value("DimTensor")
+        if value is None:
+            count = ctx.input("DimTensor").shape
+            ctx.check(len(count) == 1 and 0 < count[0] <= rank,
+                      f"DimTensor must be a 1-D tensor of 1 to {rank} dims, got shape {list(count)}")
+            ctx.set_output("Out", [-1] * (rank if ctx.attr("keep_dim") else rank - count[0]), _reduced_dtype(ctx, x))
+            return
+        dims = [int(d) for d in np.asarray(value).reshape(-1)]
     low, high = (-1, 1) if rank == 0 else (-rank, rank)
     bad = [d for d in dims if not low <= d < high]
     ctx.check(not bad, f"attr 'dim' = {list(dims)}: {bad} out of range [{low}, {high}) for X of rank {rank}")
@@ -183,12 +196,24 @@ def _infer_reduce(ctx: InferContext) -> None:
         reduced = set(range(rank))
     keep = ctx.attr("keep_dim")
     shape = [1 if i in reduced else d for i, d in enumerate(x.shape) if keep or i not in reduced]
+    ctx.set_output("Out", shape, _reduced_dtype(ctx, x))
+
+
+def reduced_axes(rank: int, dims: Sequence[int], reduce_all: bool) -> tuple[int, ...]:
+    """The sorted axes a reduce op's ``dim`` names (every axis for ``reduce_all`` or no dims)."""
+    if reduce_all or not len(dims):
+        return tuple(range(rank))
+    return tuple(sorted({int(d) % rank for d in dims})) if rank else ()
+
+
+def _reduced_dtype(ctx: InferContext, x: TensorInfo) -> DType:
+    """out_dtype, else X's (a sum of bools or int32 widens to int64)."""
     _dtype_attr(ctx, "in_dtype", unset_ok=True)
     out_dtype = _dtype_attr(ctx, "out_dtype", unset_ok=True)
     if out_dtype is None:
         widen = ctx.op_type == "reduce_sum" and x.dtype in (DType.bool, DType.int32)
         out_dtype = DType.int64 if widen else x.dtype
-    ctx.set_output("Out", shape, out_dtype)
+    return out_dtype
 
 
 # -- the rest -------------------------------------------------------------------------------------
@@ -274,8 +299,9 @@ def _register() -> None:
     for row in [*BINARY.values(), *UNARY.values(), *COMPARE.values()]:
         register_op(_elementwise_schema(row))
     for op_type, reduction in REDUCE.items():
-        register_op(OpSchema(op_type, inputs=[Slot("X")], outputs=[Slot("Out")], attrs=_REDUCE_ATTRS,
-                             infer=_infer_reduce, doc=f"Out = {reduction.doc} of X over dims dim"))
+        register_op(OpSchema(op_type, inputs=[Slot("X"), Slot("DimTensor", dispensable=True)], outputs=[Slot("Out")],
+                             attrs=_REDUCE_ATTRS, infer=_infer_reduce, keep_dtype_slots=("DimTensor",),
+                             doc=f"Out = {reduction.doc} of X over dims dim (or DimTensor's, computed at run time)"))
     for schema in _SCHEMAS:
         register_op(schema)
 

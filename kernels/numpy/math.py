@@ -41,6 +41,7 @@ from ...ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
 from ...ir.ops.family import FLOATS, INTS, NUMBERS, Elementwise, Reduction
 from ...ir.ops.math import numpy_operand_shapes
 from ...ir.ops.numpy_math import power_via_double
+from ...ir.reference import reduction_kernel
 from ..registry import KernelFactory, KernelSpec, register_kernel
 from .jit import compiled_unary
 
@@ -126,19 +127,12 @@ def _through_loop(loop: Callable[[np.ndarray, np.ndarray], bool], fallback: Kern
 # -- reductions ---------------------------------------------------------------------------------
 def reduction(fn: Callable[..., Any], *, accumulates: bool = True) -> KernelFactory:
     """A factory for the reduce op computing ``fn(X, axis=..., keepdims=...)``; ``accumulates``:
-    ``fn`` takes a ``dtype`` to accumulate in (sum, mean, prod; not max, min)."""
+    ``fn`` takes a ``dtype`` to accumulate in (sum, mean, prod; not max, min). The dims are the
+    attr's, or the DimTensor's read at run time."""
 
     def make(spec: KernelSpec) -> Kernel:
-        x, out = spec.input("X"), spec.output("Out").dtype.numpy
-        rank, dims = len(x.shape), spec.attrs["dim"]
-        if spec.attrs["reduce_all"] or not dims:
-            axes = tuple(range(rank))
-        else:
-            axes = tuple(sorted({d % rank for d in dims})) if rank else ()
-        options: dict[str, Any] = {"axis": axes, "keepdims": spec.attrs["keep_dim"]}
-        if accumulates:
-            options["dtype"] = np.promote_types(x.dtype.numpy, out)
-        return lambda a: np.asarray(fn(a, **options), dtype=out)
+        return reduction_kernel(fn, accumulates, spec.attrs, spec.input("X"), spec.output("Out").dtype,
+                                bool(spec.inputs.get("DimTensor")))
 
     return make
 

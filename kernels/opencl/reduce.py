@@ -38,6 +38,8 @@ def _reduce(spec: KernelSpec) -> Binder:
     x = spec.input("X")
     if spec.output("Out").dtype is not x.dtype:
         raise Unsupported(f"{spec.op_type} to {spec.output('Out').dtype.name}")
+    if spec.inputs.get("DimTensor"):
+        raise Unsupported(f"{spec.op_type} over dims computed at run time")
     shape, dims = x.shape, spec.attrs["dim"]
     axes = set(range(len(shape))) if spec.attrs["reduce_all"] or not dims else {d % len(shape) for d in dims}
     strides = contiguous_strides(shape)

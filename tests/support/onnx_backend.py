@@ -28,8 +28,6 @@ __all__ = ["HalfwayBackend", "ExportingBackend", "HalfwayRep", "STATIC_ARGUMENTS
 
 STATIC_ARGUMENTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Slice": (1, 2, 3, 4), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Pad": (1, 2, 3),
-    "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
-    "ReduceL1": (1,), "ReduceL2": (1,), "ReduceSumSquare": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
     "ConstantOfShape": (0,), "Dropout": (1, 2), "Expand": (1,), "Tile": (1,), "CumSum": (1,), "CumProd": (1,),
     "Trilu": (1,), "TopK": (1,), "OneHot": (1, 2), "Resize": (1,), "CenterCropPad": (1,), "Col2Im": (1, 2),
 }
