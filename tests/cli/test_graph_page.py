@@ -13,8 +13,11 @@ from typing import Any
 
 import pytest
 
+from halfway.cli.report.graph import Edge, Graph, Node
+from halfway.cli.report.graph_html import to_html
 from halfway.proto import framework_pb2
 from tests.support.clirun import RESNET_TINY, halfway, proto_of
+from tests.support.graph_shapes import transformer
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
@@ -79,6 +82,10 @@ def _transform(browser: Any) -> tuple[float, float, float]:
     return float(x), float(y), float(k)
 
 
+def _errors(browser: Any) -> list[str]:
+    return [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+
+
 def _rows(browser: Any, selector: str) -> list[list[str]]:
     rows = browser.find_elements(By.CSS_SELECTOR, f"#details table.{selector} tr")
     return [[cell.text for cell in row.find_elements(By.CSS_SELECTOR, "th, td")] for row in rows]
@@ -115,6 +122,7 @@ def test_search_by_onnx_name_and_click_shows_the_ops_attributes_and_tensors(brow
     selected = browser.find_elements(By.CSS_SELECTOR, ".node.selected")
     assert [g.get_attribute("data-id") for g in selected] == [f"op{first}"]
     assert browser.find_elements(By.CSS_SELECTOR, ".edge.on")  # its edges stand out
+    assert _errors(browser) == []
 
 
 def test_enter_steps_through_matches_and_centres_them(browser: Any, page: str) -> None:
@@ -168,3 +176,22 @@ def test_edges_carry_their_tensor_and_a_click_names_it(browser: Any, page: str) 
     browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", hit)
     assert browser.find_element(By.CSS_SELECTOR, "#details h2").text == "image"
     assert len(browser.find_elements(By.CSS_SELECTOR, ".edge.on")) == 1
+
+
+def test_a_thousand_op_page_fits_the_screen_and_finds_an_op(browser: Any, tmp_path) -> None:
+    sizes, edges = transformer(84)
+    nodes = tuple(Node(name, f"{name}\nfloat32", "float32", False, f"op {name}") for name in sizes)
+    graph = Graph(nodes, tuple(Edge(s, t, "float32[1, 128, 768]", f"{s}.out") for s, t, _ in edges))
+    page = tmp_path / "big.html"
+    page.write_text(to_html(graph, "big"))
+    browser.get(page.as_uri())
+    assert len(browser.find_elements(By.CSS_SELECTOR, ".node")) == len(sizes) > 1000
+    browser.find_element(By.ID, "fit").click()
+    drawn, canvas = browser.find_element(By.ID, "viewport").rect, browser.find_element(By.ID, "canvas").rect
+    assert drawn["width"] <= canvas["width"] + 1 and drawn["height"] <= canvas["height"] + 1
+    assert drawn["width"] > canvas["width"] / 2 or drawn["height"] > canvas["height"] / 2  # and fills it
+    box = browser.find_element(By.ID, "search")
+    box.send_keys("gelu.83")
+    box.send_keys(Keys.ENTER)
+    assert browser.find_element(By.CSS_SELECTOR, ".node.selected").get_attribute("data-id") == "gelu.83"
+    assert _transform(browser)[2] >= 0.9 and _errors(browser) == []
