@@ -179,7 +179,8 @@ def _cached_attention(spec: KernelSpec) -> Binder:
     """The caches appended to (``kv_append.cl``, a launch for the keys and one for the values),
     then ``attention.cl`` over them with PAST: each sequence's row positions and keys from its
     Past; a decode step's few rows (``DECODE_ROWS``) run ``decode_attention.cl``, a work-group a
-    row. Tensor cores are left to ``scaled_dot_product_attention``."""
+    row, which appends them itself: one launch. Tensor cores are left to
+    ``scaled_dot_product_attention``."""
     attrs = spec.attrs
     q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
     (batch, q_heads, q_len, depth), k, v = (_head_major(spec.input(slot).shape, heads) for slot, heads in
@@ -209,31 +210,38 @@ def _cached_attention(spec: KernelSpec) -> Binder:
                 **dict(zip(("X_B", "X_H", "X_S"), _strides(kv_heads, q_len, size, bool(kv_split))))}
                for size in (depth, v_depth)]
 
+    steps = {f"{prefix}_{dim}": append[f"X_{dim}"] for prefix, append in zip(("KN", "VN"), appends) for dim in "BHS"}
+
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         q, new_k, new_v, k_cache, v_cache, past = ins[:6]
-        mask = ins[6].buffer if spec.has_input("KeyMask") else None
-        rows = 32 if rt.caps.is_gpu else 16
+        tail = (ins[6].buffer if spec.has_input("KeyMask") else None, past.buffer, *(np.int32(s) for s in mask_strides))
         options = rt.float_options(spec.dtype)
-        launches = []
-        for values, cache, size, append in ((new_k, k_cache, depth, appends[0]), (new_v, v_cache, v_depth, appends[1])):
-            kernel = rt.kernel(source("kv_append.cl", defines=append), "kv_append", options)
-            items = batch * kv_heads * q_len * size
-            launches.append(launch_1d(rt, kernel, items, values.buffer, cache.buffer, past.buffer, np.int32(items)))
-        if q_len <= DECODE_ROWS:
+        if q_len <= DECODE_ROWS:  # the kernel appends the step's keys and values itself
             threads = min(_decode_threads(v_depth), rt.caps.max_work_group_size)
-            text = source("attention_score.h", "decode_attention.cl",
-                          defines={**defines, "NT": threads, "CH": DECODE_CHUNK, "ACC": -(-v_depth // threads)})
-            kernel, grid, group = rt.kernel(text, "decode_attention", options), (threads * batch * q_heads * q_len,), (threads,)
+            text = source("attention_score.h", "decode_attention.cl", defines={
+                **defines, **steps, "NT": threads, "CH": DECODE_CHUNK, "ACC": -(-v_depth // threads)})
+            launches = [launch(rt, rt.kernel(text, "decode_attention", options), (threads * batch * q_heads * q_len,),
+                               (threads,), q.buffer, new_k.buffer, new_v.buffer, k_cache.buffer, v_cache.buffer,
+                               outs[0].buffer, *tail)]
         else:
+            launches = [_append(rt, values, cache, past, append, options)
+                        for values, cache, append in ((new_k, k_cache, appends[0]), (new_v, v_cache, appends[1]))]
+            rows = 32 if rt.caps.is_gpu else 16
             text = source("attention_score.h", "attention.cl", defines={**defines, "BQ": rows, "BK": rows})
-            kernel, grid, group = rt.kernel(text, "attention", options), (-(-q_len // rows) * rows, batch * q_heads), (rows, 1)
-        launches.append(launch(rt, kernel, grid, group, q.buffer, k_cache.buffer, v_cache.buffer, outs[0].buffer,
-                               mask, past.buffer, *(np.int32(s) for s in mask_strides)))
+            launches.append(launch(rt, rt.kernel(text, "attention", options), (-(-q_len // rows) * rows, batch * q_heads),
+                                   (rows, 1), q.buffer, k_cache.buffer, v_cache.buffer, outs[0].buffer, *tail))
         launches += [copy_launch(rt, cache, out) for cache, out in ((k_cache, outs[1]), (v_cache, outs[2]))
                      if out is not None]
         return launches
 
     return bind
+
+
+def _append(rt: Runtime, values: DeviceArray, cache: DeviceArray, past: DeviceArray, defines: dict[str, object],
+            options: tuple[str, ...]) -> Launch:
+    """``kv_append.cl``: a step's keys (or values) written to their cache at each sequence's past."""
+    kernel = rt.kernel(source("kv_append.cl", defines=defines), "kv_append", options)
+    return launch_1d(rt, kernel, values.size, values.buffer, cache.buffer, past.buffer, np.int32(values.size))
 
 
 register_kernel("cached_attention", "opencl", FLOATS)(_cached_attention)

@@ -3,7 +3,8 @@ they are, whatever the float16 mode).
 
 reshape2, flatten_contiguous_range, squeeze2 and unsqueeze2 are ``ALIAS``: their output is their
 input's buffer under the inferred shape, with no work. concat, split, slice, strided_slice
-and transpose2 are one strided copy per operand (``movement.cl``), with offsets and strides
+and transpose2 are one strided copy per operand (``movement.cl``; a split into up to
+``SPLIT_PIECES`` pieces is one launch for them all), with offsets and strides
 computed here (negative for a reversed strided_slice); pad fills the
 output with the pad value and copies X into its interior; assign is a buffer copy. Bounds,
 shapes and paddings given as tensors must be constants at prepare (``KernelSpec.constant``).
@@ -11,6 +12,8 @@ shapes and paddings given as tensors must be constants at prepare (``KernelSpec.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -37,6 +40,8 @@ from .runtime import Runtime
 __all__ = ["DTYPES", "strided_copy", "fill", "constant_ints", "known_shapes"]
 
 DTYPES = (DType.float32, DType.float16, *C_TYPES)
+SPLIT_PIECES = 4
+"""A split into at most this many pieces is one launch (``movement.cl``'s split4)."""
 _VIEWS = ("reshape2", "flatten_contiguous_range", "squeeze2", "unsqueeze2")
 
 
@@ -113,12 +118,33 @@ def _split(spec: KernelSpec) -> Binder:
     known_shapes(spec)
     whole = spec.input("X").shape
     axis = spec.attrs["axis"] % len(whole)
-    pieces = _axis_pieces(whole, [o.shape for o in spec.outputs["Out"]], axis)
+    shapes = [o.shape for o in spec.outputs["Out"]]
+    if len(shapes) <= SPLIT_PIECES:
+        return _split_at_once(whole, axis, [shape[axis] for shape in shapes])
+    pieces = _axis_pieces(whole, shapes, axis)
     strides = contiguous_strides(whole)
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         return [strided_copy(rt, ins[0], out, shape, offset, strides, 0, contiguous_strides(shape))
                 for out, (shape, offset) in zip(outs, pieces) if out is not None]
+
+    return bind
+
+
+def _split_at_once(whole: tuple[int, ...], axis: int, sizes: Sequence[int]) -> Binder:
+    """``movement.cl``'s split4: every piece written by one launch (a decoder splits its fused
+    projections each layer, and each launch costs the host microseconds)."""
+    ends = list(itertools.accumulate(sizes))[:-1]
+    ends += [whole[axis]] * (SPLIT_PIECES - 1 - len(ends))
+    inner = math.prod(whole[axis + 1:])
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        buffers = [out.buffer if out is not None else None for out in outs]
+        buffers += [None] * (SPLIT_PIECES - len(buffers))
+        live = sum(1 << p for p, buffer in enumerate(buffers) if buffer is not None)
+        kernel = rt.kernel(source("movement.cl", defines={"ELEM": element_type(ins[0].dtype)}), "split4")
+        return [launch_1d(rt, kernel, ins[0].size, ins[0].buffer, *buffers,
+                          *(np.int32(v) for v in (whole[axis], inner, *ends, live, ins[0].size)))]
 
     return bind
 

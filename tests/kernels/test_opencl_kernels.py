@@ -117,6 +117,17 @@ def test_concat_and_split(place, dtype):
           outputs={"Out": 3})
 
 
+@pytest.mark.parametrize("pieces, launches", [(2, 1), (4, 1), (6, 6)])
+def test_split_into_a_few_pieces_is_one_launch(place, pieces, launches):
+    """Up to SPLIT_PIECES pieces (a decoder's fused projections) are written by one launch, more
+    by a copy each; both give numpy's pieces, along the last axis and a middle one."""
+    x = rand(3, 2 * pieces, 2 * pieces)
+    for axis in (1, 2):
+        check(place, "split", {"X": x}, {"axis": axis, "num": pieces}, outputs={"Out": pieces})
+    ran = run_op("split", {"X": x}, {"axis": 2, "num": pieces}, outputs={"Out": pieces}, place=place)
+    assert ran.report.launches == launches
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_transpose_and_slice(place, dtype):
     x = rand(2, 3, 5, 4, dtype=dtype)

@@ -5,8 +5,13 @@
  * work-group reduces the chunk's max and sum (an online softmax across chunks), and then work-item
  * t accumulates output dims t, t + NT, ... over the chunk's keys, reading V's rows coalesced.
  *
+ * The step's own keys and values (kn, vn: [B, HKV, SQ, D] as logical dims at KN_ / VN_ strides)
+ * are read from where they are and appended to the caches here, each row's by the work-groups of
+ * the first query head of its key/value head (no kv_append launches); a row at SKV or beyond is
+ * dropped, as kv_append drops it.
+ *
  * Layouts, strides, the score (attention_score.h) and PAST as in attention.cl; NT is a power of
- * two, ACC = ceil(DV / NT). Defines besides attention.cl's: NT, CH, ACC. */
+ * two, ACC = ceil(DV / NT). Defines besides attention.cl's: NT, CH, ACC, KN_B/H/S, VN_B/H/S. */
 
 inline float group_reduce(__local float* scratch, float x, int lid, bool take_max) {
     scratch[lid] = x;
@@ -21,8 +26,12 @@ inline float group_reduce(__local float* scratch, float x, int lid, bool take_ma
     return total;
 }
 
-__kernel void decode_attention(__global const T* q, __global const T* k, __global const T* v, __global T* out,
-                               MASK_ARG, LENGTHS_ARG, int ms0, int ms1, int ms2, int ms3) {
+/* Key (or value) j's row: the cache's before the step's own, the step's from where it is. */
+#define ROW(cache, cs, step, ss, j) ((j) < past ? (cache) + (long)(j) * (cs) : (step) + (long)((j) - past) * (ss))
+
+__kernel void decode_attention(__global const T* q, __global const T* kn, __global const T* vn, __global T* k,
+                               __global T* v, __global T* out, MASK_ARG, LENGTHS_ARG, int ms0, int ms1, int ms2,
+                               int ms3) {
     __local float qs[D];
     __local float p[CH];
     __local float scratch[NT];
@@ -33,8 +42,14 @@ __kernel void decode_attention(__global const T* q, __global const T* k, __globa
     barrier(CLK_LOCAL_MEM_FENCE);
     long mrow = (long)b * ms0 + (long)h * ms1 + (long)row * ms2;
     int past = (int)lengths[b], keys = min(SKV, past + SQ);
-    __global const T* kp = k + (long)b * K_B + (long)kvh * K_H;
-    __global const T* vp = v + (long)b * V_B + (long)kvh * V_H;
+    __global T* kp = k + (long)b * K_B + (long)kvh * K_H;
+    __global T* vp = v + (long)b * V_B + (long)kvh * V_H;
+    __global const T* knp = kn + (long)b * KN_B + (long)kvh * KN_H;
+    __global const T* vnp = vn + (long)b * VN_B + (long)kvh * VN_H;
+    if (h % (HQ / HKV) == 0 && past + row < SKV) {
+        for (int d = lid; d < D; d += NT) STORE(kp, (long)(past + row) * K_S + d, LOAD(knp, (long)row * KN_S + d));
+        for (int d = lid; d < DV; d += NT) STORE(vp, (long)(past + row) * V_S + d, LOAD(vnp, (long)row * VN_S + d));
+    }
     float acc[ACC];
     for (int a = 0; a < ACC; ++a) acc[a] = 0.0f;
     float m = -INFINITY, l = 0.0f;
@@ -44,7 +59,8 @@ __kernel void decode_attention(__global const T* q, __global const T* k, __globa
         for (int jj = lid; jj < count; jj += NT) {
             int j = start + jj;
             float s = 0.0f;
-            for (int d = 0; d < D; ++d) s += qs[d] * (float)LOAD(kp, (long)j * K_S + d);
+            __global const T* key = ROW(kp, K_S, knp, KN_S, j);
+            for (int d = 0; d < D; ++d) s += qs[d] * (float)LOAD(key, d);
             s = score(s, past + row, j, keys, mask, mrow, ms3);
             p[jj] = s;
             chunk_max = fmax(chunk_max, s);
@@ -63,7 +79,7 @@ __kernel void decode_attention(__global const T* q, __global const T* k, __globa
             int d = lid + a * NT;
             if (d >= DV) break;
             float total = acc[a] * correction;
-            for (int jj = 0; jj < count; ++jj) total += p[jj] * (float)LOAD(vp, (long)(start + jj) * V_S + d);
+            for (int jj = 0; jj < count; ++jj) total += p[jj] * (float)LOAD(ROW(vp, V_S, vnp, VN_S, start + jj), d);
             acc[a] = total;
         }
         m = m_new;
