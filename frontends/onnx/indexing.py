@@ -3,8 +3,8 @@ ArgMax / ArgMin, TopK, NonZero, Gather, GatherND, GatherElements, ScatterElement
 Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
-inputs); the other shape-like inputs (CumSum's and CumProd's axis, Trilu's k, TopK's K, OneHot's
-depth) must be constants, or computable from initializers and static shapes.
+inputs), and so may CumSum's and CumProd's axis and Trilu's k; the other shape-like inputs (TopK's
+K, OneHot's depth) must be constants, or computable from initializers and static shapes.
 """
 
 from __future__ import annotations
@@ -67,17 +67,27 @@ def tile(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("CumSum", "CumProd", makes={"CumSum": "cumsum", "CumProd": "cumprod"})
 def cumulative(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    axis = int(np.asarray(ctx.const(node.input[1], "axis")).reshape(-1)[0])
+    """The axis a constant (an attr) or computed at run time (the AxisTensor)."""
     op_type, axis_attr = ("cumsum", "axis") if node.op_type == "CumSum" else ("cumprod", "dim")
-    ctx.emit(op_type, {"X": node.input[0]}, {"Out": node.output[0]},
-             {axis_attr: ctx.axis(axis, len(ctx.shape(node.input[0]))), "exclusive": bool(attrs.get("exclusive", 0)),
-              "reverse": bool(attrs.get("reverse", 0))})
+    flags = {"exclusive": bool(attrs.get("exclusive", 0)), "reverse": bool(attrs.get("reverse", 0))}
+    x, axis = node.input[0], node.input[1]
+    if not ctx.is_const(axis):
+        ctx.emit(op_type, {"X": x, "AxisTensor": axis}, {"Out": node.output[0]}, flags)
+        return
+    value = int(np.asarray(ctx.consts[axis]).reshape(-1)[0])
+    ctx.emit(op_type, {"X": x}, {"Out": node.output[0]}, {axis_attr: ctx.axis(value, len(ctx.shape(x))), **flags})
 
 
 @converts("Trilu", makes="tril_triu")
 def trilu(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """k a constant (an attr) or computed at run time (the DiagonalTensor)."""
+    lower = not attrs.get("upper", 1)
+    if len(node.input) > 1 and node.input[1] and not ctx.is_const(node.input[1]):
+        ctx.emit("tril_triu", {"X": node.input[0], "DiagonalTensor": node.input[1]}, {"Out": node.output[0]},
+                 {"lower": lower})
+        return
     ctx.emit("tril_triu", {"X": node.input[0]}, {"Out": node.output[0]},
-             {"diagonal": _scalar(ctx, node, 1, "k", 0), "lower": not attrs.get("upper", 1)})
+             {"diagonal": _scalar(ctx, node, 1, "k", 0), "lower": lower})
 
 
 @converts("Range", makes="range")

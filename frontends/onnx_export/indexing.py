@@ -60,8 +60,9 @@ def where_index(ctx: ExportContext, op: Operator) -> None:
 
 @exports("tril_triu")
 def tril_triu(ctx: ExportContext, op: Operator) -> None:
-    ctx.node("Trilu", [op.input("X")[0], ctx.const(op.attr("diagonal"), np.int64, "k")], [op.output("Out")[0]],
-             upper=int(not op.attr("lower")))
+    k = _optional_input(op, "DiagonalTensor")
+    ctx.node("Trilu", [op.input("X")[0], ctx.int64(k) if k else ctx.const(op.attr("diagonal"), np.int64, "k")],
+             [op.output("Out")[0]], upper=int(not op.attr("lower")))
 
 
 @exports("tile")
@@ -115,7 +116,7 @@ def put_along_axis(ctx: ExportContext, op: Operator) -> None:
 def cumprod(ctx: ExportContext, op: Operator) -> None:
     if ctx.opset < 26:
         ctx.fail(f"CumProd needs opset 26 (asked for {ctx.opset})")
-    ctx.node("CumProd", [op.input("X")[0], ctx.const(op.attr("dim"), np.int64, "axis")], [op.output("Out")[0]],
+    ctx.node("CumProd", [op.input("X")[0], _axis_input(ctx, op, "dim")], [op.output("Out")[0]],
              exclusive=int(op.attr("exclusive")), reverse=int(op.attr("reverse")))
 
 
@@ -183,10 +184,16 @@ def range_(ctx: ExportContext, op: Operator) -> None:
     ctx.node("Range", scalars, [op.output("Out")[0]])
 
 
+def _axis_input(ctx: ExportContext, op: Operator, attr: str, value: int | None = None) -> str:
+    """CumSum's and CumProd's axis: the op's AxisTensor, else its attr (or ``value``)."""
+    tensor = _optional_input(op, "AxisTensor")
+    return ctx.int64(tensor) if tensor else ctx.const(op.attr(attr) if value is None else value, np.int64, "axis")
+
+
 @exports("cumsum")
 def cumsum(ctx: ExportContext, op: Operator) -> None:
     x, axis = op.input("X")[0], op.attr("axis")
     if op.attr("flatten"):
         x, axis = ctx.node("Reshape", [x, ctx.ints([-1])]), 0
-    ctx.node("CumSum", [x, ctx.const(axis, np.int64, "axis")], [op.output("Out")[0]], exclusive=int(op.attr("exclusive")),
+    ctx.node("CumSum", [x, _axis_input(ctx, op, "axis", axis)], [op.output("Out")[0]], exclusive=int(op.attr("exclusive")),
              reverse=int(op.attr("reverse")))

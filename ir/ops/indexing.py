@@ -138,38 +138,44 @@ def _infer_cumprod(ctx: InferContext) -> None:
 
 
 def _infer_cumsum_like(ctx: InferContext, axis_attr: str) -> None:
+    """The AxisTensor (a halfway extension: the axis computed at run time) replaces the attr."""
     x = ctx.input("X")
-    _axis(ctx, ctx.attr(axis_attr), len(x.shape))
+    axis = scalar_input(ctx, "AxisTensor", axis_attr)
+    if axis is not None:
+        _axis(ctx, axis, len(x.shape))
     ctx.set_output("Out", x.shape, x.dtype)
 
 
 def _infer_tril_triu(ctx: InferContext) -> None:
     x = ctx.input("X")
     ctx.check(len(x.shape) >= 2, f"X must have rank >= 2, has shape {list(x.shape)}")
+    scalar_input(ctx, "DiagonalTensor", "diagonal")
     ctx.set_output("Out", x.shape, x.dtype)
 
 
 register_op(OpSchema(
-    "cumsum", inputs=[Slot("X")], outputs=[Slot("Out")],
+    "cumsum", inputs=[Slot("X"), Slot("AxisTensor", dispensable=True)], outputs=[Slot("Out")], keep_dtype_slots=("AxisTensor",),
     attrs=[AttrSpec("axis", AttrType.INT, -1), AttrSpec("flatten", AttrType.BOOLEAN, False),
            AttrSpec("exclusive", AttrType.BOOLEAN, False), AttrSpec("reverse", AttrType.BOOLEAN, False)],
     infer=_infer_cumsum,
     doc="Running sums of X along `axis` (of X flattened when `flatten`); `exclusive` leaves the element "
-        "itself out, `reverse` sums from the end.",
+        "itself out, `reverse` sums from the end; the AxisTensor (one int) replaces `axis`.",
 ))
 register_op(OpSchema(
-    "cumprod", inputs=[Slot("X")], outputs=[Slot("Out")],
+    "cumprod", inputs=[Slot("X"), Slot("AxisTensor", dispensable=True)], outputs=[Slot("Out")], keep_dtype_slots=("AxisTensor",),
     attrs=[AttrSpec("dim", AttrType.INT, -1), AttrSpec("exclusive", AttrType.BOOLEAN, False),
            AttrSpec("reverse", AttrType.BOOLEAN, False)],
     infer=_infer_cumprod,
     doc="Running products of X along `dim`; `exclusive` leaves the element itself out (a 1 first), "
-        "`reverse` multiplies from the end.",
+        "`reverse` multiplies from the end; the AxisTensor (one int) replaces `dim`.",
 ))
 register_op(OpSchema(
-    "tril_triu", inputs=[Slot("X")], outputs=[Slot("Out")],
+    "tril_triu", inputs=[Slot("X"), Slot("DiagonalTensor", dispensable=True)], outputs=[Slot("Out")],
+    keep_dtype_slots=("DiagonalTensor",),
     attrs=[AttrSpec("diagonal", AttrType.INT, 0), AttrSpec("lower", AttrType.BOOLEAN, False)],
     infer=_infer_tril_triu,
-    doc="X with the entries above (lower) or below (upper) diagonal `diagonal` of its last two dims zeroed.",
+    doc="X with the entries above (lower) or below (upper) diagonal `diagonal` of its last two dims zeroed "
+        "(the DiagonalTensor, one int, replaces the attr).",
 ))
 
 

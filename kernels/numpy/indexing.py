@@ -17,7 +17,7 @@ from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError
 from ...ir.ops.family import NUMBERS
 from ..registry import Kernel, KernelSpec, register_kernel
-from .tensor import DATA_DTYPES, int_source, register_data_kernel
+from .tensor import DATA_DTYPES, IntSource, int_source, register_data_kernel
 
 __all__: list[str] = []
 
@@ -58,19 +58,21 @@ def _tile(spec: KernelSpec) -> Kernel:
 
 @register_data_kernel("tril_triu")
 def _tril_triu(spec: KernelSpec) -> Kernel:
-    fn, k = (np.tril if spec.attrs["lower"] else np.triu), spec.attrs["diagonal"]
-    return lambda x: fn(x, k)
+    fn = np.tril if spec.attrs["lower"] else np.triu
+    k_of = int_source(spec, ["DiagonalTensor"], [spec.attrs["diagonal"]])
+    return lambda *args: fn(args[0], k_of(args)[0])
 
 
-def _running(fn: Callable[..., np.ndarray], identity: Callable[..., np.ndarray], axis_of: Callable[[int], int | None],
+def _running(fn: Callable[..., np.ndarray], identity: Callable[..., np.ndarray], axis_of: IntSource,
              exclusive: bool, reverse: bool) -> Kernel:
-    """``fn`` (np.cumsum, np.cumprod) along ``axis_of(rank)`` (None: X is 0-d); ``exclusive``
-    shifts the run by one, ``identity`` (zeros_like, ones_like) first."""
+    """``fn`` (np.cumsum, np.cumprod) along the axis ``axis_of`` reads (the attr or the
+    AxisTensor); ``exclusive`` shifts the run by one, ``identity`` (zeros_like, ones_like) first."""
 
-    def run(x: np.ndarray) -> np.ndarray:
-        axis = axis_of(x.ndim)
-        if axis is None:
+    def run(*args: np.ndarray) -> np.ndarray:
+        x = args[0]
+        if not x.ndim:
             return x.copy() if not exclusive else identity(x)
+        axis = axis_of(args)[0] % x.ndim
         data = np.flip(x, axis) if reverse else x
         out = fn(data, axis=axis, dtype=x.dtype)
         if exclusive:
@@ -83,15 +85,15 @@ def _running(fn: Callable[..., np.ndarray], identity: Callable[..., np.ndarray],
 @register_kernel("cumsum", dtypes=_NUMBERS)
 def _cumsum(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
-    running = _running(np.cumsum, np.zeros_like, lambda rank: attrs["axis"] % rank if rank else None,
+    running = _running(np.cumsum, np.zeros_like, int_source(spec, ["AxisTensor"], [attrs["axis"]]),
                        attrs["exclusive"], attrs["reverse"])
-    return (lambda x: running(x.reshape(-1))) if attrs["flatten"] else running
+    return (lambda x, *axis: running(x.reshape(-1), *axis)) if attrs["flatten"] else running
 
 
 @register_kernel("cumprod", dtypes=_NUMBERS)
 def _cumprod(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
-    return _running(np.cumprod, np.ones_like, lambda rank: attrs["dim"] % rank if rank else None,
+    return _running(np.cumprod, np.ones_like, int_source(spec, ["AxisTensor"], [attrs["dim"]]),
                     attrs["exclusive"], attrs["reverse"])
 
 

@@ -112,6 +112,8 @@ def _take_along_axis(spec: KernelSpec) -> Binder:
 
 def _cumsum(spec: KernelSpec) -> Binder:
     attrs = spec.attrs
+    if spec.has_input("AxisTensor"):
+        raise Unsupported("cumsum along an axis computed at run time")
     shape = spec.input("X").shape or (1,)
     if attrs["flatten"]:
         shape = (math.prod(shape),)
