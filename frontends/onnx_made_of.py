@@ -28,6 +28,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "conv2d": ("Conv",),
     "conv2d_transpose": ("ConvTranspose",),
     "conv3d": ("Conv",),
+    "conv3d_transpose": ("ConvTranspose",),
     "cos": ("Cos",),
     "cosh": ("Cosh",),
     "cumprod": ("CumProd",),

@@ -1,6 +1,6 @@
 """Converters of ONNX's convolutions: Conv (conv2d, or depthwise_conv2d when each group is one
-input channel; conv3d in 3-D) and ConvTranspose (1-D and 2-D), with their bias; padding as
-``window``'s."""
+input channel; conv3d in 3-D) and ConvTranspose (conv2d_transpose; conv3d_transpose in 3-D), in
+1-D, 2-D and 3-D, with their bias; padding as ``window``'s."""
 
 from __future__ import annotations
 
@@ -43,24 +43,26 @@ def conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     _with_bias(ctx, node, "depthwise_conv2d" if depthwise else "conv2d", {"Input": x, "Filter": w}, conv_attrs)
 
 
-@converts("ConvTranspose", makes="conv2d_transpose")
+@converts("ConvTranspose", makes=("conv2d_transpose", "conv3d_transpose"))
 @lifts_1d
 def conv_transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """conv2d_transpose, or conv3d_transpose for a 5-D input."""
     x, w = node.input[0], node.input[1]
-    sizes = spatial_dims(ctx, node, x)
+    sizes = spatial_dims(ctx, node, x, most=3)
+    dims = len(sizes)
     kernel = list(attrs.get("kernel_shape", ctx.shape(w)[2:]))
-    strides = list(attrs.get("strides", [1, 1]))
-    dilations = list(attrs.get("dilations", [1, 1]))
-    output_padding = list(attrs.get("output_padding", [0, 0]))
+    strides = list(attrs.get("strides", [1] * dims))
+    dilations = list(attrs.get("dilations", [1] * dims))
+    output_padding = list(attrs.get("output_padding", [0] * dims))
     extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     if "output_shape" in attrs or attrs.get("auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER"):
         if any(s < 0 for s in sizes):
             ctx.fail(f"output_shape/auto_pad need static spatial dims, got {list(sizes)}")
-        target = list(attrs["output_shape"])[-2:] if "output_shape" in attrs else [s * st for s, st in zip(sizes, strides)]
+        target = list(attrs["output_shape"])[-dims:] if "output_shape" in attrs else [s * st for s, st in zip(sizes, strides)]
         pads = []
         for size, s, e, op, t in zip(sizes, strides, extents, output_padding, target):
             total = max(s * (size - 1) + op + e - t, 0)
-            upper = attrs.get("auto_pad", "NOTSET") != "SAME_LOWER"
+            upper = attrs.get("auto_pad", "NOTSET") == "SAME_UPPER"  # ONNX: otherwise the odd pixel goes first
             pads.append((total // 2, total - total // 2) if upper else (total - total // 2, total // 2))
         paddings = [p for pair in pads for p in pair]
     else:
@@ -74,4 +76,6 @@ def conv_transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) ->
     inputs = {"Input": x, "Filter": w}
     if len(node.input) > 2 and node.input[2]:
         inputs["Bias"] = node.input[2]
-    ctx.emit("conv2d_transpose", inputs, {"Output": node.output[0]}, conv_attrs)
+    if dims == 3:
+        conv_attrs["data_format"] = "NCDHW"
+    ctx.emit(f"conv{dims}d_transpose", inputs, {"Output": node.output[0]}, conv_attrs)

@@ -1,6 +1,6 @@
-"""Exporters of the convolutions: conv2d, depthwise_conv2d, conv3d and conv2d_transpose as Conv /
-ConvTranspose; fused_conv2d as Conv and its epilogue (or ONNX Runtime's FusedConv), and
-fused_conv2d_pool as that and the pool."""
+"""Exporters of the convolutions: conv2d, depthwise_conv2d and conv3d as Conv, conv2d_transpose and
+conv3d_transpose as ConvTranspose; fused_conv2d as Conv and its epilogue (or ONNX Runtime's
+FusedConv), and fused_conv2d_pool as that and the pool."""
 
 from __future__ import annotations
 
@@ -81,11 +81,12 @@ def fused_conv2d_pool(ctx: ExportContext, op: Operator) -> None:
              strides=size)
 
 
-@exports("conv2d_transpose")
-def conv2d_transpose(ctx: ExportContext, op: Operator) -> None:
+@exports("conv2d_transpose", "conv3d_transpose")
+def conv_transpose(ctx: ExportContext, op: Operator) -> None:
     """ConvTranspose; an ``output_size`` becomes the ``output_padding`` that reaches it."""
     x, w, out = op.input("Input")[0], op.input("Filter")[0], op.output("Output")[0]
-    window = window_attrs(ctx, op, 2)
+    dims = 3 if op.type == "conv3d_transpose" else 2
+    window = window_attrs(ctx, op, dims)
     dilations = list(op.attr("dilations"))
     output_padding = list(op.attr("output_padding")) or None
     if op.attr("output_size"):
@@ -95,7 +96,7 @@ def conv2d_transpose(ctx: ExportContext, op: Operator) -> None:
         if min(*sizes, *target) < 0:
             ctx.fail(f"output_size needs known spatial dims, {x!r} has shape {list(ctx.shape(x))}")
         pads, strides = window["pads"], window["strides"]
-        output_padding = [t - (s * (n - 1) + d * (k - 1) + 1 - pads[i] - pads[i + 2])
+        output_padding = [t - (s * (n - 1) + d * (k - 1) + 1 - pads[i] - pads[i + dims])
                           for i, (t, s, n, d, k) in enumerate(zip(target, strides, sizes, dilations, kernel))]
     bias = op.input("Bias")[0] if op.input("Bias") else None
     ctx.node("ConvTranspose", [x, w] + ([bias] if bias else []), [out], group=op.attr("groups"), dilations=dilations,

@@ -1,7 +1,7 @@
-"""Schemas of the convolutions: conv2d, depthwise_conv2d, conv2d_transpose, conv3d, and the fused ones passes
-make (``fused_conv2d``: a convolution with its bias, residual and activation; ``fused_conv2d_pool``:
-one with the pool after it) — Paddle's op types, slots, attrs and defaults; the geometry is
-``halfway.ir.ops.window``'s."""
+"""Schemas of the convolutions: conv2d, depthwise_conv2d, conv2d_transpose, conv3d, conv3d_transpose,
+and the fused ones passes make (``fused_conv2d``: a convolution with its bias, residual and
+activation; ``fused_conv2d_pool``: one with the pool after it) — Paddle's op types, slots, attrs
+and defaults; the geometry is ``halfway.ir.ops.window``'s."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _conv_attrs(dims: int = 2) -> list[AttrSpec]:
 
 def _conv_common(ctx: InferContext, transposed: bool) -> tuple[TensorInfo, bool, int, int, tuple[int, ...]]:
     """Checks shared by all convs; returns (input, channel_last, batch, out channels, in spatial)."""
-    rank = 5 if ctx.op_type == "conv3d" else 4
+    rank = 5 if ctx.op_type in ("conv3d", "conv3d_transpose") else 4
     x, w = ranked(ctx, "Input", rank), ranked(ctx, "Filter", rank)
     channel_last = ctx.attr("data_format") in ("NHWC", "NDHWC")
     n, c, spatial = split_channels(x.shape, channel_last)
@@ -141,11 +141,13 @@ register_op(OpSchema(
 ))
 
 
-register_op(OpSchema(
-    "conv2d_transpose",
-    inputs=_CONV_SLOTS + [Slot("Bias", dispensable=True)], outputs=[Slot("Output")],
-    attrs=_conv_attrs() + [AttrSpec("output_padding", AttrType.INTS, []),
-                           AttrSpec("output_size", AttrType.INTS, [])],
-    infer=_infer_conv_transpose,
-    doc="Transposed 2-D convolution (the gradient of conv2d w.r.t. its input), plus Bias[C_out] when given.",
-))
+for _type, _dims in (("conv2d_transpose", 2), ("conv3d_transpose", 3)):
+    register_op(OpSchema(
+        _type,
+        inputs=_CONV_SLOTS + [Slot("Bias", dispensable=True)], outputs=[Slot("Output")],
+        attrs=_conv_attrs(_dims) + [AttrSpec("output_padding", AttrType.INTS, []),
+                                    AttrSpec("output_size", AttrType.INTS, [])],
+        infer=_infer_conv_transpose,
+        doc=f"Transposed {_dims}-D convolution (the gradient of conv{_dims}d w.r.t. its input), plus Bias[C_out] "
+            f"when given; Filter is [C_in, C_out / groups, *kernel].",
+    ))

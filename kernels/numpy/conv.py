@@ -1,5 +1,5 @@
 """numpy kernels of the convolutions (``conv2d``, ``depthwise_conv2d``, ``fused_conv2d``,
-``fused_conv2d_pool``, ``conv2d_transpose``, ``conv3d``) and the fused epilogue — bias, residual, activation — that fusion passes
+``fused_conv2d_pool``, ``conv2d_transpose``, ``conv3d``, ``conv3d_transpose``) and the fused epilogue — bias, residual, activation — that fusion passes
 target.
 
 How a convolution runs (the plan is fixed at prepare time from the ``KernelSpec``; every path
@@ -42,8 +42,8 @@ returns a new array, or a crop of one, in the output's layout, NCHW or NHWC):
    output channels at a time in registers (``jit_tiles``), the epilogue as the sums leave cache.
    im2col's columns are a gather of 9x the input, and its GEMM thin for few channels (32 rows
    for YOLO's 32 -> 32 layers): the loop takes 0.5-0.9x its time.
-5. **transposed**: one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and group, then
-   ``kh * kw`` strided adds (col2im) into the zeroed full output, cropped by the paddings.
+5. **transposed** (2-D and 3-D): one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and
+   group, then one strided add per tap (col2im) into the zeroed full output, cropped by the paddings.
 6. **3-D** (``conv3d``): the input padded once, channels-first, and one batched GEMM per tap
    over its strided window, ``W[g][Og, Cg] @ X_tap[g][Cg, OD*OH*OW]``, summed into the output.
 
@@ -67,7 +67,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...ir.ops.families import UNARY, epilogue_op
-from ...ir.ops.window import window_geometry
+from ...ir.ops.window import split_channels, window_geometry
 from ..conv_pool import conv_and_pool
 from ..registry import Kernel, KernelSpec, register_kernel
 from .jit import (
@@ -756,34 +756,43 @@ def conv3d(spec: KernelSpec) -> Kernel:
     return run
 
 
-# -- conv2d_transpose: GEMM + col2im ----------------------------------------------------------------
+# -- conv2d_transpose, conv3d_transpose: GEMM + col2im --------------------------------------------
 @register_kernel("conv2d_transpose")
-def conv2d_transpose(spec: KernelSpec) -> Kernel:
-    g = conv_geometry(spec, transposed=True)
-    kh, kw = g.kernel
-    (sh, sw), (dh, dw) = g.strides, g.dilations
-    (pt, _), (pl, _) = g.pads
-    oh, ow = g.out
-    groups, cg, og = g.groups, g.c // g.groups, g.o // g.groups
-    full_h = max((g.h - 1) * sh + (kh - 1) * dh + 1, pt + oh)
-    full_w = max((g.w - 1) * sw + (kw - 1) * dw + 1, pl + ow)
-    scatter = [(i, j, (slice(None), slice(None), slice(i * dh, i * dh + (g.h - 1) * sh + 1, sh),
-                       slice(j * dw, j * dw + (g.w - 1) * sw + 1, sw))) for i, j in g.taps]
-    crop = (slice(None), slice(None), slice(pt, pt + oh), slice(pl, pl + ow))
-    epilogue = make_epilogue(g.bias_shape())
+@register_kernel("conv3d_transpose")
+def conv_transpose(spec: KernelSpec) -> Kernel:
+    """The transposed convolution in 2-D or 3-D (module docstring, case 5)."""
+    attrs = spec.attrs
+    channel_last = attrs["data_format"] in ("NHWC", "NDHWC")
+    n, c, sizes = split_channels(spec.input("Input").shape, channel_last)
+    _, o, out = split_channels(spec.output("Output").shape, channel_last)
+    kernel, strides = spec.input("Filter").shape[2:], attrs["strides"]
+    window = window_geometry(sizes, kernel, strides, attrs["dilations"], attrs["paddings"], attrs["padding_algorithm"],
+                             transposed=True)
+    befores = [before for before, _ in window.pads]
+    groups, cg, og, dims = attrs["groups"], c // attrs["groups"], o // attrs["groups"], len(sizes)
+    full = [max((size - 1) * s + (k - 1) * d + 1, before + o_)
+            for size, s, k, d, before, o_ in zip(sizes, strides, kernel, window.dilations, befores, out)]
+    everything = (slice(None), slice(None))
+    scatter = [(tap, everything + tuple(slice(i * d, i * d + (size - 1) * s + 1, s)
+                                        for i, d, size, s in zip(tap, window.dilations, sizes, strides)))
+               for tap in np.ndindex(*kernel)]
+    crop = everything + tuple(slice(before, before + o_) for before, o_ in zip(befores, out))
+    last = (0, *range(2, dims + 2), 1)  # channels-first -> channels-last
+    epilogue = make_epilogue((o,) if channel_last else (o, *[1] * dims))
     bias_at = slot_positions(spec).get("Bias")
 
     def run(*args: np.ndarray) -> np.ndarray:
-        x, w = _channels_first(args[0], g.channel_last), args[1]
-        xg = x.reshape(g.n, groups, cg, g.h * g.w)
-        cols = np.matmul(w.reshape(groups, cg, og * kh * kw).transpose(0, 2, 1), xg)
-        cols = cols.reshape(g.n, g.o, kh, kw, g.h, g.w)
-        full = np.zeros((g.n, g.o, full_h, full_w), cols.dtype)
-        for i, j, window in scatter:
-            full[window] += cols[:, :, i, j]
-        source = full[crop].transpose(0, 2, 3, 1) if g.channel_last else full[crop]
+        x, w = args[0], args[1]
+        if channel_last:
+            x = x.transpose(0, dims + 1, *range(1, dims + 1))
+        xg = x.reshape(n, groups, cg, math.prod(sizes))
+        cols = np.matmul(w.reshape(groups, cg, og * math.prod(kernel)).transpose(0, 2, 1), xg)
+        cols = cols.reshape(n, o, *kernel, *sizes)
+        padded = np.zeros((n, o, *full), cols.dtype)
+        for tap, where in scatter:
+            padded[where] += cols[everything + tap]
+        source = padded[crop].transpose(last) if channel_last else padded[crop]
         bias = None if bias_at is None else args[bias_at]
-        return epilogue(np.empty(g.out_shape(), cols.dtype), bias, source=source)
+        return epilogue(np.empty(source.shape, cols.dtype), bias, source=source)
 
     return run
-

@@ -1,5 +1,5 @@
 """OpenCL kernels of the convolutions: conv2d / depthwise_conv2d / fused_conv2d / fused_conv2d_pool;
-NCHW, and NHWC for ungrouped ones; conv3d, NCDHW, a direct kernel (``volume.cl``).
+NCHW, and NHWC for ungrouped ones; conv3d and conv3d_transpose, NCDHW, direct kernels (``volume.cl``).
 
 Convolutions (``conv_geometry`` as the numpy kernels):
 
@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...ir.dtypes import DType
+from ...ir.ops.window import window_geometry
 from ..conv_pool import conv_and_pool
 from ..numpy.conv import ConvGeometry, conv_geometry, slot_positions, volume_geometry
 from ..registry import KernelSpec, register_kernel
@@ -163,11 +164,37 @@ def _conv3d(spec: KernelSpec) -> Binder:
     return bind
 
 
+def _conv3d_transpose(spec: KernelSpec) -> Binder:
+    """A direct kernel (``volume.cl``): each output sums the taps landing on it; NDHWC falls back to numpy."""
+    attrs = spec.attrs
+    if attrs["data_format"] == "NDHWC":
+        raise Unsupported("conv3d_transpose in NDHWC has no OpenCL kernel")
+    (_, c, *sizes), (_, og, *kernel) = spec.input("Input").shape, spec.input("Filter").shape
+    window = window_geometry(sizes, kernel, attrs["strides"], attrs["dilations"], attrs["paddings"],
+                             attrs["padding_algorithm"], transposed=True)
+    out = spec.output("Output").shape
+    defines: dict[str, object] = {
+        "CONV3D_TRANSPOSE": "", "C": c, "O": out[1], "CG": c // attrs["groups"], "OG": og,
+        **volume_defines(sizes, out[2:], kernel, attrs["strides"], window.dilations, window.pads)}
+    bias_at = slot_positions(spec).get("Bias")
+    if bias_at is not None:
+        defines["HAS_BIAS"] = ""
+
+    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        program = rt.kernel(source("volume.cl", defines=defines), "conv3d_transpose", rt.float_options(spec.dtype))
+        y = outs[0]
+        bias = None if bias_at is None else ins[bias_at].buffer
+        return [launch_1d(rt, program, y.size, ins[0].buffer, ins[1].buffer, bias, y.buffer, np.int32(y.size))]
+
+    return bind
+
+
 def _register() -> None:
     for op_type in ("conv2d", "depthwise_conv2d", "fused_conv2d"):
         register_kernel(op_type, "opencl", FLOATS)(_conv)
     register_kernel("fused_conv2d_pool", "opencl", FLOATS)(_conv_pool)
     register_kernel("conv3d", "opencl", FLOATS)(_conv3d)
+    register_kernel("conv3d_transpose", "opencl", FLOATS)(_conv3d_transpose)
 
 
 _register()

@@ -44,6 +44,7 @@ DEFAULT_WHITE_LIST: Mapping[str, str] = {
     "fused_conv2d_pool": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
     "conv2d_transpose": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
     "conv3d": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
+    "conv3d_transpose": "convolution: float16 halves the bytes of the dominant op; accumulates in float32",
     "matmul_v2": "matrix product: bandwidth bound, accumulates in float32",
     "mul": "matrix product: bandwidth bound, accumulates in float32",
     "fc": "matrix product: bandwidth bound, accumulates in float32",

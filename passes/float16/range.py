@@ -56,6 +56,7 @@ ACCUMULATING: Mapping[str, tuple[str, str]] = {
     "fused_conv2d_pool": ("Input", "Filter"),
     "conv2d_transpose": ("Input", "Filter"),
     "conv3d": ("Input", "Filter"),
+    "conv3d_transpose": ("Input", "Filter"),
     "matmul_v2": ("X", "Y"),
     "mul": ("X", "Y"),
     "fc": ("Input", "W"),
@@ -146,8 +147,8 @@ def _accumulation_bound(op: Operator, scope: Scope, ranges: Mapping[str, float])
 
 def _largest_weight_sum(op: Operator, weight: np.ndarray) -> float:
     """The largest sum of |weight| that one output element accumulates."""
-    if op.type == "conv2d_transpose":
-        return float(weight.sum(axis=(0, 2, 3)).max()) if weight.ndim == 4 else float(weight.sum())
+    if op.type in ("conv2d_transpose", "conv3d_transpose"):
+        return float(weight.sum(axis=(0, *range(2, weight.ndim))).max()) if weight.ndim > 2 else float(weight.sum())
     if op.type in ("conv2d", "depthwise_conv2d", "fused_conv2d", "fused_conv2d_pool", "conv3d"):
         return float(weight.reshape(weight.shape[0], -1).sum(axis=1).max())
     if op.type == "matmul_v2":

@@ -24,7 +24,6 @@ NOT_SUPPORTED = {
         "an element type halfway has no dtype for",
     r"_string(_broadcast)?$": "string tensors",
     r"^test_not_\dd$": "opset 1 models (the importer reads opset 7 and later)",
-    r"convtranspose_3d": "3-D transposed convolution (1-D and 2-D are supported)",
     r"training": "training mode (BatchNormalization statistics, random Dropout)",
     r"maxpool_with_argmax": "MaxPool's Indices output",
     r"identity_opt|identity_sequence": "optional and sequence values",

@@ -72,6 +72,32 @@ def test_conv3d(place, dtype, x_shape, w_shape, attrs):
     _check(nodes, {"x": _x(*x_shape)}, {"w": _x(*w_shape) * 0.3, "b": _x(w_shape[0])}, place, dtype)
 
 
+CONV_TRANSPOSES = [  # (input shape, filter shape, ConvTranspose attrs)
+    ((2, 3, 3, 4, 5), (3, 2, 3, 3, 3), {}),
+    ((1, 4, 3, 4, 4), (4, 3, 2, 3, 3), {"group": 2, "strides": [2, 2, 1], "pads": [0, 1, 1, 0, 1, 0]}),
+    ((1, 2, 3, 3, 4), (2, 3, 3, 2, 2), {"strides": [2, 3, 2], "dilations": [1, 2, 1], "output_padding": [1, 2, 0]}),
+    ((1, 2, 2, 3, 3), (2, 2, 3, 3, 3), {"strides": [2, 2, 2], "output_shape": [4, 6, 5]}),
+]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CONV_TRANSPOSES)
+def test_conv3d_transpose(place, dtype, x_shape, w_shape, attrs):
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)]
+    bias = _x(w_shape[1] * attrs.get("group", 1))
+    _check(nodes, {"x": _x(*x_shape)}, {"w": _x(*w_shape) * 0.3, "b": bias}, place, dtype)
+
+
+@pytest.mark.parametrize("x_shape, output_shape", [((1, 2, 3, 3), [6, 5]), ((1, 2, 2, 3, 3), [4, 6, 5])])
+def test_conv_transpose_to_an_output_shape_pads_the_odd_pixel_first(x_shape, output_shape):
+    """An output_shape that leaves an odd total padding puts the extra pixel at the start, as ONNX
+    and ONNX Runtime do (unless auto_pad is SAME_UPPER), in 2-D as in 3-D."""
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2] * len(output_shape),
+                              output_shape=output_shape)]
+    _check(nodes, {"x": _x(*x_shape)}, {"w": _x(2, 2, *[3] * len(output_shape))}, "numpy", np.float32)
+
+
 @pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_batch_norm_of_5d_input(place, dtype):
@@ -133,16 +159,19 @@ def test_a_video_block(place, dtype):
 
 @pytest.mark.parametrize("node", [helper.make_node("Conv", ["x", "w"], ["y"], group=2, strides=[1, 2, 2],
                                                    pads=[1, 0, 1, 1, 0, 2], dilations=[1, 2, 1]),
+                                  helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1, 2],
+                                                   pads=[1, 0, 1, 0, 1, 1], output_padding=[1, 0, 0]),
                                   helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 3, 3], strides=[1, 2, 2]),
                                   helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3, 3],
                                                    pads=[1] * 6, count_include_pad=1)],
-                         ids=["conv3d", "max-pool3d", "avg-pool3d"])
+                         ids=["conv3d", "conv3d-transpose", "max-pool3d", "avg-pool3d"])
 def test_exported_onnx_runs_as_imported(node):
-    """conv3d and pool3d written back out as ONNX run on ONNX Runtime as halfway runs them."""
+    """conv3d, conv3d_transpose and pool3d written back out as ONNX run on ONNX Runtime as halfway
+    runs them."""
     from halfway.frontends.onnx_export import to_onnx
 
     feeds = {"x": _x(1, 4, 5, 7, 8)}
-    program, names, fetches, scope = halfway.load(_model([node], feeds, {"w": _x(6, 2, 3, 3, 3)}, np.float32))
+    program, names, fetches, scope = halfway.load(_model([node], feeds, {"w": _x(4, 2, 3, 3, 3)}, np.float32))
     want = Executor().run(program, feeds, fetches, scope)[0]
     exported = to_onnx(program, scope, names, fetches)
     assert [n.op_type for n in exported.graph.node] == [node.op_type]

@@ -1,4 +1,5 @@
-/* 3-D windows over channels-first [N, C, D, H, W] maps: conv3d and pool3d, one output per work-item.
+/* 3-D windows over channels-first [N, C, D, H, W] maps: conv3d, conv3d_transpose and pool3d, one
+ * output per work-item.
  * Geometry by defines: D H W (input), OD OH OW (output), KD KH KW, SD SH SW (strides), DD DH DW
  * (dilations), PD PH PW (the padding before). Tap (a, b, e) of output (od, oh, ow) reads input
  * (od * SD - PD + a * DD, ...); a tap in the padding reads nothing. */
@@ -31,6 +32,39 @@ __kernel void conv3d(__global const T* x, __global const T* w, __global T* out, 
             }
         }
     }
+    STORE(out, i, acc);
+}
+#endif
+
+#ifdef CONV3D_TRANSPOSE
+/* conv3d_transpose: Filter is [C, OG, KD, KH, KW]; output o sums the CG input channels of its
+ * group at the inputs whose tap lands on it: input z with z * SD - PD + a * DD = od. HAS_BIAS adds
+ * bias[o]. plane is (image, output channel). */
+__kernel void conv3d_transpose(__global const T* x, __global const T* w, __global const T* bias, __global T* out,
+                               int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    OUTPUT_COORDS(i);
+    const int o = plane % O, group = o / OG, first = (plane / O) * C + group * CG;
+    float acc = 0.0f;
+    for (int c = 0; c < CG; ++c) {
+        __global const T* p = x + (first + c) * D * H * W;
+        __global const T* q = w + ((group * CG + c) * OG + o % OG) * KD * KH * KW;
+        for (int a = 0; a < KD; ++a) {
+            int z = od + PD - a * DD;
+            if (z < 0 || z % SD || z / SD >= D) continue;
+            for (int b = 0; b < KH; ++b) {
+                int y = oh + PH - b * DH;
+                if (y < 0 || y % SH || y / SH >= H) continue;
+                for (int e = 0; e < KW; ++e) {
+                    int v = ow + PW - e * DW;
+                    if (v >= 0 && v % SW == 0 && v / SW < W)
+                        acc += (float)LOAD(p, (z / SD * H + y / SH) * W + v / SW) * (float)LOAD(q, (a * KH + b) * KW + e);
+                }
+            }
+        }
+    }
+    ADD_BIAS(acc, o)
     STORE(out, i, acc);
 }
 #endif
