@@ -41,8 +41,16 @@ def concat(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("Split", makes="split")
 def split(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Sizes from the attr (before opset 13) or the input: a constant, or computed at run time (one
+    one-value slice of it per output: split's SectionsTensorList)."""
     x, outs = node.input[0], list(node.output)
     axis = attrs.get("axis", 0)
+    if ctx.opset >= 13 and len(node.input) > 1 and node.input[1] and not ctx.is_const(node.input[1]):
+        sections = [ctx.temp(f"{node.input[1]}.section") for _ in outs]
+        for i, section in enumerate(sections):
+            ctx.emit("slice", {"Input": node.input[1]}, {"Out": section}, {"axes": [0], "starts": [i], "ends": [i + 1]})
+        ctx.emit("split", {"X": x, "SectionsTensorList": sections}, {"Out": outs}, {"axis": axis})
+        return
     sizes = (_ints(ctx.const(node.input[1], "split")) if len(node.input) > 1 and node.input[1] else None) \
         if ctx.opset >= 13 else attrs.get("split")
     dim = ctx.shape(x)[ctx.axis(axis, len(ctx.shape(x)))]

@@ -126,9 +126,14 @@ def concat(ctx: ExportContext, op: Operator) -> None:
 
 @exports("split")
 def split(ctx: ExportContext, op: Operator) -> None:
-    refuse_lists(ctx, op, "AxisTensor", "SectionsTensorList")
+    refuse_lists(ctx, op, "AxisTensor")
     x, outs = op.input("X")[0], list(op.output("Out"))
     axis = op.attr("axis")
+    if op.input("SectionsTensorList"):  # one-value tensors, computed at run time
+        sizes = ctx.node("Concat", [ctx.node("Reshape", [ctx.int64(s), ctx.ints([1])]) for s in op.input("SectionsTensorList")],
+                         axis=0)
+        ctx.node("Split", [x, sizes], outs, axis=axis)
+        return
     sections = list(op.attr("sections"))
     if -1 in sections:
         dim = ctx.shape(x)[axis]
