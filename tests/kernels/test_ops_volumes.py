@@ -114,6 +114,7 @@ POOLS = [  # (ONNX op, attrs)
     ("AveragePool", {"kernel_shape": [3, 3, 3], "strides": [2, 2, 2], "pads": [1, 1, 1, 1, 1, 1]}),
     ("AveragePool", {"kernel_shape": [3, 2, 3], "pads": [1, 0, 1, 1, 1, 0], "count_include_pad": 1}),
     ("AveragePool", {"kernel_shape": [2, 3, 3], "strides": [2, 2, 2], "ceil_mode": 1}),
+    ("LpPool", {"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [1, 1, 0, 0, 1, 1], "p": 3}),
     ("GlobalAveragePool", {}),
     ("GlobalMaxPool", {}),
 ]

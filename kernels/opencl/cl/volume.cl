@@ -7,6 +7,21 @@
 #define OUTPUT_COORDS(i) \
     const int ow = (i) % OW, oh = ((i) / OW) % OH, od = ((i) / (OW * OH)) % OD, plane = (i) / (OW * OH * OD)
 
+/* The body once per tap (a, b, e) of output (od, oh, ow) that reads the input, at input (z, y, v). */
+#define FOR_EACH_TAP(...) \
+    for (int a = 0; a < KD; ++a) { \
+        int z = od * SD - PD + a * DD; \
+        if (z < 0 || z >= D) continue; \
+        for (int b = 0; b < KH; ++b) { \
+            int y = oh * SH - PH + b * DH; \
+            if (y < 0 || y >= H) continue; \
+            for (int e = 0; e < KW; ++e) { \
+                int v = ow * SW - PW + e * DW; \
+                if (v >= 0 && v < W) { __VA_ARGS__ } \
+            } \
+        } \
+    }
+
 #ifdef CONV3D
 /* conv3d: C input channels, O outputs, CG input channels per group and OG outputs; Filter is
  * [O, CG, KD, KH, KW]. plane is (image, output channel). */
@@ -19,18 +34,7 @@ __kernel void conv3d(__global const T* x, __global const T* w, __global T* out, 
     for (int c = 0; c < CG; ++c) {
         __global const T* p = x + (first + c) * D * H * W;
         __global const T* q = w + (o * CG + c) * KD * KH * KW;
-        for (int a = 0; a < KD; ++a) {
-            int z = od * SD - PD + a * DD;
-            if (z < 0 || z >= D) continue;
-            for (int b = 0; b < KH; ++b) {
-                int y = oh * SH - PH + b * DH;
-                if (y < 0 || y >= H) continue;
-                for (int e = 0; e < KW; ++e) {
-                    int v = ow * SW - PW + e * DW;
-                    if (v >= 0 && v < W) acc += (float)LOAD(p, (z * H + y) * W + v) * (float)LOAD(q, (a * KH + b) * KW + e);
-                }
-            }
-        }
+        FOR_EACH_TAP(acc += (float)LOAD(p, (z * H + y) * W + v) * (float)LOAD(q, (a * KH + b) * KW + e);)
     }
     STORE(out, i, acc);
 }
@@ -70,9 +74,17 @@ __kernel void conv3d_transpose(__global const T* x, __global const T* w, __globa
 #endif
 
 #ifdef POOL3D
-/* pool3d: POOL_MAX the maximum of the taps inside the input; POOL_LP (the norm's order) the
- * NORM-th root of the sum of |x|^NORM; else the average: the sum over the taps inside divided by
- * their count when EXCLUSIVE, else by KD * KH * KW. plane is (image, channel). */
+#ifdef POOL_MAX
+#define POOL_ADD(acc, value) acc = fmax(acc, value)
+#elif defined(POOL_LP)
+#define POOL_ADD(acc, value) acc += pow(fabs(value), (float)POOL_LP)
+#else
+#define POOL_ADD(acc, value) acc += value
+#endif
+
+/* pool3d: POOL_MAX the maximum of the taps inside the input; POOL_LP (the norm's order p) the p-th
+ * root of the sum of |x|^p; else the average: the sum over the taps inside divided by their count
+ * when EXCLUSIVE, else by KD * KH * KW. plane is (image, channel). */
 __kernel void pool3d(__global const T* x, __global T* out, int n) {
     int i = get_global_id(0);
     if (i >= n) return;
@@ -84,27 +96,7 @@ __kernel void pool3d(__global const T* x, __global T* out, int n) {
     float acc = 0.0f;
 #endif
     int inside = 0;
-    for (int a = 0; a < KD; ++a) {
-        int z = od * SD - PD + a * DD;
-        if (z < 0 || z >= D) continue;
-        for (int b = 0; b < KH; ++b) {
-            int y = oh * SH - PH + b * DH;
-            if (y < 0 || y >= H) continue;
-            for (int e = 0; e < KW; ++e) {
-                int v = ow * SW - PW + e * DW;
-                if (v < 0 || v >= W) continue;
-                float value = (float)LOAD(p, (z * H + y) * W + v);
-#ifdef POOL_MAX
-                acc = fmax(acc, value);
-#elif defined(POOL_LP)
-                acc += pow(fabs(value), (float)POOL_LP);
-#else
-                acc += value;
-#endif
-                ++inside;
-            }
-        }
-    }
+    FOR_EACH_TAP(POOL_ADD(acc, (float)LOAD(p, (z * H + y) * W + v)); ++inside;)
 #ifdef POOL_LP
     acc = pow(acc, 1.0f / (float)POOL_LP);
 #elif !defined(POOL_MAX)
