@@ -377,7 +377,7 @@ def einsum_shape(equation: str, shapes: Sequence[Sequence[int]]) -> list[int]:
         dims = iter(shape)
         for label in term:
             if label == ".":
-                batch = _broadcast_pair([next(dims) for _ in range(extra)], batch)
+                batch = _broadcast_pair(equation, [next(dims) for _ in range(extra)], batch)
                 continue
             sizes[label] = _unify_label(equation, label, sizes.get(label, 1), next(dims))
     if not arrow:
@@ -401,10 +401,11 @@ def _unify_label(equation: str, label: str, known: int, d: int) -> int:
     raise ValueError(f"label {label!r} of {equation!r} has sizes {known} and {d}")
 
 
-def _broadcast_pair(a: list[int], b: list[int]) -> list[int]:
+def _broadcast_pair(equation: str, a: list[int], b: list[int]) -> list[int]:
+    """The dims two operands' ``...`` broadcast to, unified as labels are."""
     rank = max(len(a), len(b))
     a, b = [1] * (rank - len(a)) + a, [1] * (rank - len(b)) + b
-    return [y if x == 1 else x for x, y in zip(a, b)]
+    return [_unify_label(equation, "...", known, d) for d, known in zip(a, b)]
 
 
 def _infer_einsum(ctx: InferContext) -> None:

@@ -266,6 +266,7 @@ def _model(node, inputs: dict[str, tuple[np.dtype, list]]):
     ("bhwc,hkc->bhwk", ["b", "h", "w", 4], [3, 5, 4]),  # SAM's relative positions: h named, then concrete
     ("hkc,bhwc->bhwk", [3, 5, 4], ["b", "h", "w", 4]),  # the concrete size first
     ("bij,bjk->bik", ["b", "i", "j"], ["b", "j", 2]),  # symbolic on both sides
+    ("...ij,...jk->...ik", ["b", 3, "j"], [2, "j", 5]),  # a batch dim named on one side
 ])
 def test_einsum_with_symbolic_dims_against_onnxruntime(dtype, equation, x_dims, r_dims):
     """A label whose size is a named dim in one operand and concrete (or named) in another imports
