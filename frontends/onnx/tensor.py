@@ -113,7 +113,11 @@ def squeeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 @converts("Unsqueeze", makes="unsqueeze2")
 def unsqueeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """ONNX's axes count in the output's rank; inserted in ascending order, one at a time (as
-    Paddle does), they land at the same places."""
+    Paddle does), they land at the same places. Axes computed at run time are put so (counted
+    from 0, then sorted) before unsqueeze2 reads them as its AxesTensor."""
+    if ctx.opset >= 13 and not ctx.is_const(node.input[1]):
+        _runtime_unsqueeze(ctx, node)
+        return
     axes = _axes(ctx, node, attrs, 13)
     if not axes:
         ctx.fail("Unsqueeze needs axes")
@@ -122,6 +126,18 @@ def unsqueeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
     if len(set(normalized)) != len(normalized):
         ctx.fail(f"axes {axes} repeat an axis")
     ctx.emit("unsqueeze2", {"X": node.input[0]}, {"Out": node.output[0]}, {"axes": normalized})
+
+
+def _runtime_unsqueeze(ctx: GraphContext, node: NodeProto) -> None:
+    axes = node.input[1]
+    (count,) = ctx.static_shape(axes, "Unsqueeze with run-time axes")
+    rank = len(ctx.shape(node.input[0])) + count
+    counted, ordered = ctx.temp(f"{axes}.counted"), ctx.temp(f"{axes}.sorted")
+    ctx.emit("elementwise_mod", {"X": axes, "Y": ctx.add_const(ctx.temp("rank"), np.array([rank], ctx.info(axes).dtype.numpy))},
+             {"Out": counted}, {"axis": -1})
+    ctx.emit("top_k_v2", {"X": counted}, {"Out": ordered, "Indices": ctx.temp(f"{axes}.order")},
+             {"k": count, "axis": 0, "largest": False, "sorted": True})
+    ctx.emit("unsqueeze2", {"X": node.input[0], "AxesTensor": ordered}, {"Out": node.output[0]})
 
 
 @converts("Slice", makes=("slice", "strided_slice"))

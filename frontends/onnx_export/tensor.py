@@ -100,8 +100,13 @@ def squeeze2(ctx: ExportContext, op: Operator) -> None:
 
 @exports("unsqueeze2")
 def unsqueeze2(ctx: ExportContext, op: Operator) -> None:
-    """Paddle inserts its axes one after the other; in ascending order that is ONNX's reading."""
-    refuse_lists(ctx, op, "AxesTensor", "AxesTensorList")
+    """Paddle inserts its axes one after the other; in ascending order that is ONNX's reading. An
+    AxesTensor (computed at run time) is ONNX's axes as it is: one axis reads alike in both, and
+    several do when they ascend from 0 up, as the importer orders them."""
+    refuse_lists(ctx, op, "AxesTensorList")
+    if op.input("AxesTensor"):
+        ctx.node("Unsqueeze", [op.input("X")[0], ctx.int64(op.input("AxesTensor")[0])], [op.output("Out")[0]])
+        return
     rank = ctx.rank(op.input("X")[0])
     axes, placed = list(op.attr("axes")), list[int]()
     for a in axes:
