@@ -5,6 +5,9 @@ not, or the arrays do not suit the loop), then times Y in place. float16 runs wi
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 
 from ...ir.dtypes import DType
@@ -15,9 +18,16 @@ from .jit import compiled_unary
 __all__ = ["swiglu"]
 
 
+@functools.cache
+def _silu() -> Callable[[np.ndarray, np.ndarray], bool] | None:
+    """silu's compiled loop, looked up once: finding it renders the row's expression, which cost
+    a decode step's dozen swiglus more than their arithmetic."""
+    return compiled_unary("silu", {})
+
+
 def swiglu(out: np.ndarray, gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     """``out`` = silu(gate) * up (``out`` may be ``gate``); fc's gated epilogue computes it too."""
-    loop = compiled_unary("silu", {})
+    loop = _silu()
     if loop is None or not loop(out, gate):
         UNARY["silu"].numpy(gate, out=out)
     return np.multiply(out, up, out=out)
