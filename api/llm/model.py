@@ -268,9 +268,9 @@ def load(path: str | os.PathLike[str], *, place: str | Place = "cpu", dtype: str
     safetensors weights: the families of ``halfway.frontends.checkpoint``) or from a decoder ONNX
     export with a past/present cache (``halfway.api.llm.onnx_decoder``; its folder's
     ``config.json`` and ``tokenizer.json`` are read where present) on ``place`` (cpu, opencl,
-    opencl:N or a Place), as a ``dtype`` (float32 or float16; an export's own) program, with
-    caches of ``max_length`` positions per sequence (default: ``DEFAULT_MAX_LENGTH``, 2048, or
-    the model's positions if fewer).
+    opencl:N or a Place), as a ``dtype`` (float32 or float16; an export in its own, or a float32
+    one as float16) program, with caches of ``max_length`` positions per sequence (default:
+    ``DEFAULT_MAX_LENGTH``, 2048, or the model's positions if fewer).
 
     Raises:
         CheckpointError: the folder cannot be read or built (as ``load_checkpoint``).
