@@ -7,8 +7,8 @@
 with ``s = scale / sqrt(var + epsilon)``, ``W' = W * s`` along W's output-channel axis and
 ``b' = (b - mean) * s + shift`` (``b`` = 0 without a bias add). Cases:
 
-1. conv2d / depthwise_conv2d, channel axis of W 0 (filters are [C_out, C_in / g, kh, kw]);
-   batch_norm's layout must match the conv's data_format;
+1. conv2d / depthwise_conv2d / conv3d, channel axis of W 0 (filters are [C_out, C_in / g, kh, kw]
+   or [C_out, C_in / g, kd, kh, kw]); batch_norm's layout must match the conv's data_format;
 2. matmul_v2 (Y is W, not transposed X, any trans_y) and mul (2-D Y, y_num_col_dims 1) whose
    output is 2-D [N, C], W's channel axis 1 (0 for trans_y);
 3. each of them followed by an elementwise_add of a per-channel bias parameter.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.operator import Operator
-from .fuse_channels import CONVS, conv_channel_dim, is_channel_bias
+from .fuse_channels import CONVS, is_channel_bias
 from .pattern import pattern
 from .rewrite import Decline, RewriteContext, Rule, Rules, copy_op, register_rules
 
@@ -36,14 +36,15 @@ __all__ = ["RULES"]
 
 _BN_PARAMS = "Scale=scale:param, Bias=shift:param, Mean=mean:param, Variance=variance:param"
 _BN_SCALE_SHIFT = "Scale=scale:param, Bias=shift:param, Mean=_:param, Variance=_:param"
-_CONV = "conv:conv2d|depthwise_conv2d(Input=_, Filter=w:param)"
+_CONVS = (*CONVS, "conv3d")
+_CONV = "conv:conv2d|depthwise_conv2d|conv3d(Input=_, Filter=w:param)"
 _MATMUL = "conv:matmul_v2(X=_, Y=w:param)"
 _MUL = "conv:mul(X=_, Y=w:param)"
 
 
 def _weight_axis(producer: Operator, w_rank: int) -> int | None:
     """W's output-channel axis, None where folding does not apply."""
-    if producer.type in CONVS:
+    if producer.type in _CONVS:
         return 0
     if w_rank != 2:
         return None
@@ -55,14 +56,15 @@ def _weight_axis(producer: Operator, w_rank: int) -> int | None:
 def _channel_dim(ctx: RewriteContext, producer: Operator, bn: Operator) -> int | None:
     """The channel dim of the producer's output, None if unknown or the layouts disagree."""
     out = ctx.var(producer.output(_main_slot(producer))[0]).shape or ()
-    if producer.type in CONVS:
-        dim = conv_channel_dim(producer)
-        return dim if len(out) == 4 and dim == (3 if bn.attr("data_layout") == "NHWC" else 1) else None
+    if producer.type in _CONVS:
+        rank = 5 if producer.type == "conv3d" else 4
+        dim = rank - 1 if producer.attr("data_format") in ("NHWC", "NDHWC") else 1
+        return dim if len(out) == rank and dim == _bn_channel_dim(bn, rank) else None
     return 1 if len(out) == 2 else None
 
 
 def _main_slot(producer: Operator) -> str:
-    return "Output" if producer.type in CONVS else "Out"
+    return "Output" if producer.type in _CONVS else "Out"
 
 
 def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: str, shift: str, mean: str,
@@ -88,7 +90,7 @@ def _fold(ctx: RewriteContext, *, bn: Operator, conv: Operator, w: str, scale: s
     folded_w = (weight.astype(np.float64) * s.reshape(shape)).astype(weight.dtype)
     base = bias.reshape(-1).astype(np.float64) if bias is not None else 0.0
     folded_b = ((base - mu.astype(np.float64)) * s + beta.astype(np.float64)).astype(weight.dtype)
-    slot = "Filter" if conv.type in CONVS else "Y"
+    slot = "Filter" if conv.type in _CONVS else "Y"
     new_conv = copy_op(conv, inputs={slot: ctx.new_param(f"{w}.bn_folded", folded_w)})
     inner = conv.output(_main_slot(conv))[0]
     y = bn.output("Y")[0]
@@ -142,5 +144,5 @@ AFFINE_RULES = Rules([
 RULES = Rules(_rules(_CONV, "conv2d") + _rules(_MATMUL, "matmul_v2") + _rules(_MUL, "mul"))
 
 register_rules("fuse_conv_bn", [AFFINE_RULES, RULES], "Fold batch_norm (and the per-channel scales and shifts "
-               "after it) into the preceding conv2d/depthwise_conv2d/matmul_v2/mul weights and bias.",
+               "after it) into the preceding conv2d/depthwise_conv2d/conv3d/matmul_v2/mul weights and bias.",
                needs_scope=True)

@@ -127,11 +127,9 @@ def test_pools_of_5d_input(place, dtype, op_type, attrs):
     _check([helper.make_node(op_type, ["x"], ["y"], **attrs)], {"x": _x(2, 3, 5, 7, 8)}, {}, place, dtype)
 
 
-@pytest.mark.parametrize("place", PLACES)
-@pytest.mark.parametrize("dtype", FLOATS)
-def test_a_video_block(place, dtype):
+def _video_block() -> tuple[list, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A video ResNet's stem and block: Conv3D, BatchNorm, ReLU, 3-D max pool, a residual Conv3D
-    pair, the global average pool and the classifier."""
+    pair, the global average pool and the classifier; (nodes, feeds, initializers)."""
     c = 4
     bn = {f"{name}{i}": value for i in (0, 1, 2) for name, value in
           (("s", _x(c)), ("b", _x(c)), ("m", _x(c) * 0.1), ("v", np.abs(_x(c)) + 0.5))}
@@ -155,7 +153,30 @@ def test_a_video_block(place, dtype):
     nodes += [helper.make_node("Add", ["n2", "p0"], ["sum"]), helper.make_node("Relu", ["sum"], ["r2"]),
               helper.make_node("GlobalAveragePool", ["r2"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
               helper.make_node("MatMul", ["f", "fc"], ["logits"])]
-    _check(nodes, {"x": _x(2, 3, 4, 16, 16)}, consts, place, dtype, roundings=len(nodes))
+    return nodes, {"x": _x(2, 3, 4, 16, 16)}, consts
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_video_block(place, dtype):
+    nodes, feeds, consts = _video_block()
+    _check(nodes, feeds, consts, place, dtype, roundings=len(nodes))
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_the_default_pipeline_folds_batch_norm_into_conv3d(place):
+    nodes, feeds, consts = _video_block()
+    model = _model(nodes, feeds, consts, np.float32)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, feeds)[0]
+    program, names, fetches, scope = halfway.load(model)
+    result = halfway.PassManager().run(program, scope, fetch=fetches)
+    optimized = result.program
+    types = [op.type for op in optimized.global_block().ops]
+    assert "batch_norm" not in types and types.count("conv3d") == 3
+    executor = Executor(halfway.OpenCLPlace()) if place == "opencl" else Executor()
+    got = executor.run(optimized, feeds, fetches, result.scope)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
 
 
 @pytest.mark.parametrize("node", [helper.make_node("Conv", ["x", "w"], ["y"], group=2, strides=[1, 2, 2],
