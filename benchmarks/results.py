@@ -8,7 +8,8 @@
 The file is one JSON object::
 
     {"benchmark": "bench_zoo", "date": "2026-11-28T03:51:37+00:00",
-     "machine": {"cpu": "AMD EPYC", "cores": 2, "isa": ["avx2", "avx512f"], "gpu": "NVIDIA H100 ..."},
+     "machine": {"cpu": "AMD EPYC", "cores": 2, "isa": ["avx2", "avx512f"], "gpu": "NVIDIA H100 ...",
+                 "kernels": {"openblas": "SkylakeX", "numba": "znver4", "numpy": "AVX512_SPR"}, "load_average": 0.2},
      "command": "benchmarks/bench_zoo.py --repeats 30", "source": "measured",
      "versions": {"halfway": "<commit>", "python": "3.11.7", "numpy": "2.3.5", ...},
      "tables": {"latency": [{"model": "resnet50", "halfway_ms": 21.3, ...}, ...]},
@@ -53,6 +54,36 @@ def cpu() -> dict[str, Any]:
     return {"cpu": name, "cores": cores, "isa": [f for f in ISA_FLAGS if f in flags]}
 
 
+def kernel_targets() -> dict[str, str]:
+    """The ISA each library's kernels were chosen for at run time: OpenBLAS's core type
+    (threadpoolctl), the CPU numba compiles the loops for (``NUMBA_CPU_NAME``, else the host's)
+    and numpy's best dispatch target; those not found are left out."""
+    found: dict[str, str] = {}
+    try:
+        from threadpoolctl import threadpool_info
+
+        cores = [i["architecture"] for i in threadpool_info() if i.get("internal_api") == "openblas"]
+        if cores:
+            found["openblas"] = str(cores[0])
+    except ImportError:
+        pass
+    try:
+        import llvmlite.binding
+
+        found["numba"] = os.environ.get("NUMBA_CPU_NAME") or str(llvmlite.binding.get_host_cpu_name())
+    except ImportError:
+        pass
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+        targets = [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]
+        if targets:
+            found["numpy"] = targets[-1]
+    except ImportError:
+        pass
+    return found
+
+
 def gpus() -> list[str]:
     """The NVIDIA GPUs' names as ``nvidia-smi`` gives them; empty without it."""
     try:
@@ -64,9 +95,11 @@ def gpus() -> list[str]:
 
 
 def machine(opencl_device: str | None = None) -> dict[str, Any]:
-    """CPU, cores, ISA flags, GPU names, where the benchmark used one its OpenCL device, and the
-    load average (one minute's) when the figures are written: a shared machine's other work."""
+    """CPU, cores, ISA flags and the kernels' targets (``kernel_targets``), GPU names, where the
+    benchmark used one its OpenCL device, and the load average (one minute's) when the figures
+    are written: a shared machine's other work."""
     found: dict[str, Any] = cpu()
+    found["kernels"] = kernel_targets()
     names = gpus()
     if names:
         found["gpu"] = names[0] if len(set(names)) == 1 else ", ".join(names)
