@@ -1,4 +1,4 @@
-"""Converters of ONNX ops that halfway composes from its own: Hardmax.
+"""Converters of ONNX ops that halfway composes from its own: Hardmax, LpNormalization, EyeLike.
 
 Hardmax is a one-hot of the first maximum along its axis: arg_max (keeping the dim) compared
 with the positions along that dim, cast to X's type. Before opset 13 it works on X seen as 2-D
@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto
+from onnx import NodeProto, helper
 
 from ...ir.dtypes import DType
 from .context import GraphContext
@@ -41,3 +41,34 @@ def hardmax(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("reshape2", {"X": x}, {"Out": flat}, {"shape": [math.prod(shape[:axis]), math.prod(shape[axis:])]})
     _one_hot_of_max(ctx, flat, 1, picked)
     ctx.emit("reshape2", {"X": picked}, {"Out": out}, {"shape": list(shape)})
+
+
+@converts("LpNormalization")
+def lp_normalization(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """X over its L1 norm (the sum of |X|) or L2 norm (the root of the sum of squares) along axis;
+    where the norm is 0 (X is), X itself."""
+    x, out = node.input[0], node.output[0]
+    axis, p = ctx.axis(attrs.get("axis", -1), len(ctx.shape(x))), attrs.get("p", 2)
+    if p not in (1, 2):
+        ctx.fail(f"p is {p}; LpNormalization takes 1 or 2")
+    magnitude, total, norm = ctx.temp(f"{out}.magnitude"), ctx.temp(f"{out}.total"), ctx.temp(f"{out}.norm")
+    ctx.emit("abs" if p == 1 else "square", {"X": x}, {"Out": magnitude})
+    ctx.emit("reduce_sum", {"X": magnitude}, {"Out": total if p == 2 else norm},
+             {"dim": [axis], "keep_dim": True, "reduce_all": False})
+    if p == 2:
+        ctx.emit("sqrt", {"X": total}, {"Out": norm})
+    zero, divisor = ctx.temp(f"{out}.zero"), ctx.temp(f"{out}.divisor")
+    one = ctx.add_const(f"{out}.one", np.ones((), ctx.info(x).dtype.numpy))
+    ctx.emit("equal", {"X": norm, "Y": ctx.add_const(f"{out}.nought", np.zeros((), ctx.info(x).dtype.numpy))},
+             {"Out": zero}, {"axis": -1})
+    ctx.emit("where", {"Condition": zero, "X": one, "Y": norm}, {"Out": divisor})
+    ctx.emit("elementwise_div", {"X": x, "Y": divisor}, {"Out": out}, {"axis": -1})
+
+
+@converts("EyeLike")
+def eye_like(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Ones on diagonal k of a matrix of X's static shape, in ``dtype`` (else X's): a constant."""
+    rows, cols = ctx.static_shape(node.input[0], "EyeLike")
+    dtype = helper.tensor_dtype_to_np_dtype(attrs["dtype"]) if "dtype" in attrs else ctx.info(node.input[0]).dtype.numpy
+    eye = ctx.add_const(f"{node.output[0]}.eye", np.eye(rows, cols, attrs.get("k", 0), dtype=dtype))
+    ctx.emit("assign", {"X": eye}, {"Out": node.output[0]})

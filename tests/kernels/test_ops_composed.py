@@ -35,3 +35,32 @@ def test_hardmax_is_a_one_hot_of_the_first_maximum(opset, axis, dtype):
     want = ReferenceEvaluator(model).run(None, {"x": x})[0] if opset >= 13 else _hardmax_2d(x, axis)
     assert got.dtype == x.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def _run_one_node(node, x: np.ndarray, opset: int = 22) -> tuple[np.ndarray, np.ndarray]:
+    """(halfway's output, onnx's reference output) of a one-node model on ``x``."""
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype),
+                                                                          x.shape)],
+                              [helper.make_empty_tensor_value_info("y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    prog, names, fetches, scope = halfway.load(model)
+    return Executor().run(prog, {names[0]: x}, fetches, scope)[0], ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_lp_normalization_divides_by_the_norm_and_keeps_zeros(p, axis):
+    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    x[:, 1, :] = 0  # zero norms along every axis somewhere
+    x[1, :, 2] = 0
+    got, _ = _run_one_node(helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p), x)
+    norm = np.linalg.norm(x, ord=p, axis=axis, keepdims=True) if p == 2 else np.abs(x).sum(axis=axis, keepdims=True)
+    # onnx's reference sums X itself, not |X|, for p = 1: the norm is numpy's
+    np.testing.assert_allclose(got, np.where(norm == 0, 0, x / np.where(norm == 0, 1, norm)), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"k": 2}, {"k": -1, "dtype": 7}])
+def test_eye_like_is_the_identity_of_x_shape(attrs):
+    got, want = _run_one_node(helper.make_node("EyeLike", ["x"], ["y"], **attrs), RNG.standard_normal((4, 6)).astype(np.float32))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
