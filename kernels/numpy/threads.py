@@ -35,6 +35,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -124,6 +125,16 @@ GRACE = 16
 the caller has let go of the GIL when the worker takes it."""
 
 
+LATE_S = 1e-3
+"""How late a worker may join a job (polling, it joins in tens of microseconds; woken from sleep,
+in about 50) before the team takes the machine to be crowded."""
+
+BACK_OFF_S = 0.25
+"""How long a crowded team stays out of use: parts run on the caller, in turn, meanwhile. Each
+hand-off between threads that share a core with other work waits for the GIL's holder to get the
+core back (milliseconds), which on a crowded machine cost far more than the parts saved."""
+
+
 class _Job:
     """One caller's parts, each taken by whichever thread is free first (the caller or a worker):
     a thread the machine's other work keeps off its core takes none, and leaves none waiting."""
@@ -135,10 +146,15 @@ class _Job:
         self._claims = itertools.count()  # next() is atomic under the GIL
         self.done = np.zeros(len(parts), np.int64)
         self.errors: list[BaseException | None] = [None] * len(parts)
+        self.published = time.perf_counter()
+        self.joined: float | None = None
+        """When a worker first took a part (None: none did)."""
 
-    def take(self) -> None:
+    def take(self, worker: bool = False) -> None:
         """Run parts until none is left to take."""
         while (i := next(self._claims)) < len(self.parts):
+            if worker and self.joined is None:
+                self.joined = time.perf_counter()
             try:
                 self.parts[i]()
             except BaseException as e:  # noqa: BLE001 - handed to the caller
@@ -156,7 +172,8 @@ class _Team:
     side waits for the GIL while the other holds it: the worker takes the GIL only ``GRACE``
     yields after a job is published, by when the caller is inside its own part (its loops and
     BLAS run without the GIL). On a busy machine a worker may get its core late: the caller (or
-    another worker) has taken its parts by then, and it finds none left.
+    another worker) has taken its parts by then, and it finds none left; a worker that joins a
+    job more than ``LATE_S`` late keeps the team out of use for ``BACK_OFF_S``.
     """
 
     def __init__(self, size: int, spin: Any) -> None:
@@ -168,13 +185,14 @@ class _Team:
         self._sleeping = [False] * size
         self._wake = threading.Condition()
         self._caller = threading.Lock()
+        self._crowded_until = 0.0
         for k in range(size):
             threading.Thread(target=self._work, args=(k,), name=f"halfway-numpy-{k}", daemon=True).start()
 
     def run(self, parts: Sequence[Callable[[], object]]) -> bool:
         """``parts`` on this thread and the workers; False, having run nothing, where another
         caller holds the team."""
-        if not self._caller.acquire(blocking=False):
+        if time.perf_counter() < self._crowded_until or not self._caller.acquire(blocking=False):
             return False
         try:
             job = _Job(parts)
@@ -192,6 +210,8 @@ class _Team:
                     self._spin.wait_value(job.done, i, 1)
                 for k in workers:
                     self._jobs[k] = None
+            if _late(job):
+                self._crowded_until = time.perf_counter() + BACK_OFF_S
             error = next((e for e in job.errors if e is not None), None)
             if error is not None:
                 raise error
@@ -214,7 +234,14 @@ class _Team:
             seen = value
             job = self._jobs[k]
             if job is not None:  # None: the caller took every part and left before this worker woke
-                job.take()
+                job.take(worker=True)
+
+
+def _late(job: _Job) -> bool:
+    """Whether the workers joined ``job`` later than ``LATE_S`` after it was published (or, in a
+    job that lasted longer, not at all): the machine's other work holds the cores."""
+    joined = job.joined if job.joined is not None else time.perf_counter()
+    return joined - job.published > LATE_S
 
 
 _teams: dict[int, _Team | None] = {}

@@ -160,11 +160,20 @@ def test_spans_cut_only_work_worth_sharing(monkeypatch):
     assert threads.spans(0) == [(0, 0)]
 
 
-def test_parts_run_on_the_team_and_it_wakes_after_sleeping(monkeypatch):
-    """The team's workers run parts (another thread than the caller's); a worker that stopped
-    polling and slept is woken by the next parts."""
+@pytest.fixture
+def team(monkeypatch):
+    """The thread team, never taken to be crowded (on this shared machine it may be)."""
     if threads.team_size() == 0:
         pytest.skip("no thread team: numba's loops are off or there is one thread")
+    found = threads._team()
+    monkeypatch.setattr(threads, "LATE_S", float("inf"))
+    monkeypatch.setattr(found, "_crowded_until", 0.0)
+    return found
+
+
+def test_parts_run_on_the_team_and_it_wakes_after_sleeping(monkeypatch, team):
+    """The team's workers run parts (another thread than the caller's); a worker that stopped
+    polling and slept is woken by the next parts."""
     monkeypatch.setattr(threads, "POLLS", 1)
     for _ in range(2):
         seen = []
@@ -179,11 +188,9 @@ def test_parts_run_on_the_team_and_it_wakes_after_sleeping(monkeypatch):
         time.sleep(0.05)
 
 
-def test_a_worker_kept_off_its_core_leaves_its_parts_to_the_caller():
+def test_a_worker_kept_off_its_core_leaves_its_parts_to_the_caller(team):
     """Parts go to whichever thread is free: while the team's workers are held up (here by the
     parts that hold them), the caller takes every part that is left."""
-    if threads.team_size() == 0:
-        pytest.skip("no thread team: numba's loops are off or there is one thread")
     caller, release = threading.get_ident(), threading.Event()
     seen = []
 
@@ -199,6 +206,22 @@ def test_a_worker_kept_off_its_core_leaves_its_parts_to_the_caller():
     thread.cancel()
     assert sorted(i for i, _ in seen) == list(range(20))
     assert sum(ident == caller for _, ident in seen) >= 20 - threads.team_size()
+
+
+def test_a_team_whose_workers_join_late_backs_off_for_a_while(monkeypatch, team):
+    """Workers that join a job late (here: later than no time at all) keep the team out of use
+    for ``BACK_OFF_S``: the parts run on the caller meanwhile, and on the team again after."""
+    meet = threading.Barrier(threads.team_size() + 1, timeout=10)
+    threads.run_parts([meet.wait] * (threads.team_size() + 1))  # the workers are polling now
+    monkeypatch.setattr(threads, "LATE_S", 0.0)
+    threads.run_parts([meet.wait] * (threads.team_size() + 1))
+    seen = []
+    threads.run_parts([lambda: seen.append(threading.get_ident())] * 8)
+    assert set(seen) == {threading.get_ident()}
+    monkeypatch.setattr(threads, "LATE_S", float("inf"))
+    monkeypatch.setattr(team, "_crowded_until", time.perf_counter() + 0.05)
+    time.sleep(0.06)
+    threads.run_parts([meet.wait] * (threads.team_size() + 1))  # only the team's threads can meet
 
 
 def test_callers_on_several_threads_all_get_their_parts_run():
