@@ -80,6 +80,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "logical_xor": ("Xor",),
     "lrn": ("LRN",),
     "matmul_v2": ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul"),
+    "max_pool2d_with_index": ("MaxPool",),
     "mish": ("Mish",),
     "nearest_interp_v2": ("Resize", "Upsample"),
     "nll_loss": ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"),

@@ -1,13 +1,16 @@
-"""Converters of ONNX's poolings: MaxPool, AveragePool and LpPool in 1-D, 2-D and 3-D, dilated or
-not, and GlobalAveragePool / GlobalMaxPool; padding as ``window``'s, ceil mode as ONNX counts it."""
+"""Converters of ONNX's poolings: MaxPool (with its Indices in 2-D), AveragePool and LpPool in 1-D,
+2-D and 3-D, dilated or not, and GlobalAveragePool / GlobalMaxPool; padding as ``window``'s, ceil
+mode as ONNX counts it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from onnx import NodeProto
 
+from ...ir.dtypes import DType
 from .context import GraphContext
 from .registry import converts
 from .window import lifts_1d, spatial_dims, window_paddings
@@ -27,12 +30,12 @@ def _onnx_pool_out(size: int, k: int, s: int, before: int, after: int, ceil_mode
 _POOLING = {"MaxPool": "max", "AveragePool": "avg", "LpPool": "lp"}
 
 
-@converts("MaxPool", "AveragePool", "LpPool", makes=("pool2d", "pool3d"))
+@converts("MaxPool", "AveragePool", "LpPool", makes={"MaxPool": ("pool2d", "pool3d", "max_pool2d_with_index"),
+                                                     "AveragePool": ("pool2d", "pool3d"), "LpPool": ("pool2d", "pool3d")})
 @lifts_1d
 def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    """pool2d, or pool3d for a 5-D input; LpPool is "lp" pooling of order p."""
-    if ctx.is_used(node, 1):
-        ctx.fail("the Indices output of MaxPool is not supported")
+    """pool2d, or pool3d for a 5-D input; LpPool is "lp" pooling of order p; a 2-D MaxPool whose
+    Indices are read, max_pool2d_with_index."""
     sizes = ctx.shape(node.input[0])[2:]
     if len(sizes) not in (2, 3):
         ctx.fail(f"only 1-D, 2-D and 3-D {node.op_type} are supported, the input has shape "
@@ -42,6 +45,13 @@ def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     paddings, algorithm = window_paddings(ctx, attrs, sizes, kernel, strides, dilations)
     window = {"strides": strides, "paddings": paddings, "padding_algorithm": algorithm}
     ceil_mode = bool(attrs.get("ceil_mode", 0))
+    if ctx.is_used(node, 1):
+        if dims != 2 or algorithm != "EXPLICIT" or ceil_mode or any(d != 1 for d in dilations):
+            ctx.fail("the Indices output of MaxPool is supported in 2-D, with explicit pads, without ceil_mode "
+                     "or dilations")
+        _with_indices(ctx, node, {"ksize": kernel, "strides": strides, "paddings": paddings},
+                      attrs.get("storage_order", 0))
+        return
     exclusive = not attrs.get("count_include_pad", 0)
     pooling = _POOLING[node.op_type]
     op_type = "pool2d" if dims == 2 else "pool3d"
@@ -63,6 +73,24 @@ def pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     if dims == 3:
         options["data_format"] = "NCDHW"
     ctx.emit(op_type, {"X": node.input[0]}, {"Out": node.output[0]}, window | options)
+
+
+def _with_indices(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], storage_order: int) -> None:
+    """max_pool2d_with_index, its Mask (h * W + w in each plane) made ONNX's Indices: the plane's
+    offset plus h * W + w, or w * H + h with ``storage_order`` 1."""
+    n, c, h, w = ctx.static_shape(node.input[0], "MaxPool's Indices")
+    mask, index = ctx.temp(f"{node.output[1]}.mask"), ctx.temp(f"{node.output[1]}.in_plane")
+    ctx.emit("max_pool2d_with_index", {"X": node.input[0]}, {"Out": node.output[0], "Mask": mask}, attrs)
+    if storage_order:  # h * W + w -> w * H + h, looked up
+        column_major = np.arange(h * w, dtype=np.int64).reshape(w, h).T.reshape(-1)
+        table = ctx.add_const(f"{node.output[1]}.column_major", column_major)
+        deep = ctx.temp(f"{mask}.nd")
+        ctx.emit("unsqueeze2", {"X": mask}, {"Out": deep}, {"axes": [4]})
+        ctx.emit("gather_nd", {"X": table, "Index": deep}, {"Out": index})
+    else:
+        ctx.emit("cast", {"X": mask}, {"Out": index}, {"in_dtype": int(DType.int32), "out_dtype": int(DType.int64)})
+    planes = ctx.add_const(f"{node.output[1]}.planes", (np.arange(n * c, dtype=np.int64) * h * w).reshape(n, c, 1, 1))
+    ctx.emit("elementwise_add", {"X": index, "Y": planes}, {"Out": node.output[1]})
 
 
 def _covers_input(ctx: GraphContext, node: NodeProto, kernel: Sequence[int], window: dict[str, Any],

@@ -46,6 +46,8 @@ def lifts_1d(convert: Converter) -> Converter:
     def wrapper(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         if len(ctx.shape(node.input[0])) != 3:
             return convert(ctx, node, attrs)
+        if any(ctx.is_used(node, i) for i in range(1, len(node.output))):
+            ctx.fail(f"only the first output of a 1-D {node.op_type} is supported")
         inputs = [_unit_height(ctx, name) if i < 2 and name else name for i, name in enumerate(node.input)]
         if node.op_type not in ("Conv", "ConvTranspose"):
             inputs[1:] = node.input[1:]

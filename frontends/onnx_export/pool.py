@@ -1,8 +1,13 @@
 """Exporters of the poolings: pool2d and pool3d as MaxPool, AveragePool, LpPool or their global
-forms."""
+forms; max_pool2d_with_index as MaxPool with its Indices."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
+from ...ir.dtypes import DType
 from ...ir.operator import Operator
 from .context import ExportContext
 from .registry import exports
@@ -37,3 +42,18 @@ def pool(ctx: ExportContext, op: Operator) -> None:
         ctx.fail(f"a dilated average pool needs opset 19 (asked for {ctx.opset})")
     ctx.node("AveragePool", [x], [out], ceil_mode=ceil, count_include_pad=int(not op.attr("exclusive")),
              dilations=dilations if ctx.opset >= 19 else None, **window)
+
+
+@exports("max_pool2d_with_index")
+def max_pool_with_index(ctx: ExportContext, op: Operator) -> None:
+    """MaxPool with its Indices, made Paddle's Mask: the index in the plane, ONNX's modulo H * W (int32)."""
+    x, out, mask = op.input("X")[0], op.output("Out")[0], op.output("Mask")[0]
+    h, w = ctx.shape(x)[2:]
+    if op.attr("adaptive") or min(h, w) < 0:
+        ctx.fail("max_pool2d_with_index needs known spatial dims and no adaptive pooling")
+    window: dict[str, Any] = {"kernel_shape": [h, w], "strides": [1, 1], "pads": [0, 0, 0, 0]}
+    if not op.attr("global_pooling"):
+        window = window_attrs(ctx, op, 2) | {"kernel_shape": list(op.attr("ksize"))}
+    indices = ctx.temp(f"{mask}.indices")
+    ctx.node("MaxPool", [x], [out, indices], **window)
+    ctx.cast(ctx.node("Mod", [indices, ctx.const(h * w, np.int64, "plane")]), DType.int32, mask)

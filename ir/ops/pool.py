@@ -1,13 +1,15 @@
-"""Schemas of the poolings: pool2d and pool3d (max, avg and lp; global and adaptive) — Paddle's op
-types, slots, attrs and defaults; the geometry is ``halfway.ir.ops.window``'s."""
+"""Schemas of the poolings: pool2d and pool3d (max, avg and lp; global and adaptive), and
+max_pool2d_with_index (the maximum and where it lies) — Paddle's op types, slots, attrs and
+defaults; the geometry is ``halfway.ir.ops.window``'s."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ..attrs import AttrType
-from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
-from .window import infer_window, join_channels, ranked, split_channels, window_attrs
+from ..dtypes import DType
+from ..schema import AttrSpec, InferContext, InferError, OpSchema, Slot, register_op
+from .window import infer_window, join_channels, ranked, split_channels, window_attrs, window_geometry
 
 __all__: list[str] = []
 
@@ -54,4 +56,33 @@ register_op(OpSchema(
     attrs=_pool_attrs(window_attrs(3)),
     infer=_infer_pool,
     doc="3-D max/avg/lp pooling over [N, C, D, H, W] (or NDHWC), as pool2d (adaptive excepted).",
+))
+
+
+def _infer_max_pool_with_index(ctx: InferContext) -> None:
+    x = ranked(ctx, "X", 4)
+    n, c, spatial = split_channels(x.shape, False)
+    ksize = ctx.attr("ksize")
+    ctx.check(len(ksize) == 2 and all(k > 0 for k in ksize), f"attr ksize must be 2 positive values, got {list(ksize)}")
+    if ctx.attr("global_pooling"):
+        out: Sequence[int] = (1, 1)
+    elif ctx.attr("adaptive"):
+        out = ksize
+    else:
+        try:
+            out = window_geometry(spatial, ksize, ctx.attr("strides"), (1, 1), ctx.attr("paddings")).out
+        except InferError as e:
+            ctx.fail(f"{e} (input spatial dims {list(spatial)})")
+    ctx.set_output("Out", join_channels(n, c, out, False), x.dtype)
+    ctx.set_output("Mask", join_channels(n, c, out, False), DType.int32)
+
+
+register_op(OpSchema(
+    "max_pool2d_with_index", inputs=[Slot("X")], outputs=[Slot("Out"), Slot("Mask")],
+    attrs=[AttrSpec("ksize", AttrType.INTS), AttrSpec("strides", AttrType.INTS, [1, 1]),
+           AttrSpec("paddings", AttrType.INTS, [0, 0]), AttrSpec("global_pooling", AttrType.BOOLEAN, False),
+           AttrSpec("adaptive", AttrType.BOOLEAN, False)],
+    infer=_infer_max_pool_with_index,
+    doc="2-D max pooling over [N, C, H, W] (padding never the maximum), and Mask: where each maximum lies "
+        "in its plane, h * W + w (int32; the first of equals in row-major order).",
 ))

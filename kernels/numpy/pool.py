@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ...ir.dtypes import DType
 from ...ir.ops.window import window_geometry
@@ -36,7 +37,8 @@ from ..registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_f
 from . import jit
 from .jit import compiled_pool
 
-__all__ = ["general_pool", "spatial_axes", "adaptive_bins", "pool_counts", "axis_index", "reduce_taps"]
+__all__ = ["general_pool", "spatial_axes", "adaptive_bins", "pool_counts", "axis_index", "reduce_taps",
+           "max_pool_with_index"]
 
 
 def spatial_axes(data_format: str, rank: int) -> tuple[int, ...]:
@@ -263,3 +265,38 @@ def pool2d_bytes(spec: KernelSpec) -> Kernel:
     if spec.attrs["pooling_type"] != "max":
         raise Unsupported(f"pool2d: {spec.attrs['pooling_type']} pooling of {spec.dtype.name}; max pooling only")
     return _pool(spec)
+
+
+def max_pool_with_index(spec: KernelSpec) -> Kernel:
+    """max_pool2d_with_index: every window of the input padded with -inf, its flattened taps'
+    argmax (the first of equals) giving the maximum and, from the tap, its row and column."""
+    attrs = spec.attrs
+    n, c, h, w = spec.input("X").shape
+    if attrs["adaptive"]:
+        raise Unsupported("max_pool2d_with_index: adaptive pooling has no kernel")
+    pads: tuple[tuple[int, int], ...] = ((0, 0), (0, 0))
+    if attrs["global_pooling"]:
+        (kh, kw), (sh, sw), (oh, ow) = (h, w), (1, 1), (1, 1)
+    else:
+        (kh, kw), (sh, sw) = attrs["ksize"], attrs["strides"]
+        window = window_geometry((h, w), (kh, kw), (sh, sw), (1, 1), attrs["paddings"])
+        pads, (oh, ow) = window.pads, window.out
+    (top, _), (left, _) = pads
+    padded_shape = (n, c, max(h + sum(pads[0]), (oh - 1) * sh + kh), max(w + sum(pads[1]), (ow - 1) * sw + kw))
+    rows, cols = np.arange(oh)[:, None] * sh - top, np.arange(ow) * sw - left
+
+    def run(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        padded = np.full(padded_shape, -np.inf, x.dtype)
+        padded[:, :, top:top + h, left:left + w] = x
+        windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :oh, :ow]
+        taps = windows.reshape(n, c, oh, ow, kh * kw)
+        best = taps.argmax(axis=-1)
+        i, j = np.divmod(best, kw)
+        mask = ((rows + i) * w + cols + j).astype(np.int32)
+        return np.take_along_axis(taps, best[..., None], axis=-1)[..., 0], mask
+
+    return run
+
+
+register_kernel("max_pool2d_with_index", dtypes=(DType.float32, DType.float64))(max_pool_with_index)
+register_kernel("max_pool2d_with_index", dtypes=(DType.float16,))(max_pool_with_index)  # selects: exact in float16

@@ -25,7 +25,6 @@ NOT_SUPPORTED = {
     r"_string(_broadcast)?$": "string tensors",
     r"^test_not_\dd$": "opset 1 models (the importer reads opset 7 and later)",
     r"training": "training mode (BatchNormalization statistics, random Dropout)",
-    r"maxpool_with_argmax": "MaxPool's Indices output",
     r"identity_opt|identity_sequence": "optional and sequence values",
     r"reduce_(max|min)_empty_set|allowzero_reordered": "empty tensors",
     r"clip_min_greater_than_max$": "run-time Clip bounds with min > max (the clip kernel rejects them)",

@@ -78,3 +78,26 @@ def test_a_widely_padded_small_map_is_pooled_without_a_padded_copy():
     windows = np.lib.stride_tricks.sliding_window_view(padded, (9, 9), axis=(2, 3))[:, :, ::8, ::8]
     np.testing.assert_allclose(got_max, np.nanmax(windows, axis=(-2, -1)), rtol=1e-6)
     np.testing.assert_allclose(got_avg, np.nanmean(windows, axis=(-2, -1)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("attrs", [{"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1]},
+                                   {"kernel_shape": [2, 3], "strides": [1, 2]}])
+def test_max_pool_indices_against_onnxruntime(dtype, storage_order, attrs):
+    """MaxPool's Indices (max_pool2d_with_index's Mask made ONNX's flat index) as ONNX Runtime
+    gives them, row- and column-major, ties included (the first of equals)."""
+    import onnxruntime
+
+    x = RNG.integers(-3, 4, (2, 3, 7, 8)).astype(dtype)  # few values: windows hold ties
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], storage_order=storage_order, **attrs)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", elem, x.shape)],
+                              [helper.make_empty_tensor_value_info("y"), helper.make_empty_tensor_value_info("i")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    prog, names, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, {"x": x}, fetches, scope)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for g, w in zip(got, session.run(None, {"x": x})):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
