@@ -37,6 +37,7 @@ import numpy as np
 
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError
+from ...ir.ops.expr import Expr, X
 from ...ir.ops.families import BINARY, COMPARE, REDUCE, UNARY
 from ...ir.ops.family import FLOATS, INTS, NUMBERS, Elementwise, Reduction
 from ...ir.ops.math import numpy_operand_shapes
@@ -44,6 +45,7 @@ from ...ir.ops.numpy_math import power_via_double
 from ...ir.reference import reduction_kernel
 from ..registry import KernelFactory, KernelSpec, register_kernel
 from .jit import compiled_unary
+from .pointwise import row_expr, with_pointwise
 
 __all__ = ["KERNELS", "Entry", "binary", "unary", "reduction"]
 
@@ -100,7 +102,7 @@ def unary(fn: Callable[..., np.ndarray]) -> KernelFactory:
     one-pass loop for the op, float32 arrays go through it and others through ``fn``."""
     writes_out = isinstance(fn, np.ufunc) or "out" in inspect.signature(fn).parameters
 
-    def make(spec: KernelSpec) -> Kernel:
+    def kernel(spec: KernelSpec) -> Kernel:
         dtype = spec.dtype.numpy
         attrs = {name: _scalar(v, dtype) if isinstance(v, float) else v for name, v in spec.attrs.items()}
         bound = functools.partial(fn, **attrs) if attrs else fn
@@ -112,7 +114,7 @@ def unary(fn: Callable[..., np.ndarray]) -> KernelFactory:
             return lambda x: bound(x, out=x)
         return bound
 
-    return make
+    return lambda spec: with_pointwise(kernel(spec), row_expr(spec.op_type, spec.attrs, spec.dtype))
 
 
 def _through_loop(loop: Callable[[np.ndarray, np.ndarray], bool], fallback: Kernel, inplace: bool) -> Kernel:
@@ -159,7 +161,15 @@ def _scale(spec: KernelSpec) -> Kernel:
         out *= factor
         return out
 
-    return scale
+    fixed = spec.dtype is DType.float32 and not (spec.has_input("ScaleTensor") or spec.has_input("BiasTensor"))
+    return with_pointwise(scale, _scale_expr(*read(), after) if fixed else None)
+
+
+def _scale_expr(factor: np.generic, bias: np.generic, after: bool) -> Expr:
+    """scale's math with its numbers, as its kernel computes it (no add of a zero bias after)."""
+    if not after:
+        return (X + float(bias)) * float(factor)
+    return X * float(factor) + float(bias) if bias else X * float(factor)
 
 
 def _clip(spec: KernelSpec) -> Kernel:
