@@ -50,6 +50,15 @@ def _fold_chain(ctx: GraphContext, node: NodeProto, op_type: str) -> None:
         acc = target
 
 
+@converts("BitShift", makes=("bitwise_left_shift", "bitwise_right_shift"))
+def bit_shift(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    direction = attrs["direction"].decode() if isinstance(attrs["direction"], bytes) else attrs["direction"]
+    if direction not in ("LEFT", "RIGHT"):
+        ctx.fail(f"direction is {direction!r}; BitShift takes 'LEFT' or 'RIGHT'")
+    op_type = "bitwise_left_shift" if direction == "LEFT" else "bitwise_right_shift"
+    _emit_binary(ctx, op_type, node.input[0], node.input[1], node.output[0])
+
+
 @converts("Sum", makes="sum")
 def sum_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     shapes = {ctx.shape(name) for name in node.input}

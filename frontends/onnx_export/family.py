@@ -165,6 +165,14 @@ def remainder(ctx: ExportContext, op: Operator) -> None:
     ctx.node("Sub", [x, ctx.node("Mul", [quotient, y])], [out])
 
 
+@exports("bitwise_left_shift", "bitwise_right_shift")
+def bit_shift(ctx: ExportContext, op: Operator) -> None:
+    """ONNX's BitShift, which ONNX defines on unsigned integers."""
+    x = op.input("X")[0]
+    ctx.node("BitShift", [x, aligned_y(ctx, x, op.input("Y")[0], op.attr("axis"))], [op.output("Out")[0]],
+             direction="LEFT" if op.type == "bitwise_left_shift" else "RIGHT")
+
+
 @exports("elementwise_pow")
 def elementwise_pow(ctx: ExportContext, op: Operator) -> None:
     """ONNX's Pow (the importer's own converter makes this row's op, so the row names none)."""

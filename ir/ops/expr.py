@@ -36,6 +36,8 @@ PRIMITIVES: dict[str, int] = {
     "mod": 2,  # Python's remainder: the sign of the divisor
     "fmod": 2,  # C's remainder: the sign of the dividend
     "floordiv": 2, "pow": 2, "max": 2, "min": 2,
+    # bits of integers; the shifts move them by Y places
+    "bitand": 2, "bitor": 2, "bitxor": 2, "bitnot": 1, "shl": 2, "shr": 2,
     "clip": 3,  # clip(u, low, high): u kept where it lies between (NaN kept)
     "where": 3,  # where(condition, if_true, if_false)
     # comparisons and logical ops ("nonzero is true")

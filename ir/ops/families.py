@@ -47,6 +47,7 @@ from .expr import (
 from .family import (
     ALL_DTYPES,
     FLOATS,
+    INTS,
     NUMBERS,
     Absorb,
     Attrs,
@@ -180,6 +181,7 @@ UNARY: dict[str, Elementwise] = _table([
            attrs=_floats(threshold=0.5)),
     _unary("logsigmoid", "log(sigmoid(X))", -log1p_exp(-X)),
     _math("square", "X * X", "square", dtypes=NUMBERS, exact_half=True),
+    _math("bitwise_not", "~X, every bit of X flipped", "bitnot", "BitwiseNot", dtypes=INTS),
 ])
 """Op type -> row of the X -> Out activations and unary math ops (same shape and dtype, in place)."""
 
@@ -187,8 +189,9 @@ UNARY: dict[str, Elementwise] = _table([
 _POWERS = "powers leave float16's range quickly (x ** 3 overflows from x = 40.3)"
 
 
-def _binary(name: str, doc: str, expr: Any, onnx: str | None = None, **fields: Any) -> Elementwise:
-    return Elementwise(name, 2, doc, expr, dtypes=NUMBERS, onnx=Onnx(onnx) if onnx else None, axis=True, **fields)
+def _binary(name: str, doc: str, expr: Any, onnx: str | None = None, dtypes: tuple[DType, ...] = NUMBERS,
+            **fields: Any) -> Elementwise:
+    return Elementwise(name, 2, doc, expr, dtypes=dtypes, onnx=Onnx(onnx) if onnx else None, axis=True, **fields)
 
 
 BINARY: dict[str, Elementwise] = _table([
@@ -206,6 +209,12 @@ BINARY: dict[str, Elementwise] = _table([
     # integers through double; ONNX's Pow has its own converter (a constant exponent becomes pow)
     _binary("elementwise_pow", "X ** Y", call("pow", X, Y), ints=nm.power_via_double, float16=Float16.NEVER,
             float16_reason=_POWERS),
+    # bits of integers
+    _binary("bitwise_and", "X & Y", call("bitand", X, Y), "BitwiseAnd", dtypes=INTS),
+    _binary("bitwise_or", "X | Y", call("bitor", X, Y), "BitwiseOr", dtypes=INTS),
+    _binary("bitwise_xor", "X ^ Y", call("bitxor", X, Y), "BitwiseXor", dtypes=INTS),
+    _binary("bitwise_left_shift", "X << Y", call("shl", X, Y), dtypes=INTS),
+    _binary("bitwise_right_shift", "X >> Y (logical for unsigned X)", call("shr", X, Y), dtypes=INTS),
 ])
 """Op type -> row of the elementwise X, Y -> Out ops (Y broadcast into X from dim ``axis``)."""
 

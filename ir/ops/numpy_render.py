@@ -37,6 +37,8 @@ __all__ = ["UFUNCS", "FUNCTIONS", "numpy_function", "numpy_source", "reduction_f
 UFUNCS: dict[str, str] = {
     "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "neg": "negative", "mod": "mod",
     "fmod": "fmod", "floordiv": "floor_divide", "pow": "power", "max": "maximum", "min": "minimum",
+    "bitand": "bitwise_and", "bitor": "bitwise_or", "bitxor": "bitwise_xor", "bitnot": "invert",
+    "shl": "left_shift", "shr": "right_shift",
     "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal", "ne": "not_equal",
     "and": "logical_and", "or": "logical_or", "xor": "logical_xor", "not": "logical_not", "isnan": "isnan",
     "isinf": "isinf", "isfinite": "isfinite", "abs": "abs", "sign": "sign", "square": "square",

@@ -55,7 +55,8 @@ GATED_OPS: dict[str, str] = {"swiglu": opencl_expr(UNARY["silu"].expr * Y, _OPER
 swiglu is silu(a) * b."""
 
 INT_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul")
-"""The binary ops whose OpenCL expression is exact on integers too (int32, int64)."""
+"""The binary ops whose OpenCL expression is exact on integers too (int32, int64), besides the rows of
+integers only (the bitwise ops)."""
 INTEGERS = (DType.int32, DType.int64)
 CAST_DTYPES = (*FLOATS, *C_TYPES)
 """What cast and the comparisons read and write: floats, integers and bool."""
@@ -201,11 +202,14 @@ def _cast_store(rt: Runtime, dtype: DType) -> dict[str, str]:
 
 def _register() -> None:
     for op_type, op in BINARY_OPS.items():
-        register_kernel(op_type, "opencl", FLOATS + INTEGERS if op_type in INT_BINARY else FLOATS)(_binary(op))
+        row = BINARY[op_type]
+        dtypes = FLOATS + INTEGERS if op_type in INT_BINARY or DType.float32 not in row.dtypes else FLOATS
+        register_kernel(op_type, "opencl", [d for d in dtypes if d in row.dtypes])(_binary(op))
     for op_type, op in GATED_OPS.items():
         register_kernel(op_type, "opencl", FLOATS)(_binary(op))
     for op_type in UNARY_OPS:
-        register_kernel(op_type, "opencl", FLOATS)(_unary)
+        if op_type not in UNARY or DType.float32 in UNARY[op_type].dtypes:  # bitwise_not runs on numpy
+            register_kernel(op_type, "opencl", FLOATS)(_unary)
     for op_type, row in COMPARE.items():
         dtypes = CAST_DTYPES if row.arity == 2 or op_type == "logical_not" else FLOATS
         register_kernel(op_type, "opencl", dtypes)(_compare(COMPARE_OPS[op_type]))

@@ -30,6 +30,10 @@ from tests.support.passcheck import fuse_and_compare, op_types
 
 RNG = np.random.default_rng(21)
 ELEMENTWISE: dict[str, Elementwise] = {**BINARY, **UNARY, **COMPARE}
+FLOAT_ROWS = {name: row for name, row in {**BINARY, **UNARY}.items() if DType.float32 in row.dtypes}
+"""The arithmetic rows of floats (all but the bitwise ops of integers)."""
+FLOAT_UNARY = sorted(name for name in UNARY if name in FLOAT_ROWS)
+BITWISE = sorted(name for name in {**BINARY, **UNARY} if name not in FLOAT_ROWS)
 POSITIVE = ("log", "sqrt", "acosh")
 UNIT = ("asin", "acos", "atanh")
 
@@ -62,14 +66,21 @@ def test_every_row_has_a_schema_a_layer_and_numpy_kernels(name):
         assert has_kernel(name, "numpy", dtype), (name, dtype)
 
 
-@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+@pytest.mark.parametrize("name", sorted(n for n in ELEMENTWISE if n not in BITWISE))
 def test_every_elementwise_row_has_opencl_kernels(name):
     assert has_kernel(name, "opencl", DType.float32) and has_kernel(name, "opencl", DType.float16)
 
 
+@pytest.mark.parametrize("name", BITWISE)
+def test_bitwise_binary_rows_have_opencl_kernels_of_integers(name):
+    """bitwise_not, the one unary row of integers, runs on numpy (the unary kernel is of floats)."""
+    dtypes = (DType.int32, DType.int64) if name in BINARY else ()
+    assert all(has_kernel(name, "opencl", d) for d in dtypes) and not has_kernel(name, "opencl", DType.float32)
+
+
 @pytest.mark.opencl
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("name", FLOAT_UNARY)
 def test_every_unary_row_runs_on_opencl_as_its_float64_math(name, dtype):
     x = _input(name, dtype=dtype)
     ran = run_op(name, {"X": x}, place=OpenCLPlace())
@@ -96,7 +107,7 @@ def _fc_then(name: str) -> tuple[halfway.Program, halfway.Scope, str]:
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # log and sqrt of negative conv outputs
-@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("name", FLOAT_UNARY)
 def test_conv_absorbs_exactly_the_absorbable_rows(name):
     prog, scope, out = _conv_then(name)
     types = op_types(fuse_and_compare(prog, scope, "fuse_conv_act", [out]).program)
@@ -104,7 +115,7 @@ def test_conv_absorbs_exactly_the_absorbable_rows(name):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered")
-@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("name", FLOAT_UNARY)
 def test_fc_absorbs_the_rows_its_parameterless_epilogue_computes(name):
     prog, scope, out = _fc_then(name)
     types = op_types(fuse_and_compare(prog, scope, "fuse_fc", [out]).program)
@@ -122,7 +133,7 @@ def test_fused_params_read_back_as_the_attrs_or_are_refused(name):
 
 
 # -- derivation: float16 classes ------------------------------------------------------------------
-@pytest.mark.parametrize("name", sorted({**BINARY, **UNARY, **REDUCE}))
+@pytest.mark.parametrize("name", sorted({**FLOAT_ROWS, **REDUCE}))
 def test_float16_class_of_each_row_reaches_the_float16_pass(name):
     prog = halfway.Program()
     with halfway.program_guard(prog):
@@ -163,7 +174,7 @@ def _onnxruntime(model, inputs: dict[str, np.ndarray]) -> np.ndarray:
     return session.run(None, inputs)[0]
 
 
-@pytest.mark.parametrize("name", sorted(n for n, row in {**BINARY, **UNARY}.items() if row.onnx is not None))
+@pytest.mark.parametrize("name", sorted(n for n, row in FLOAT_ROWS.items() if row.onnx is not None))
 def test_one_to_one_onnx_ops_import_as_their_rows(name):
     row = ELEMENTWISE[name]
     inputs = {f"in{i}": _input(name, (3, 4)) for i in range(row.arity)}
@@ -171,6 +182,46 @@ def test_one_to_one_onnx_ops_import_as_their_rows(name):
     prog = halfway.load(model)[0]
     assert [op.type for op in prog.global_block().ops if op.type not in ("feed", "fetch")] == [name]
     np.testing.assert_allclose(_imported(model, inputs), _onnxruntime(model, inputs), rtol=1e-5, atol=1e-6)
+
+
+# -- bitwise ops of integers --------------------------------------------------------------------------
+_BITWISE_ONNX = {"bitwise_and": ("BitwiseAnd", {}), "bitwise_or": ("BitwiseOr", {}), "bitwise_xor": ("BitwiseXor", {}),
+                 "bitwise_not": ("BitwiseNot", {}), "bitwise_left_shift": ("BitShift", {"direction": "LEFT"}),
+                 "bitwise_right_shift": ("BitShift", {"direction": "RIGHT"})}
+
+
+def _bitwise_inputs(name: str, dtype: type) -> dict[str, np.ndarray]:
+    """X of any bits; a shift's Y a count below the width, broadcast along X's rows."""
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, (3, 4), dtype=dtype, endpoint=True)
+    if name in UNARY:
+        return {"in0": x}
+    shifts = "shift" in name
+    y = RNG.integers(0, info.bits if shifts else info.max, (4,), dtype=dtype)
+    return {"in0": x, "in1": y}
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64, np.int32])
+@pytest.mark.parametrize("name", BITWISE)
+def test_bitwise_ops_import_and_match_onnxruntime(name, dtype):
+    onnx_op, attrs = _BITWISE_ONNX[name]
+    if onnx_op == "BitShift" and np.dtype(dtype).kind == "i":
+        pytest.skip("ONNX's BitShift is of unsigned integers")
+    inputs = _bitwise_inputs(name, dtype)
+    model = _onnx_model(onnx_op, inputs, out_dtype=dtype, opset=18, **attrs)
+    assert [op.type for op in halfway.load(model)[0].global_block().ops if op.type not in ("feed", "fetch")] == [name]
+    np.testing.assert_array_equal(_imported(model, inputs), _onnxruntime(model, inputs))
+
+
+@pytest.mark.opencl
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("name", sorted(n for n in BITWISE if n in BINARY))
+def test_bitwise_binary_ops_run_on_opencl(name, dtype):
+    inputs = _bitwise_inputs(name, dtype)
+    x, y = inputs["in0"], np.broadcast_to(inputs["in1"], inputs["in0"].shape).copy()
+    ran = run_op(name, {"X": x, "Y": y}, place=OpenCLPlace())
+    assert ran.report.fallbacks == [], ran.report.summary()
+    np.testing.assert_array_equal(ran.out, BINARY[name].numpy(x, y))
 
 
 # -- comparisons and logical ops --------------------------------------------------------------------

@@ -86,7 +86,7 @@ BROADCAST_CASES = [
 def test_elementwise_shapes_match_numpy(x_shape, y_shape, axis, moved):
     x, y = rand(x_shape), rand(y_shape)
     x_np, y_np = (x, y.reshape(moved)) if len(y_shape) <= len(x_shape) else (x.reshape(moved), y)
-    assert set(ELEMENTWISE_REF) == set(BINARY)
+    assert set(ELEMENTWISE_REF) == {name for name, row in BINARY.items() if DType.float32 in row.dtypes}  # not the bitwise ops
     for op_type, ref in ELEMENTWISE_REF.items():
         expected = ref(x_np, y_np)
         got = out(op_type, {"axis": axis}, X=x, Y=y)
