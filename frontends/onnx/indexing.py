@@ -3,8 +3,8 @@ ArgMax / ArgMin, TopK, NonZero, Gather, GatherND, GatherElements, ScatterElement
 Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
-inputs), and so may CumSum's and CumProd's axis and Trilu's k; the other shape-like inputs (TopK's
-K, OneHot's depth) must be constants, or computable from initializers and static shapes.
+inputs), and so may CumSum's and CumProd's axis, Trilu's k and OneHot's depth; TopK's K must be a
+constant, or computable from initializers and static shapes.
 """
 
 from __future__ import annotations
@@ -173,26 +173,51 @@ def scatter_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
 def one_hot(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """one_hot_v2 of the indices as int64 (negative ones counted from depth, others outside
     [0, depth) giving a row of off values), scaled to (on - off) * hot + off, its new dim moved
-    to ``axis``."""
+    to ``axis``. Depth and values may be computed at run time (one_hot_v2's depth_tensor; the
+    scaling then by elementwise ops)."""
     indices, out = node.input[0], node.output[0]
-    depth = int(np.asarray(ctx.const(node.input[1], "depth")).reshape(-1)[0])
-    values = ctx.const(node.input[2], "values").reshape(-1)
     rank = len(ctx.shape(indices)) + 1
     axis = ctx.axis(attrs.get("axis", -1), rank)
+    depth = _depth(ctx, node.input[1], out)
     wrapped = _wrapped_indices(ctx, indices, depth, out)
     hot, scaled = ctx.temp(f"{out}.hot"), out if axis == rank - 1 else ctx.temp(f"{out}.scaled")
-    ctx.emit("one_hot_v2", {"X": wrapped}, {"Out": hot},
-             {"depth": depth, "dtype": int(DType.from_any(values.dtype)), "allow_out_of_range": True})
-    off, on = values[0].item(), values[1].item()
-    ctx.emit("scale", {"X": hot}, {"Out": scaled}, {"scale": float(on - off), "bias": float(off)})
+    dtype = ctx.info(node.input[2]).dtype
+    counted = {"depth": depth} if isinstance(depth, int) else {"depth": -1}
+    ctx.emit("one_hot_v2", {"X": wrapped, **({} if isinstance(depth, int) else {"depth_tensor": depth})},
+             {"Out": hot}, {**counted, "dtype": int(dtype), "allow_out_of_range": True})
+    _scaled_to_values(ctx, hot, node.input[2], scaled)
     if axis != rank - 1:
         perm = [*range(axis), rank - 1, *range(axis, rank - 1)]
         ctx.emit("transpose2", {"X": scaled}, {"Out": out}, {"axis": perm})
 
 
-def _wrapped_indices(ctx: GraphContext, indices: str, depth: int, hint: str) -> str:
+def _depth(ctx: GraphContext, name: str, hint: str) -> int | str:
+    """OneHot's depth: a constant int, or a one-value int64 tensor computed at run time."""
+    if ctx.is_const(name):
+        return int(np.asarray(ctx.consts[name]).reshape(-1)[0])
+    as_int, flat = ctx.temp(f"{hint}.depth"), ctx.temp(f"{hint}.depth")
+    ctx.emit("cast", {"X": name}, {"Out": as_int}, {"in_dtype": int(ctx.info(name).dtype), "out_dtype": int(DType.int64)})
+    ctx.emit("reshape2", {"X": as_int}, {"Out": flat}, {"shape": [1]})
+    return flat
+
+
+def _scaled_to_values(ctx: GraphContext, hot: str, values: str, out: str) -> None:
+    """(on - off) * hot + off, of the [off, on] in ``values``."""
+    if ctx.is_const(values):
+        off, on = (v.item() for v in ctx.consts[values].reshape(-1))
+        ctx.emit("scale", {"X": hot}, {"Out": out}, {"scale": float(on - off), "bias": float(off)})
+        return
+    off, on, span, spread = (ctx.temp(f"{out}.{what}") for what in ("off", "on", "span", "spread"))
+    for value, start in ((off, 0), (on, 1)):
+        ctx.emit("slice", {"Input": values}, {"Out": value}, {"axes": [0], "starts": [start], "ends": [start + 1]})
+    ctx.emit("elementwise_sub", {"X": on, "Y": off}, {"Out": span}, {"axis": -1})
+    ctx.emit("elementwise_mul", {"X": hot, "Y": span}, {"Out": spread}, {"axis": -1})
+    ctx.emit("elementwise_add", {"X": spread, "Y": off}, {"Out": out}, {"axis": -1})
+
+
+def _wrapped_indices(ctx: GraphContext, indices: str, depth: int | str, hint: str) -> str:
     """``indices`` as int64, a negative one plus depth."""
-    if ctx.is_const(indices):
+    if ctx.is_const(indices) and isinstance(depth, int):
         value = ctx.consts[indices].astype(np.int64)
         return ctx.add_const(f"{hint}.indices", np.where(value < 0, value + depth, value))
     as_int = indices
@@ -203,7 +228,10 @@ def _wrapped_indices(ctx: GraphContext, indices: str, depth: int, hint: str) -> 
     negative, shifted, wrapped = (ctx.temp(f"{hint}.{what}") for what in ("negative", "shifted", "wrapped"))
     zero = ctx.add_const(f"{hint}.zero", np.zeros((), np.int64))
     ctx.emit("less_than", {"X": as_int, "Y": zero}, {"Out": negative}, {"axis": -1})
-    ctx.emit("scale", {"X": as_int}, {"Out": shifted}, {"bias": float(depth)})
+    if isinstance(depth, int):
+        ctx.emit("scale", {"X": as_int}, {"Out": shifted}, {"bias": float(depth)})
+    else:
+        ctx.emit("elementwise_add", {"X": as_int, "Y": depth}, {"Out": shifted}, {"axis": -1})
     ctx.emit("where", {"Condition": negative, "X": shifted, "Y": as_int}, {"Out": wrapped})
     return wrapped
 

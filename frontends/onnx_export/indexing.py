@@ -79,8 +79,9 @@ def one_hot(ctx: ExportContext, op: Operator) -> None:
     int64 indices and float32 values, the types every runtime has a kernel for, then cast."""
     out = op.output("Out")[0]
     values = ctx.const([0, 1], np.float32, "values")
-    hot = ctx.node("OneHot", [ctx.int64(op.input("X")[0]), ctx.const(op.attr("depth"), np.int64, "depth"), values],
-                   axis=-1)
+    depth = _optional_input(op, "depth_tensor")
+    hot = ctx.node("OneHot", [ctx.int64(op.input("X")[0]), ctx.int64(depth) if depth else
+                              ctx.const(op.attr("depth"), np.int64, "depth"), values], axis=-1)
     ctx.node("Cast", [hot], [out], to=onnx_type(ctx.dtype(out)))
 
 

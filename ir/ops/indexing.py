@@ -347,17 +347,19 @@ for _op_type, _reduce in (("scatter_nd", True), ("scatter_nd_add", False)):
 # -- one_hot_v2 / einsum ----------------------------------------------------------------------------
 def _infer_one_hot(ctx: InferContext) -> None:
     x = _index(ctx, "X")
-    ctx.check(ctx.attr("depth") >= 1, f"attr depth must be >= 1, got {ctx.attr('depth')}")
-    ctx.set_output("Out", [*x, ctx.attr("depth")], DType(ctx.attr("dtype")))
+    depth = scalar_input(ctx, "depth_tensor", "depth")
+    ctx.check(depth is None or depth >= 1, f"depth must be >= 1, got {depth}")
+    ctx.set_output("Out", [*x, -1 if depth is None else depth], DType(ctx.attr("dtype")))
 
 
 register_op(OpSchema(
-    "one_hot_v2", inputs=[Slot("X")], outputs=[Slot("Out")],
+    "one_hot_v2", inputs=[Slot("X"), Slot("depth_tensor", dispensable=True)], outputs=[Slot("Out")],
+    keep_dtype_slots=("depth_tensor",),
     attrs=[AttrSpec("depth", AttrType.INT), AttrSpec("dtype", AttrType.INT, int(DType.float32)),
            AttrSpec("allow_out_of_range", AttrType.BOOLEAN, False)],
     infer=_infer_one_hot,
-    doc="Out[..., j] = 1 where X[...] == j, else 0 (a new last dim of size depth); an index outside "
-        "[0, depth) is an error unless allow_out_of_range (a row of zeros).",
+    doc="Out[..., j] = 1 where X[...] == j, else 0 (a new last dim of size depth, or depth_tensor's one "
+        "value); an index outside [0, depth) is an error unless allow_out_of_range (a row of zeros).",
 ))
 
 

@@ -234,10 +234,11 @@ register_kernel("einsum", dtypes=_NUMBERS)(lambda spec: lambda *xs: np.asarray(n
 
 @register_kernel("one_hot_v2", dtypes=(DType.int32, DType.int64))
 def _one_hot(spec: KernelSpec) -> Kernel:
-    depth, allow = spec.attrs["depth"], spec.attrs["allow_out_of_range"]
+    depth_of, allow = int_source(spec, ["depth_tensor"], [spec.attrs["depth"]]), spec.attrs["allow_out_of_range"]
     dtype = spec.output("Out").dtype.numpy
 
-    def run(x: np.ndarray) -> np.ndarray:
+    def run(*args: np.ndarray) -> np.ndarray:
+        x, depth = args[0], depth_of(args)[0]
         if not allow and x.size and (x.min() < 0 or x.max() >= depth):
             raise HalfwayError(f"one_hot_v2: an index is outside [0, {depth}) (min {x.min()}, max {x.max()})")
         return (x[..., None] == np.arange(depth)).astype(dtype)
