@@ -1,6 +1,11 @@
 """Matrix products cut among the numpy backend's threads (``threads``): each thread multiplies a
-block of rows (or, for few rows, of columns) with OpenBLAS on one thread; or, by a constant weight
-packed when the program is prepared (``pack``), in compiled loops (``jit.compiled_product``).
+block of rows (or of columns, where the other operand is the smaller) with OpenBLAS on one
+thread; or, by a constant weight packed when the program is prepared (``pack``), in compiled
+loops (``jit.compiled_product``). A product of fewer than ``PACKED_ROWS`` rows (a decode step's)
+reads its weight once for a few multiply-adds per element: memory-bound, it is cut along the
+shared dim instead, each thread reading a contiguous block of the weight's rows into a result of
+its own, the results summed (``_by_depth``), where cut by columns each thread would read short
+strided pieces of every row.
 
 OpenBLAS's own threads sleep a few microseconds after each product (``halfway.api.openblas`` keeps
 them from spinning, which would take the cores from the backend's loops), and on a virtual
@@ -24,9 +29,12 @@ __all__ = ["PACKED_ROWS", "pack", "matmul"]
 
 PACKED_ROWS = 8
 """The fewest rows of a product that the compiled loop takes (its tiles' rows): a product of fewer
-reads the weight once for few multiply-adds, which OpenBLAS's GEMV does at twice its speed. Two
-cores, against OpenBLAS: BERT's products of 128 rows 1.2-1.35x as fast, ViT's of 197 1.15x,
-ConvNeXt's of 49 to 3,136 1.05-1.3x."""
+reads the weight once for few multiply-adds, which OpenBLAS's GEMV does at twice its speed (and
+``_by_depth`` cuts). Two cores, against OpenBLAS: BERT's products of 128 rows 1.2-1.35x as fast,
+ViT's of 197 1.15x, ConvNeXt's of 49 to 3,136 1.05-1.3x."""
+
+DEPTH_ALIGN = 16
+"""Depth cuts start on multiples of this many of the weight's rows."""
 
 
 _packed: dict[tuple[int, int, tuple[int, ...], tuple[int, ...]], tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
@@ -68,8 +76,8 @@ def matmul(a: np.ndarray, b: np.ndarray, packed: np.ndarray | None = None) -> np
     """``a @ b`` of 2-D float arrays (numpy's result), cut among the threads where it is worth it:
     by columns of ``b`` where ``a`` is the smaller operand (every thread packs all of the operand
     it does not cut: BERT's [128, 768] activations rather than its [768, 3072] weights), else by
-    rows of ``a``. With ``b`` packed (``pack``), the compiled loop takes products of at least
-    ``PACKED_ROWS`` rows."""
+    rows of ``a``; products of fewer than ``PACKED_ROWS`` rows along k (``_by_depth``). With ``b``
+    packed (``pack``), the compiled loop takes products of at least ``PACKED_ROWS`` rows."""
     m, k = a.shape
     n = b.shape[1]
     if packed is not None and m >= PACKED_ROWS:
@@ -77,9 +85,13 @@ def matmul(a: np.ndarray, b: np.ndarray, packed: np.ndarray | None = None) -> np
         if out is not None:
             return out
     out = np.empty((m, n), np.result_type(a, b))
+    if out.dtype.kind != "f" or team_size() == 0:
+        return np.matmul(a, b, out=out)
+    if m < PACKED_ROWS:
+        return _by_depth(a, b, out)
     by_rows = m > n
     cuts = spans(m if by_rows else n, (k * n if by_rows else k * m) // MULTIPLY_ADDS_PER_ELEMENT)
-    if len(cuts) == 1 or out.dtype.kind != "f" or team_size() == 0:
+    if len(cuts) == 1:
         return np.matmul(a, b, out=out)
     with single_threaded_blas() as single:
         if not single:
@@ -89,4 +101,24 @@ def matmul(a: np.ndarray, b: np.ndarray, packed: np.ndarray | None = None) -> np
         else:
             parts = [functools.partial(np.matmul, a, b[:, c0:c1], out=out[:, c0:c1]) for c0, c1 in cuts]
         run_parts(parts)
+    return out
+
+
+def _by_depth(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``a @ b`` into ``out`` cut along k: part i multiplies ``a[:, ki]`` by the rows ``b[ki]``
+    (a contiguous block of a C-contiguous weight, read once) into a result of its own, the first
+    into ``out``, which the others are added to. Parts are sized by the weight elements they
+    read, the cost of a product of few rows."""
+    k, n = b.shape
+    cuts = spans(k, n, align=DEPTH_ALIGN)
+    if len(cuts) == 1:
+        return np.matmul(a, b, out=out)
+    with single_threaded_blas() as single:
+        if not single:
+            return np.matmul(a, b, out=out)
+        results = [out] + [np.empty_like(out) for _ in cuts[1:]]
+        run_parts([functools.partial(np.matmul, a[:, k0:k1], b[k0:k1], out=result)
+                   for (k0, k1), result in zip(cuts, results)])
+    for result in results[1:]:
+        np.add(out, result, out=out)
     return out
