@@ -1,6 +1,6 @@
 """Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, CumProd, Trilu, Range,
-ArgMax / ArgMin, TopK, NonZero, Gather, GatherND, GatherElements, ScatterElements / Scatter, ScatterND, OneHot,
-Einsum and Size.
+ArgMax / ArgMin, TopK, NonZero, Compress, Gather, GatherND, GatherElements, ScatterElements / Scatter, ScatterND,
+OneHot, Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
 inputs), and so may CumSum's and CumProd's axis, Trilu's k and OneHot's depth; TopK's K must be a
@@ -234,6 +234,25 @@ def _wrapped_indices(ctx: GraphContext, indices: str, depth: int | str, hint: st
         ctx.emit("elementwise_add", {"X": as_int, "Y": depth}, {"Out": shifted}, {"axis": -1})
     ctx.emit("where", {"Condition": negative, "X": shifted, "Y": as_int}, {"Out": wrapped})
     return wrapped
+
+
+@converts("Compress", makes=("where_index", "gather"))
+def compress(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """The slices of X along axis (of X flattened without one) where the 1-D condition holds: a
+    gather of the condition's where_index (a condition shorter than the axis leaves the rest out)."""
+    x, condition, out = node.input[0], node.input[1], node.output[0]
+    if len(ctx.shape(condition)) != 1:
+        ctx.fail(f"condition must be 1-D, has shape {list(ctx.shape(condition))}")
+    if "axis" in attrs:
+        axis = ctx.axis(attrs["axis"], len(ctx.shape(x)))
+    else:
+        axis, flat = 0, ctx.temp(f"{out}.flat")
+        ctx.emit("reshape2", {"X": x}, {"Out": flat}, {"shape": [-1]})
+        x = flat
+    rows, index = ctx.temp(f"{out}.rows"), ctx.temp(f"{out}.index")
+    ctx.emit("where_index", {"Condition": condition}, {"Out": rows})
+    ctx.emit("reshape2", {"X": rows}, {"Out": index}, {"shape": [-1]})
+    ctx.emit("gather", {"X": x, "Index": index}, {"Out": out}, {"axis": axis})
 
 
 @converts("Einsum", makes="einsum")
