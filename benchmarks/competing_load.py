@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["add_load_option", "competing_load"]
 
 
-def _spin() -> None:
+def _spin(parent: int) -> None:
+    """Busy until the benchmark that started it is gone (however it ended)."""
     x = 0
-    while True:
-        x = (x * 31 + 7) % 1_000_003
+    while os.getppid() == parent:
+        for _ in range(100_000):
+            x = (x * 31 + 7) % 1_000_003
 
 
 @contextlib.contextmanager
 def competing_load(processes: int) -> Iterator[None]:
     """``processes`` busy processes inside the block, stopped (and waited for) when it ends."""
-    started = [multiprocessing.get_context("spawn").Process(target=_spin, daemon=True) for _ in range(processes)]
+    spawn = multiprocessing.get_context("spawn")
+    started = [spawn.Process(target=_spin, args=(os.getpid(),), daemon=True) for _ in range(processes)]
     for process in started:
         process.start()
     try:
