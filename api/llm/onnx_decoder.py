@@ -183,7 +183,8 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
     length = max_length if max_length is not None else min(DEFAULT_MAX_LENGTH, positions)
     (program, feeds, fetches, scope), windows = _imported(path)
     cached = get_pass("cache_attention", max_length=length, windows=windows)
-    after = _passes(_float_type(program, feeds + fetches), DType.from_any(dtype), cached, source)
+    after = [*_passes(_float_type(program, feeds + fetches), DType.from_any(dtype), cached, source),
+             get_pass("fuse_cached_rotary")]
     try:
         result = PassManager(after=after).run(program, scope, fetch=fetches)
     except PassError as e:

@@ -155,6 +155,9 @@ def _infer_cached_attention(ctx: InferContext) -> None:
                   and not mask.dtype.is_floating,
                   f"KeyMask must be [batch = {batch}, max length = {kc[2]}] bool or integers, is {mask.dtype.name} "
                   f"{list(mask.shape)}")
+    if ctx.has_input("Cos") or ctx.has_input("Sin"):
+        ctx.check(ctx.has_input("Cos") and ctx.has_input("Sin"), "Cos and Sin come together")
+        _check_tables(ctx, ctx.attr("rotary_dim"), depth)
     merged = q_heads * v_shape[3] if _known(q_heads, v_shape[3]) else -1
     ctx.set_output("Out", (batch, q_len, merged) if q_split else (batch, q_heads, q_len, v_shape[3]), q.dtype)
     ctx.set_output("KCacheOut", kc, q.dtype)
@@ -164,12 +167,15 @@ def _infer_cached_attention(ctx: InferContext) -> None:
 register_op(OpSchema(
     "cached_attention",
     inputs=[Slot("Q"), Slot("K"), Slot("V"), Slot("KCache"), Slot("VCache"), Slot("Past"),
-            Slot("KeyMask", dispensable=True)],
+            Slot("KeyMask", dispensable=True), Slot("Cos", dispensable=True), Slot("Sin", dispensable=True),
+            Slot("PositionIds", dispensable=True)],
     outputs=[Slot("Out"), Slot("KCacheOut"), Slot("VCacheOut")],
     attrs=[AttrSpec("scale", AttrType.FLOAT, 0.0), AttrSpec("softcap", AttrType.FLOAT, 0.0),
            AttrSpec("window", AttrType.INT, 0), AttrSpec("q_num_heads", AttrType.INT, 0),
-           AttrSpec("kv_num_heads", AttrType.INT, 0)],
-    infer=_infer_cached_attention, dtype_slots=("Q",), keep_dtype_slots=("Past", "KeyMask"),
+           AttrSpec("kv_num_heads", AttrType.INT, 0), AttrSpec("interleaved", AttrType.BOOLEAN, False),
+           AttrSpec("rotary_dim", AttrType.INT, 0)],
+    infer=_infer_cached_attention, dtype_slots=("Q",),
+    keep_dtype_slots=("Past", "KeyMask", "Cos", "Sin", "PositionIds"),
     views={"KCacheOut": "KCache", "VCacheOut": "VCache"},
     doc="Causal attention of S new tokens per sequence over a key/value cache, appending their keys and values "
         "to it: a decoder's attention for prefill (S = the prompt's length) and decode (S = 1) alike.\n\n"
@@ -183,12 +189,15 @@ register_op(OpSchema(
         "nonzero attends) is set: a right-padded batch needs no mask (each sequence has its own Past), a "
         "left-padded one masks its padding. Scores are Q K^T * scale (0: 1 / sqrt(D)), through c * tanh(s / c) "
         "when softcap c > 0; a row with no key to attend to is 0. Out is [B, Hq, S, Dv], or with q_num_heads and "
-        "kv_num_heads set (both > 0) Q, K, V and Out are sequence-major [B, S, H * D] with those head counts.",
+        "kv_num_heads set (both > 0) Q, K, V and Out are sequence-major [B, S, H * D] with those head counts.\n\n"
+        "With Cos and Sin (and PositionIds), Q and K are first rotated as rotary_embedding rotates them, with "
+        "interleaved and rotary_dim as its attributes (the keys the cache takes are the rotated ones): a decoder's "
+        "rotary embeddings in the attention that reads them (``fuse_cached_rotary``).",
 ))
 
 
 def _infer_rotary(ctx: InferContext) -> None:
-    x, cos, sin = (ctx.input(slot) for slot in ("X", "Cos", "Sin"))
+    x = ctx.input("X")
     rank, heads, rotary = len(x.shape), ctx.attr("num_heads"), ctx.attr("rotary_dim")
     ctx.check(rank == 4 or (rank == 3 and heads > 0),
               f"X must be [batch, heads, sequence, head size], or [batch, sequence, hidden] with num_heads, has "
@@ -197,15 +206,21 @@ def _infer_rotary(ctx: InferContext) -> None:
     head = hidden if rank == 4 else (hidden // heads if _known(hidden) else -1)
     ctx.check(rank == 4 or not _known(hidden) or hidden % heads == 0,
               f"X's last dim {hidden} must split into num_heads {heads}")
+    _check_tables(ctx, rotary, head)
+    ctx.set_output("Out", x.shape, x.dtype)
+
+
+def _check_tables(ctx: InferContext, rotary: int, head: int) -> None:
+    """The rotary tables Cos and Sin (and PositionIds) of rotary_dim ``rotary`` (0: all of a head of ``head``)."""
     width = rotary or head
     ctx.check(not _known(width, head) or (width % 2 == 0 and width <= head),
               f"rotary_dim {width} must be even and at most the head size {head}")
     want = 2 if ctx.has_input("PositionIds") else 3
-    for slot, info in (("Cos", cos), ("Sin", sin)):
+    for slot in ("Cos", "Sin"):
+        info = ctx.input(slot)
         ctx.check(len(info.shape) == want and _agree(info.shape[-1], width // 2 if _known(width) else -1),
                   f"{slot} must be [{'positions' if want == 2 else 'batch, sequence'}, rotary_dim / 2 = "
                   f"{width // 2 if _known(width) else '?'}], has shape {list(info.shape)}")
-    ctx.set_output("Out", x.shape, x.dtype)
 
 
 register_op(OpSchema(

@@ -26,10 +26,11 @@ import numpy as np
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError
 from ..registry import Kernel, KernelSpec, register_kernel
+from .conv import slot_positions
 from .jit import compiled_softmax
 from .threads import MULTIPLY_ADDS_PER_ELEMENT, run_parts, single_threaded_blas, spans
 
-__all__ = ["SCORE_BLOCK_BYTES"]
+__all__ = ["SCORE_BLOCK_BYTES", "rotate"]
 
 _FLOATS = (DType.float32, DType.float16, DType.float64)
 
@@ -198,7 +199,8 @@ def _visible(past: int, rows: int, keys: int, window: int, mask: np.ndarray | No
 def _cached_attention(spec: KernelSpec) -> Kernel:
     """Per sequence: the new keys and values written into the caches at its Past, then the
     grouped scores of its query heads over the cache's first Past + S positions (one
-    ``np.matmul`` for all heads, K and V read as they lie), float32 for a float16 cache."""
+    ``np.matmul`` for all heads, K and V read as they lie), float32 for a float16 cache; with
+    rotary tables, Q and K rotated first (``rotate``, rotary_embedding's kernel)."""
     attrs = spec.attrs
     scale, softcap, window = attrs["scale"], attrs["softcap"], attrs["window"]
     q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
@@ -220,8 +222,18 @@ def _cached_attention(spec: KernelSpec) -> Kernel:
         heads[:, ~visible.any(axis=-1)] = 0  # rows without a key: 0, not softmax's NaN
         return np.matmul(scores, values.astype(wide, copy=False)).reshape(q_heads, rows, -1)
 
+    where = slot_positions(spec)
+    tables = [where.get(slot) for slot in ("Cos", "Sin", "PositionIds")]
+    mask_at = where.get("KeyMask")
+
     def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
-            past: np.ndarray, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            past: np.ndarray, *rest: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        mask = None if mask_at is None else rest[mask_at - 6]
+        if tables[0] is not None:  # Q's and K's rotary embeddings (cos, sin, position ids)
+            cos, sin, ids = (None if at is None else rest[at - 6] for at in tables)
+            turn = functools.partial(rotate, cos=cos, sin=sin, ids=ids, rotary=attrs["rotary_dim"],
+                                     interleaved=attrs["interleaved"])
+            q, k = turn(q, heads=q_split), turn(k, heads=kv_split)
         if q_split:
             q, k, v = _heads_first(q, q_split), _heads_first(k, kv_split), _heads_first(v, kv_split)
         batch, q_heads, rows, _ = q.shape
@@ -247,24 +259,26 @@ register_kernel("cached_attention", dtypes=(DType.float32, DType.float64))(_cach
 register_kernel("cached_attention", dtypes=(DType.float16,))(_cached_attention)
 
 
+def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, ids: np.ndarray | None = None, *, heads: int,
+           rotary: int, interleaved: bool) -> np.ndarray:
+    """rotary_embedding of ``x`` (its schema says how), a new array."""
+    if ids is not None:
+        cos, sin = cos[ids], sin[ids]
+    split = x.reshape(*x.shape[:2], heads, -1) if x.ndim == 3 else x
+    axis = 2 if x.ndim == 3 else 1  # the heads axis the [B, S, R / 2] tables broadcast over
+    cos, sin = (np.expand_dims(t.astype(x.dtype, copy=False), axis) for t in (cos, sin))
+    width = rotary or split.shape[-1]
+    first, second = ((slice(0, width, 2), slice(1, width, 2)) if interleaved
+                     else (slice(0, width // 2), slice(width // 2, width)))
+    x1, x2 = split[..., first], split[..., second]
+    out = split.copy()
+    out[..., first] = x1 * cos - x2 * sin
+    out[..., second] = x1 * sin + x2 * cos
+    return out.reshape(x.shape)
+
+
 @register_kernel("rotary_embedding", dtypes=_FLOATS)
 def _rotary_embedding(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
-    interleaved, heads, rotary = attrs["interleaved"], attrs["num_heads"], attrs["rotary_dim"]
-
-    def run(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
-        if ids is not None:
-            cos, sin = cos[ids], sin[ids]
-        split = x.reshape(*x.shape[:2], heads, -1) if x.ndim == 3 else x
-        axis = 2 if x.ndim == 3 else 1  # the heads axis the [B, S, R / 2] tables broadcast over
-        cos, sin = (np.expand_dims(t.astype(x.dtype, copy=False), axis) for t in (cos, sin))
-        width = rotary or split.shape[-1]
-        first, second = ((slice(0, width, 2), slice(1, width, 2)) if interleaved
-                         else (slice(0, width // 2), slice(width // 2, width)))
-        x1, x2 = split[..., first], split[..., second]
-        out = split.copy()
-        out[..., first] = x1 * cos - x2 * sin
-        out[..., second] = x1 * sin + x2 * cos
-        return out.reshape(x.shape)
-
-    return run
+    return functools.partial(rotate, heads=attrs["num_heads"], rotary=attrs["rotary_dim"],
+                             interleaved=attrs["interleaved"])

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
 from ...ir.dtypes import DType
+from ..numpy.conv import slot_positions
 from ..registry import KernelSpec, register_kernel
 from .base import (
     Binder,
@@ -179,8 +180,8 @@ def _cached_attention(spec: KernelSpec) -> Binder:
     """The caches appended to (``kv_append.cl``, a launch for the keys and one for the values),
     then ``attention.cl`` over them with PAST: each sequence's row positions and keys from its
     Past; a decode step's few rows (``DECODE_ROWS``) run ``decode_attention.cl``, a work-group a
-    row, which appends them itself: one launch. Tensor cores are left to
-    ``scaled_dot_product_attention``."""
+    row, which appends them itself (and rotates Q and K, where the op does): one launch. Tensor
+    cores are left to ``scaled_dot_product_attention``."""
     attrs = spec.attrs
     q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
     (batch, q_heads, q_len, depth), k, v = (_head_major(spec.input(slot).shape, heads) for slot, heads in
@@ -209,27 +210,36 @@ def _cached_attention(spec: KernelSpec) -> Binder:
     appends = [{"W": size, "HKV": kv_heads, "SQ": q_len, "SKV": length, **index,
                 **dict(zip(("X_B", "X_H", "X_S"), _strides(kv_heads, q_len, size, bool(kv_split))))}
                for size in (depth, v_depth)]
-
-    steps = {f"{prefix}_{dim}": append[f"X_{dim}"] for prefix, append in zip(("KN", "VN"), appends) for dim in "BHS"}
+    where = slot_positions(spec)
+    turns = _Turns.of(spec, depth) if spec.has_input("Cos") else None
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         q, new_k, new_v, k_cache, v_cache, past = ins[:6]
-        tail = (ins[6].buffer if spec.has_input("KeyMask") else None, past.buffer, *(np.int32(s) for s in mask_strides))
+        mask = ins[where["KeyMask"]].buffer if "KeyMask" in where else None
+        tables = [ins[where[slot]].buffer if slot in where else None for slot in ("Cos", "Sin", "PositionIds")]
+        strides = [np.int32(s) for s in mask_strides]
         options = rt.float_options(spec.dtype)
-        if q_len <= DECODE_ROWS:  # the kernel appends the step's keys and values itself
+        if q_len <= DECODE_ROWS:
             threads = min(_decode_threads(v_depth), rt.caps.max_work_group_size)
+            steps = {f"{p}_{dim}": append[f"X_{dim}"] for p, append in zip(("KN", "VN"), appends) for dim in "BHS"}
             text = source("attention_score.h", "decode_attention.cl", defines={
-                **defines, **steps, "NT": threads, "CH": DECODE_CHUNK, "ACC": -(-v_depth // threads)})
+                **defines, **steps, **(turns.defines(rt) if turns else {}), "NT": threads, "CH": DECODE_CHUNK,
+                "ACC": -(-v_depth // threads)})
             launches = [launch(rt, rt.kernel(text, "decode_attention", options), (threads * batch * q_heads * q_len,),
                                (threads,), q.buffer, new_k.buffer, new_v.buffer, k_cache.buffer, v_cache.buffer,
-                               outs[0].buffer, *tail)]
+                               outs[0].buffer, mask, past.buffer, *tables, *strides)]
         else:
-            launches = [_append(rt, values, cache, past, append, options)
-                        for values, cache, append in ((new_k, k_cache, appends[0]), (new_v, v_cache, appends[1]))]
+            launches = []
+            if turns is not None:  # the rotations first, into buffers of their own
+                q, new_k = (turns.rotated(rt, spec.dtype, x, heads, tables, launches)
+                            for x, heads in ((q, q_split), (new_k, kv_split)))
+            launches += [_append(rt, values, cache, past, append, options)
+                         for values, cache, append in ((new_k, k_cache, appends[0]), (new_v, v_cache, appends[1]))]
             rows = 32 if rt.caps.is_gpu else 16
             text = source("attention_score.h", "attention.cl", defines={**defines, "BQ": rows, "BK": rows})
             launches.append(launch(rt, rt.kernel(text, "attention", options), (-(-q_len // rows) * rows, batch * q_heads),
-                                   (rows, 1), q.buffer, k_cache.buffer, v_cache.buffer, outs[0].buffer, *tail))
+                                   (rows, 1), q.buffer, k_cache.buffer, v_cache.buffer, outs[0].buffer, mask,
+                                   past.buffer, *strides))
         launches += [copy_launch(rt, cache, out) for cache, out in ((k_cache, outs[1]), (v_cache, outs[2]))
                      if out is not None]
         return launches
@@ -244,29 +254,65 @@ def _append(rt: Runtime, values: DeviceArray, cache: DeviceArray, past: DeviceAr
     return launch_1d(rt, kernel, values.size, values.buffer, cache.buffer, past.buffer, np.int32(values.size))
 
 
+class _Turns(NamedTuple):
+    """The rotary embedding an op applies (rotary_embedding's, or cached_attention's of Q and K):
+    its attributes and how its tables are read."""
+
+    rotary: int
+    interleaved: bool
+    ids: DType | None
+    one_batch: bool
+    tables: DType
+
+    @classmethod
+    def of(cls, spec: KernelSpec, head: int) -> _Turns:
+        ids = spec.input("PositionIds").dtype if spec.has_input("PositionIds") else None
+        return cls(spec.attrs["rotary_dim"] or head, spec.attrs["interleaved"], ids,
+                   ids is None and spec.input("Cos").shape[0] == 1, spec.input("Cos").dtype)
+
+    def defines(self, rt: Runtime) -> dict[str, object]:
+        """decode_attention.cl's ROTARY defines (rotary.cl's, but for the row and the heads)."""
+        flags = {flag: "" for flag, on in (("ROTARY", True), ("INTERLEAVED", self.interleaved),
+                                           ("IDS", self.ids is not None), ("ONE_BATCH", self.one_batch)) if on}
+        ids = {"PIDX": index_defines(self.ids)["IDX"]} if self.ids is not None else {}
+        return {"ROT": self.rotary, "HALF": self.rotary // 2, **flags, **ids, **param_defines(rt, self.tables)}
+
+    def launch(self, rt: Runtime, dtype: DType, x: DeviceArray, heads: int, tables: Sequence[Any],
+               out: DeviceArray) -> Launch:
+        """``rotary.cl`` over ``x`` ([B, S, heads * D] with ``heads``, else [B, H, S, D]) into ``out``."""
+        shape = x.shape
+        sequence_major = len(shape) == 3
+        head = shape[-1] // heads if sequence_major else shape[-1]
+        h, s = (heads, shape[1]) if sequence_major else (shape[1], shape[2])
+        flags = {flag: "" for flag, on in (("SEQ_MAJOR", sequence_major), ("INTERLEAVED", self.interleaved),
+                                           ("IDS", self.ids is not None), ("ONE_BATCH", self.one_batch)) if on}
+        defines = {"D": head, "H": h, "S": s, "ROT": self.rotary, "HALF": self.rotary // 2, **flags,
+                   **(index_defines(self.ids) if self.ids is not None else {"IDX": "int"}),
+                   **param_defines(rt, self.tables)}
+        kernel = rt.kernel(source("rotary.cl", defines=defines), "rotary", rt.float_options(dtype))
+        return launch_1d(rt, kernel, x.size, x.buffer, *tables, out.buffer, np.int64(x.size))
+
+    def rotated(self, rt: Runtime, dtype: DType, x: DeviceArray, heads: int, tables: Sequence[Any],
+                launches: list[Launch]) -> DeviceArray:
+        """A new buffer of ``x`` rotated, its launch appended to ``launches``."""
+        out = DeviceArray(rt.alloc(x.nbytes), x.shape, x.dtype)
+        launches.append(self.launch(rt, dtype, x, heads, tables, out))
+        return out
+
+
 register_kernel("cached_attention", "opencl", FLOATS)(_cached_attention)
 
 
 def _rotary_embedding(spec: KernelSpec) -> Binder:
     """``rotary.cl``: one work-item per element."""
     x = spec.input("X").shape
-    heads, rotary, interleaved = spec.attrs["num_heads"], spec.attrs["rotary_dim"], spec.attrs["interleaved"]
-    sequence_major = len(x) == 3
-    head_dim = x[-1] // heads if sequence_major else x[-1]
-    h, s = (heads, x[1]) if sequence_major else (x[1], x[2])
-    width = rotary or head_dim
-    ids = spec.has_input("PositionIds")
-    defines: dict[str, object] = {"D": head_dim, "H": h, "S": s, "ROT": width, "HALF": width // 2,
-                                  **(index_defines(spec.input("PositionIds").dtype) if ids else {"IDX": "int"})}
-    one_batch = not ids and spec.input("Cos").shape[0] == 1
-    defines.update({flag: "" for flag, on in (("SEQ_MAJOR", sequence_major), ("INTERLEAVED", interleaved),
-                                              ("IDS", ids), ("ONE_BATCH", one_batch)) if on})
+    heads = spec.attrs["num_heads"]
+    turns = _Turns.of(spec, x[-1] // heads if len(x) == 3 else x[-1])
+    has_ids = spec.has_input("PositionIds")
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        tables = param_defines(rt, spec.input("Cos").dtype)
-        kernel = rt.kernel(source("rotary.cl", defines={**defines, **tables}), "rotary", rt.float_options(spec.dtype))
-        return [launch_1d(rt, kernel, math.prod(x), ins[0].buffer, ins[1].buffer, ins[2].buffer,
-                          ins[3].buffer if ids else None, outs[0].buffer, np.int64(math.prod(x)))]
+        tables = [ins[1].buffer, ins[2].buffer, ins[3].buffer if has_ids else None]
+        return [turns.launch(rt, spec.dtype, ins[0], heads, tables, cast(DeviceArray, outs[0]))]
 
     return bind
 

@@ -207,3 +207,49 @@ def test_schema_refuses(change, message):
                   for n in ("kc", "vc")]
         append_op("cached_attention", {"Q": q, "K": k, "V": v, "KCache": caches[0], "VCache": caches[1], "Past": past},
                   outputs={"Out": 1, "KCacheOut": [caches[0]], "VCacheOut": [caches[1]]})
+
+
+def _turned(x, cos, sin, rotary, interleaved):
+    """x [B, H, S, D] rotated by tables [B, S, rotary / 2], float64 (rotary_embedding's math)."""
+    x = x.astype(np.float64).copy()
+    c, s = cos[:, None].astype(np.float64), sin[:, None].astype(np.float64)
+    first, second = ((slice(0, rotary, 2), slice(1, rotary, 2)) if interleaved
+                     else (slice(0, rotary // 2), slice(rotary // 2, rotary)))
+    x1, x2 = x[..., first].copy(), x[..., second].copy()
+    x[..., first], x[..., second] = x1 * c - x2 * s, x1 * s + x2 * c
+    return x
+
+
+@pytest.mark.parametrize("rows, dtype", [(1, "float32"), (3, "float16"), (12, "float32")],
+                         ids=["decode", "decode-float16", "prefill"])
+@pytest.mark.parametrize("interleaved, rotary", [(False, 0), (True, 4)], ids=["halves", "interleaved-partial"])
+@pytest.mark.parametrize("place", PLACES)
+def test_rotary_in_the_attention(place, rows, dtype, interleaved, rotary):
+    """With Cos, Sin and PositionIds, Q and K are rotated first and the cache takes the rotated
+    keys: a second step reads the first's keys rotated by their own positions."""
+    rng = np.random.default_rng(4)
+    prog, out = _program(rows, dtype=dtype, interleaved=interleaved, rotary_dim=rotary)
+    block = prog.global_block()
+    op = block.ops[-1]
+    width = rotary or D
+    for slot, name, shape, kind in (("Cos", "cos", [4 * L, width // 2], "float32"),
+                                    ("Sin", "sin", [4 * L, width // 2], "float32"),
+                                    ("PositionIds", "ids", [B, rows], "int64")):
+        block.create_var(name, dtype=kind, shape=shape)
+        op.set_input(slot, [name])
+    angles = np.arange(4 * L)[:, None] * rng.uniform(0.1, 1.0, width // 2)[None]
+    tables = {"cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32)}
+    scope = _scope(dtype)
+    past, done = np.array([0, 2]), []
+    prepared = None
+    for _ in range(2):
+        feeds = {**_feeds(rng, rows, past, dtype), **tables, "ids": past[:, None] + np.arange(rows)}
+        prepared = Executor(_place(place)).prepare(prog, list(feeds), [out], scope, share=prepared)
+        got = prepared.run(feeds)[0]
+        cos, sin = tables["cos"][feeds["ids"]], tables["sin"][feeds["ids"]]
+        turned = {name: _turned(feeds[name], cos, sin, width, interleaved).astype(dtype) for name in ("q", "k")}
+        done.append({**feeds, "k": turned["k"]})
+        expected = _reference(turned["q"], *_expected_caches(done), past, rows)
+        tolerance = 2e-2 if dtype == "float16" else 1e-5
+        np.testing.assert_allclose(got.astype(np.float32), expected, rtol=tolerance, atol=tolerance)
+        past = past + rows

@@ -1,0 +1,88 @@
+"""fuse_cached_rotary: a decoder's query and key rotations go into its cached attention, which
+then computes what the three ops computed (caches included); rotations it cannot take stay,
+saying why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import halfway
+from halfway.executor import Executor
+from halfway.ir.builder import append_op, program_guard
+from halfway.passes import PassManager, collect_near_misses
+
+B, HQ, HKV, S, D, L = 2, 4, 2, 3, 8, 16
+RNG = np.random.default_rng(5)
+
+
+def _decoder_attention(k_table="cos", k_interleaved=False):
+    """rotary(q), rotary(k) -> cached_attention, sequence-major, tables read by position ids."""
+    prog = halfway.Program()
+    block = prog.global_block()
+    with program_guard(prog):
+        q, k, v = (halfway.layers.data(name, [B, S, heads * D]) for name, heads in (("q", HQ), ("k", HKV), ("v", HKV)))
+        past, ids = halfway.layers.data("past", [B], "int64"), halfway.layers.data("ids", [B, S], "int64")
+        tables = {name: halfway.layers.data(name, [L, D // 2]) for name in ("cos", "sin", "cos2")}
+        turned = [append_op("rotary_embedding", {"X": x, "Cos": tables[table], "Sin": tables["sin"], "PositionIds": ids},
+                            {"num_heads": heads, "interleaved": interleaved})["Out"][0]
+                  for x, heads, table, interleaved in ((q, HQ, "cos", False), (k, HKV, k_table, k_interleaved))]
+        caches = [block.create_var(name, dtype="float32", shape=[B, HKV, L, D], persistable=True) for name in ("kc", "vc")]
+        out = append_op("cached_attention", {"Q": turned[0], "K": turned[1], "V": v, "KCache": caches[0],
+                                             "VCache": caches[1], "Past": past},
+                        {"q_num_heads": HQ, "kv_num_heads": HKV},
+                        outputs={"Out": 1, "KCacheOut": [caches[0]], "VCacheOut": [caches[1]]})["Out"][0]
+    return prog, out.name
+
+
+def _feeds():
+    angles = np.arange(L)[:, None] * RNG.uniform(0.1, 1.0, D // 2)
+    past = np.array([0, 4])
+    return {"q": RNG.standard_normal((B, S, HQ * D)).astype(np.float32),
+            "k": RNG.standard_normal((B, S, HKV * D)).astype(np.float32),
+            "v": RNG.standard_normal((B, S, HKV * D)).astype(np.float32),
+            "past": past, "ids": past[:, None] + np.arange(S), "cos": np.cos(angles).astype(np.float32),
+            "sin": np.sin(angles).astype(np.float32), "cos2": np.cos(2 * angles).astype(np.float32)}
+
+
+def _caches():
+    scope = halfway.Scope()
+    for name in ("kc", "vc"):
+        scope.set(name, np.zeros((B, HKV, L, D), np.float32))
+    return scope
+
+
+def _run(prog, out, feeds):
+    scope = _caches()
+    got = Executor(halfway.CPUPlace()).run(prog, feeds, [out], scope)[0]
+    return got, scope.get("kc")
+
+
+def _fused(prog):
+    with collect_near_misses() as misses:
+        result = PassManager(["fuse_cached_rotary"]).run(prog, _caches())
+    return result.program, [m.reason for m in misses]
+
+
+def test_the_rotations_go_into_the_attention():
+    prog, out = _decoder_attention()
+    fused, misses = _fused(prog)
+    assert [op.type for op in fused.global_block().ops if op.type not in ("feed", "fetch")] == ["cached_attention"]
+    assert misses == []
+    attention = next(op for op in fused.global_block().ops if op.type == "cached_attention")
+    assert (attention.input("Q"), attention.input("K"), attention.input("Cos")) == (("q",), ("k",), ("cos",))
+    feeds = _feeds()
+    (want, want_cache), (got, got_cache) = _run(prog, out, feeds), _run(fused, out, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got_cache, want_cache, rtol=1e-6, atol=1e-6)  # the cache holds rotated keys
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"k_table": "cos2"}, "the query and key rotations read other Cos: ['cos'] and ['cos2']"),
+    ({"k_interleaved": True}, "the query and key rotations differ in interleaved"),
+])
+def test_rotations_it_cannot_take_stay(change, reason):
+    prog, _ = _decoder_attention(**change)
+    fused, misses = _fused(prog)
+    assert [op.type for op in fused.global_block().ops].count("rotary_embedding") == 2
+    assert reason in misses
