@@ -1,5 +1,5 @@
 """The ONNX light zoo: per-model latency of halfway's prepared numpy run against ONNX Runtime
-(CPU, 2 intra-op threads), fp32, batch 1, same inputs, in the same run, with the default pass
+(CPU, as many intra-op threads as numpy's BLAS), fp32, batch 1, same inputs, in the same run, with the default pass
 pipeline applied to halfway's program; the geomean ratio; and where halfway is slower, the time
 per op type of its prepared run.
 
@@ -16,7 +16,7 @@ spells (seconds long, up to 1.5x) then slow both sides of each ratio alike. Outp
 to agree before timing. ``--under-load N`` times both beside N busy processes
 (``competing_load``).
 
-numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2, as ONNX Runtime's intra-op threads), with
+numpy's BLAS uses OPENBLAS_NUM_THREADS threads (default 2; ONNX Runtime's intra-op threads as many), with
 the kernels ``halfway.api.openblas`` picks (AVX-512 ones on AMD CPUs OpenBLAS does not recognise).
 """
 
@@ -45,7 +45,8 @@ from halfway.executor import Executor  # noqa: E402
 from halfway.executor.prepared import PreparedProgram  # noqa: E402
 from tests.support.onnx_zoo import LIGHT_MODELS, dummy_inputs, light_model, ort_session, with_random_weights  # noqa: E402
 
-THREADS = 2
+THREADS = int(os.environ["OPENBLAS_NUM_THREADS"])
+"""ONNX Runtime's intra-op threads: numpy's BLAS threads (on a busy machine, 1 each gives steadier ratios)."""
 SETTLE_S = 0.3
 """Pause before each block: the other runtime's worker threads stop spinning and sleep."""
 
