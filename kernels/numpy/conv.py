@@ -44,8 +44,8 @@ returns a new array, or a crop of one, in the output's layout, NCHW or NHWC):
    for YOLO's 32 -> 32 layers): the loop takes 0.5-0.9x its time.
 5. **transposed** (2-D and 3-D): one GEMM ``W[C_in, (O, kh, kw)].T @ X[C_in, H*W]`` per image and
    group, then one strided add per tap (col2im) into the zeroed full output, cropped by the paddings.
-6. **3-D** (``conv3d``): the input padded once, channels-first, and one batched GEMM per tap
-   over its strided window, ``W[g][Og, Cg] @ X_tap[g][Cg, OD*OH*OW]``, summed into the output.
+6. **3-D** (``conv3d``): im2col as in 2, over a strided view ``[N, C, kd, kh, kw, OD, OH, OW]`` of
+   the input padded once (channels-first), a few output depth slices at a time.
 
 The epilogue ``Out = act(Out + Bias[C] + ResidualData)`` (``make_epilogue``) runs in place on the
 output buffer the kernel allocated; where a path returns a crop of a wider result (2a, 2c, 3,
@@ -736,22 +736,32 @@ def fused_conv2d_pool(spec: KernelSpec) -> Kernel:
 def conv3d(spec: KernelSpec) -> Kernel:
     """The 3-D convolution (module docstring, case 6)."""
     g = volume_geometry(spec)
-    groups, cg, og, length = g.groups, g.c // g.groups, g.o // g.groups, math.prod(g.out)
+    (kd, kh, kw), (od, oh, ow) = g.kernel, g.out
+    groups, og, plane = g.groups, g.o // g.groups, oh * ow
+    k = g.c // groups * kd * kh * kw
+    rows = _chunk_rows(od, CHUNK_BYTES // (groups * k * plane * 4), g.o * k * od * plane)
+    chunks = [(r, min(od, r + rows)) for r in range(0, od, rows)]
     padded = (g.n, g.c, *(size + before + after for size, (before, after) in zip(g.sizes, g.pads)))
     inner = (slice(None), slice(None), *(slice(before, before + size) for size, (before, _) in zip(g.sizes, g.pads)))
-    taps = [(slice(None), slice(None), *(slice(i * d, i * d + (o - 1) * s + 1, s)
-                                         for i, d, o, s in zip(tap, g.dilations, g.out, g.strides)))
-            for tap in np.ndindex(*g.kernel)]
+    steps = (*g.dilations, *g.strides)
 
     def run(x: np.ndarray, w: np.ndarray) -> np.ndarray:
         xp = np.zeros(padded, x.dtype)
         xp[inner] = x.transpose(0, 4, 1, 2, 3) if g.channel_last else x
-        wt = w.reshape(groups, og, cg, len(taps))
-        out = np.zeros((g.n, groups, og, length), x.dtype)
-        for t, window in enumerate(taps):
-            out += np.matmul(wt[..., t], xp[window].reshape(g.n, groups, cg, length))
-        out = out.reshape(g.n, g.o, *g.out)
-        return np.ascontiguousarray(out.transpose(0, 2, 3, 4, 1)) if g.channel_last else out
+        sn, sc, *spatial = xp.strides
+        view = as_strided(xp, (g.n, g.c, kd, kh, kw, od, oh, ow),
+                          (sn, sc, *(stride * step for stride, step in zip(spatial * 2, steps))), writeable=False)
+        wg = w.reshape(groups, og, k)
+        out = np.empty((g.n, groups, og, od * plane), x.dtype)
+
+        def chunk(buf: np.ndarray, n: int, r0: int, r1: int) -> None:
+            cols = buf[:, :, :, :, :r1 - r0]
+            np.copyto(cols, view[n, :, :, :, :, r0:r1])
+            np.matmul(wg, cols.reshape(groups, k, -1), out=out[n, :, :, r0 * plane:r1 * plane])
+
+        _in_chunks(chunk, (g.c, kd, kh, kw, rows, oh, ow), x.dtype, g.n, chunks, og * k * rows * plane)
+        y = out.reshape(g.n, g.o, od, oh, ow)
+        return np.ascontiguousarray(y.transpose(0, 2, 3, 4, 1)) if g.channel_last else y
 
     return run
 
