@@ -1,4 +1,5 @@
-"""Converters of ONNX ops that halfway composes from its own: Hardmax, LpNormalization, EyeLike.
+"""Converters of ONNX ops that halfway composes from its own: Hardmax, LpNormalization, EyeLike and
+the signal windows (HannWindow, HammingWindow, BlackmanWindow).
 
 Hardmax is a one-hot of the first maximum along its axis: arg_max (keeping the dim) compared
 with the positions along that dim, cast to X's type. Before opset 13 it works on X seen as 2-D
@@ -72,3 +73,45 @@ def eye_like(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     dtype = helper.tensor_dtype_to_np_dtype(attrs["dtype"]) if "dtype" in attrs else ctx.info(node.input[0]).dtype.numpy
     eye = ctx.add_const(f"{node.output[0]}.eye", np.eye(rows, cols, attrs.get("k", 0), dtype=dtype))
     ctx.emit("assign", {"X": eye}, {"Out": node.output[0]})
+
+
+_WINDOWS = {"HannWindow": (0.5, 0.5, 0.0), "HammingWindow": (25 / 46, 21 / 46, 0.0),
+            "BlackmanWindow": (0.42, 0.5, 0.08)}
+"""ONNX window -> (a0, a1, a2) of w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N)."""
+
+
+@converts(*_WINDOWS)
+def window(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """The window of ``size`` points (computed at run time: a range), N = size when periodic, else
+    size - 1; computed in float32, then cast to ``output_datatype``."""
+    size, out = node.input[0], node.output[0]
+    a0, a1, a2 = _WINDOWS[node.op_type]
+    count, points, n, length, angle = (ctx.temp(f"{out}.{what}") for what in ("count", "points", "n", "length", "angle"))
+    ctx.emit("cast", {"X": size}, {"Out": count}, {"in_dtype": int(ctx.info(size).dtype), "out_dtype": int(DType.int64)})
+    start, step = (ctx.add_const(f"{out}.{what}", np.array(v, np.int64)) for what, v in (("start", 0), ("step", 1)))
+    ctx.emit("range", {"Start": start, "End": count, "Step": step}, {"Out": points})
+    ctx.emit("cast", {"X": points}, {"Out": n}, {"in_dtype": int(DType.int64), "out_dtype": int(DType.float32)})
+    ctx.emit("cast", {"X": count}, {"Out": length}, {"in_dtype": int(DType.int64), "out_dtype": int(DType.float32)})
+    if not attrs.get("periodic", 1):
+        length_1 = ctx.temp(f"{out}.length")
+        ctx.emit("scale", {"X": length}, {"Out": length_1}, {"bias": -1.0})
+        length = length_1
+    turns = ctx.temp(f"{out}.turns")
+    ctx.emit("scale", {"X": n}, {"Out": turns}, {"scale": 2 * math.pi})
+    ctx.emit("elementwise_div", {"X": turns, "Y": length}, {"Out": angle}, {"axis": -1})
+    w = _cosine_term(ctx, angle, 1.0, -a1, a0, out)
+    if a2:
+        w2 = ctx.temp(f"{out}.w")
+        ctx.emit("elementwise_add", {"X": w, "Y": _cosine_term(ctx, angle, 2.0, a2, 0.0, out)}, {"Out": w2}, {"axis": -1})
+        w = w2
+    dtype = DType.from_any(helper.tensor_dtype_to_np_dtype(attrs.get("output_datatype", 1)))
+    ctx.emit("cast", {"X": w}, {"Out": out}, {"in_dtype": int(DType.float32), "out_dtype": int(dtype)})
+
+
+def _cosine_term(ctx: GraphContext, angle: str, times: float, factor: float, bias: float, hint: str) -> str:
+    """factor * cos(times * angle) + bias."""
+    multiple, cosine, term = (ctx.temp(f"{hint}.{what}") for what in ("multiple", "cos", "term"))
+    ctx.emit("scale", {"X": angle}, {"Out": multiple}, {"scale": times})
+    ctx.emit("cos", {"X": multiple}, {"Out": cosine})
+    ctx.emit("scale", {"X": cosine}, {"Out": term}, {"scale": factor, "bias": bias})
+    return term
