@@ -29,6 +29,7 @@ from ...ir import layers
 from ...ir.builder import append_op, program_guard
 from ...ir.dtypes import DType
 from ...ir.io import set_feed_fetch
+from ...ir.ops.matmul import GATED
 from ...ir.program import Program
 from ...ir.scope import Scope
 from ...ir.variable import Variable
@@ -119,14 +120,23 @@ class _Builder:
         return self.linear(out, f"layers.{i}.out", w.out, w.out_bias)
 
     def mlp(self, x: Variable, i: int, w: LayerWeights) -> Variable:
-        up = self.linear(x, f"layers.{i}.up", w.up, w.up_bias)
-        if self.config.gated:
-            gate, up = layers.split(up, 2, dim=-1)
-            hidden = (_op("swiglu", X=gate, Y=up) if self.config.activation == "silu"
-                      else _op("elementwise_mul", X=self.activation(gate), Y=up))
+        if self.config.gated and self.config.activation == "silu":
+            hidden = self.gated(x, f"layers.{i}.up", w.up, w.up_bias)
+        elif self.config.gated:
+            gate, up = layers.split(self.linear(x, f"layers.{i}.up", w.up, w.up_bias), 2, dim=-1)
+            hidden = _op("elementwise_mul", X=self.activation(gate), Y=up)
         else:
-            hidden = self.activation(up)
+            hidden = self.activation(self.linear(x, f"layers.{i}.up", w.up, w.up_bias))
         return self.linear(hidden, f"layers.{i}.down", w.down, w.down_bias)
+
+    def gated(self, x: Variable, name: str, weight: np.ndarray, bias: np.ndarray | None) -> Variable:
+        """silu(gate) * up of the gate and up projections side by side in ``weight``: one fc gating
+        its product's halves (as ``fuse_projections`` makes of an export's two projections)."""
+        inputs = {"Input": x, "W": self.param(f"{name}.weight", weight)}
+        if bias is not None:
+            inputs["Bias"] = self.param(f"{name}.bias", bias)
+        attrs = {"in_num_col_dims": len(x.tensor_shape) - 1, "activation_type": GATED}
+        return append_op("fc", inputs, attrs)["Out"][0]
 
     def embeddings(self, weights: DecoderWeights, feeds: dict[str, Variable]) -> Variable:
         ids = feeds["input_ids"]
