@@ -9,7 +9,8 @@ comparisons), and the executor for the host values it computes at prepare, so no
 imports a backend for it.
 
 Inputs reach the kernels as read-only views: a kernel cannot write into the caller's arrays
-(parameters in a scope, feeds).
+(parameters in a scope, feeds); a var an op updates in place (a ``views`` output that is the
+input var itself: a key/value cache) reaches it as a copy, which its output then is.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def evaluate_op(op: Operator, values: Mapping[str, np.ndarray]) -> dict[str, np.
     missing = [n for n in op.input_names() if n not in values]
     if missing:
         raise HalfwayError(f"op {op.describe()}: no value for input(s) {missing}")
-    arrays = {s.name: [_read_only(values[n]) for n in op.input(s.name)] for s in schema.inputs if op.input(s.name)}
+    state = {n for out, slot in schema.views.items() for n in op.input(slot) if n in op.output(out)}
+    arrays = {s.name: [np.array(values[n]) if n in state else _read_only(values[n]) for n in op.input(s.name)]
+              for s in schema.inputs if op.input(s.name)}
     inputs = {slot: tuple(TensorInfo(a.shape, DType.from_any(a.dtype)) for a in items) for slot, items in arrays.items()}
     outputs = infer_outputs(op, schema, inputs, arrays)
     infos = {n: info for slot, items in inputs.items() for n, info in zip(op.input(slot), items)}

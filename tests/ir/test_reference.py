@@ -154,3 +154,21 @@ def test_a_family_row_is_evaluated_without_the_kernels_and_other_ops_load_them()
     assert not [m for m in _loaded_after(relu) if m.startswith("halfway.kernels")]
     transpose = relu.replace("'relu', {'X': 'x'}, {'Out': 'y'}", "'transpose2', {'X': 'x'}, {'Out': 'y'}, {'axis': [0]}")
     assert "halfway.kernels.reference" in _loaded_after(transpose)
+
+
+def test_state_an_op_updates_in_place_is_written_as_a_copy():
+    """cached_attention's caches (KCacheOut is KCache): the evaluator hands it copies, so the
+    caller's cache is untouched and the output is the updated copy."""
+    block = Program().global_block()
+    for name in ("q", "k", "v", "kc", "vc", "past", "out"):
+        block.create_var(name)
+    op = block.append_op("cached_attention", {"Q": ["q"], "K": ["k"], "V": ["v"], "KCache": ["kc"], "VCache": ["vc"],
+                                              "Past": ["past"]}, {"Out": ["out"], "KCacheOut": ["kc"], "VCacheOut": ["vc"]})
+    rng = np.random.default_rng(0)
+    values = {name: rng.standard_normal((1, 2, 1, 4)).astype(np.float32) for name in ("q", "k", "v")}
+    values.update(kc=np.zeros((1, 2, 8, 4), np.float32), vc=np.zeros((1, 2, 8, 4), np.float32),
+                  past=np.array([0]))
+    out = evaluate_op(op, values)
+    assert not values["kc"].any()
+    np.testing.assert_array_equal(out["kc"][0, :, 0], values["k"][0, :, 0])
+    np.testing.assert_allclose(out["out"], values["v"], rtol=1e-6)  # one key to attend to: its value
