@@ -74,8 +74,8 @@ def test_an_op_without_converter_on_a_runtime_shape_is_an_unsupported_op_error()
 def test_paddle_model_with_unknown_ops_fails_at_load_listing_them(tmp_path):
     prog = halfway.Program()
     with halfway.program_guard(prog):
-        x = halfway.api.layers.data("x", [2, 3])
-        y = halfway.api.layers.relu(x)
+        x = halfway.layers.data("x", [2, 3])
+        y = halfway.layers.relu(x)
     block = prog.global_block()
     for op in block.ops:
         if op.type == "relu":

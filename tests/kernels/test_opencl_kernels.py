@@ -427,7 +427,7 @@ def test_split_k_runs_again_on_the_same_buffers(split_k_place, dtype):
     prepared program, each on other values, match numpy."""
     prog = halfway.Program()
     with halfway.program_guard(prog):
-        y = halfway.api.layers.fc(halfway.api.layers.data("x", [7, 600]), size=40, act="relu")
+        y = halfway.layers.fc(halfway.layers.data("x", [7, 600]), size=40, act="relu")
     scope = halfway.init_scope(prog, seed=3)
     if dtype == np.float16:
         prog, _ = halfway.float16_transpile(prog, scope)
