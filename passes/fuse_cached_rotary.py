@@ -24,7 +24,7 @@ _SHARED = ("Cos", "Sin", "PositionIds")
 
 
 def _check_layout(ctx: RewriteContext, attention: Operator, rotary: Operator, heads_attr: str, what: str) -> None:
-    sequence_major = len(ctx.var(rotary.input("X")[0]).shape) == 3
+    sequence_major = len(ctx.var(rotary.input("X")[0]).shape or ()) == 3
     heads = attention.attr(heads_attr)
     if sequence_major != bool(heads) or (sequence_major and rotary.attr("num_heads") != heads):
         raise Decline(f"the {what} rotation's layout (num_heads {rotary.attr('num_heads')}) is not the attention's "

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -312,7 +312,7 @@ def _rotary_embedding(spec: KernelSpec) -> Binder:
 
     def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         tables = [ins[1].buffer, ins[2].buffer, ins[3].buffer if has_ids else None]
-        return [turns.launch(rt, spec.dtype, ins[0], heads, tables, cast(DeviceArray, outs[0]))]
+        return [turns.launch(rt, spec.dtype, ins[0], heads, tables, outs[0])]
 
     return bind
 
