@@ -173,7 +173,9 @@ class _Team:
     yields after a job is published, by when the caller is inside its own part (its loops and
     BLAS run without the GIL). On a busy machine a worker may get its core late: the caller (or
     another worker) has taken its parts by then, and it finds none left; a worker that joins a
-    job more than ``LATE_S`` late keeps the team out of use for ``BACK_OFF_S``.
+    job more than ``LATE_S`` late keeps the team out of use for ``BACK_OFF_S``, and OpenBLAS on
+    one thread (its threads, cut a product in equal shares, wait for the slowest as the team's
+    did), until the first parts after that.
     """
 
     def __init__(self, size: int, spin: Any) -> None:
@@ -186,15 +188,18 @@ class _Team:
         self._wake = threading.Condition()
         self._caller = threading.Lock()
         self._crowded_until = 0.0
+        self._quiet_blas: contextlib.ExitStack | None = None
         for k in range(size):
             threading.Thread(target=self._work, args=(k,), name=f"halfway-numpy-{k}", daemon=True).start()
 
     def run(self, parts: Sequence[Callable[[], object]]) -> bool:
         """``parts`` on this thread and the workers; False, having run nothing, where another
         caller holds the team."""
-        if time.perf_counter() < self._crowded_until or not self._caller.acquire(blocking=False):
+        if not self._caller.acquire(blocking=False):
             return False
         try:
+            if self._crowded():
+                return False
             job = _Job(parts)
             workers = range(min(self.size, len(parts) - 1))
             for k in workers:
@@ -211,13 +216,29 @@ class _Team:
                 for k in workers:
                     self._jobs[k] = None
             if _late(job):
-                self._crowded_until = time.perf_counter() + BACK_OFF_S
+                self._crowd()
             error = next((e for e in job.errors if e is not None), None)
             if error is not None:
                 raise error
             return True
         finally:
             self._caller.release()
+
+    def _crowd(self) -> None:
+        """Keep the team, and OpenBLAS's threads, out of use for ``BACK_OFF_S``."""
+        self._crowded_until = time.perf_counter() + BACK_OFF_S
+        if self._quiet_blas is None:
+            self._quiet_blas = contextlib.ExitStack()
+            self._quiet_blas.enter_context(single_threaded_blas())
+
+    def _crowded(self) -> bool:
+        """Whether the team is out of use; at the end of that, OpenBLAS's threads come back."""
+        if time.perf_counter() < self._crowded_until:
+            return True
+        if self._quiet_blas is not None:
+            self._quiet_blas.close()
+            self._quiet_blas = None
+        return False
 
     def _work(self, k: int) -> None:
         _inside.part = True

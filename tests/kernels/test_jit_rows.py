@@ -218,10 +218,18 @@ def test_a_team_whose_workers_join_late_backs_off_for_a_while(monkeypatch, team)
     seen = []
     threads.run_parts([lambda: seen.append(threading.get_ident())] * 8)
     assert set(seen) == {threading.get_ident()}
+    assert _openblas_threads() in (None, 1)  # OpenBLAS's threads would wait for each other as well
     monkeypatch.setattr(threads, "LATE_S", float("inf"))
     monkeypatch.setattr(team, "_crowded_until", time.perf_counter() + 0.05)
     time.sleep(0.06)
     threads.run_parts([meet.wait] * (threads.team_size() + 1))  # only the team's threads can meet
+    assert _openblas_threads() in (None, threads.thread_count())
+
+
+def _openblas_threads():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    found = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
+    return found[0] if found else None
 
 
 def test_callers_on_several_threads_all_get_their_parts_run():
