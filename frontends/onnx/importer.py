@@ -2,7 +2,8 @@
 
     program, feeds, fetches, scope = halfway.frontends.onnx.load("model.onnx")
 
-Steps: read the model (external data included) and check the graph (every input defined,
+Steps: read the model (external data included), expand the ops ONNX defines as functions that
+no converter takes (``functions``), and check the graph (every input defined,
 no cycle, every op either convertible or foldable — all unsupported ops are reported at
 once); declare the graph inputs that are not initializers (old IR versions list initializers
 among the inputs) as feeds; then walk the nodes in dependency order, folding what is
@@ -47,6 +48,7 @@ from . import (  # noqa: F401  (register converters)
 )
 from .context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from .folding import fold, foldable
+from .functions import inline_functions
 from .inferred import inferred_dims
 from .registry import CONVERTERS
 from .spec import check_node
@@ -77,8 +79,10 @@ def load(model: str | os.PathLike[str] | ModelProto, *, input_shapes: Mapping[st
             limit); the message names the file and the node.
     """
     proto, source = read_model(model)
+    opset = _opset(proto, source)
+    proto = inline_functions(proto, opset)
     graph = proto.graph
-    ctx = GraphContext(source, _opset(proto, source), limits.max_tensor_bytes(max_tensor_bytes))
+    ctx = GraphContext(source, opset, limits.max_tensor_bytes(max_tensor_bytes))
     nodes = _sorted_nodes(graph, source)
     _check_supported(nodes, graph, source)
     feeds = _declare_inputs(ctx, graph, _input_shapes(input_shapes, source))
