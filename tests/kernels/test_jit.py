@@ -140,6 +140,7 @@ REFERENCES = {  # float64 math of every unary row, written apart from the rows; 
     "celu": lambda x, a: np.maximum(x, 0) + np.minimum(0, a["alpha"] * (np.exp(x / a["alpha"]) - 1)),
     "thresholded_relu": lambda x, a: np.where(x > a["threshold"], x, a["value"]),
     "hard_shrink": lambda x, a: np.where(np.abs(x) > a["threshold"], x, 0),
+    "shrink": lambda x, a: np.where(x > a["lambd"], x - a["bias"], np.where(x < -a["lambd"], x + a["bias"], 0)),
     "logsigmoid": lambda x, a: -np.log1p(np.exp(-x)),
     "square": lambda x, a: x * x,
 }
