@@ -44,6 +44,7 @@ from . import (  # noqa: F401  (register converters)
     pool,
     quantize,
     resize,
+    signal,
     tensor,
 )
 from .context import ConversionError, GraphContext, UnsupportedOpError, node_label

@@ -40,6 +40,7 @@ from . import (  # noqa: F401  (register exporters)
     pool,
     quantize,
     resize,
+    signal,
     tensor,
 )
 from .context import CONTRIB_DOMAIN, ExportContext, ExportError, UnsupportedExportError, onnx_type

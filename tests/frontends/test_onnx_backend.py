@@ -38,6 +38,7 @@ NOT_EXPORTED = {
     r"^test_(max|min)_u?int16$|^test_top_k_uint64$": "ONNX Runtime has no kernel for the element type",
     r"mask4d_padded_kv$": "ONNX Runtime's Attention refuses nonpad_kv_seqlen with a mask",
     r"resize_downsample_scales_(cubic|linear)_align_corners$": "ONNX Runtime's Resize differs from ONNX's reference",
+    r"^test_dft": "ONNX Runtime's float32 DFT is 1e-5 to 2e-4 off ONNX's float64 reference (the runner's atol is 1e-7)",
 }
 """Node tests halfway runs whose ONNX export ONNX Runtime cannot run as ONNX's reference does, by reason."""
 
