@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto
+from onnx import NodeProto, helper
 
 from ...ir.dtypes import DType
 from .context import GraphContext
@@ -59,6 +59,12 @@ def split(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
         sizes = [min(chunk, dim - i * chunk) for i in range(attrs["num_outputs"])]
     split_attrs = {"axis": axis, "sections": list(sizes)} if sizes else {"axis": axis, "num": len(outs)}
     ctx.emit("split", {"X": x}, {"Out": outs}, split_attrs)
+
+
+@converts("BitCast", makes="bitcast")
+def bit_cast(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    target = DType.from_any(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+    ctx.emit("bitcast", {"X": node.input[0]}, {"Out": node.output[0]}, {"out_dtype": int(target)})
 
 
 @converts("Reshape", makes="reshape2")

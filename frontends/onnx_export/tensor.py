@@ -40,6 +40,13 @@ def _to_dtype_of(ctx: ExportContext, value: str, out: str, made: DType) -> None:
         ctx.node("Cast", [value], [out], to=onnx_type(ctx.dtype(out)))
 
 
+@exports("bitcast")
+def bitcast(ctx: ExportContext, op: Operator) -> None:
+    if ctx.opset < 26:
+        ctx.fail(f"BitCast needs opset 26 (asked for {ctx.opset})")
+    ctx.node("BitCast", [op.input("X")[0]], [op.output("Out")[0]], to=onnx_type(ctx.dtype(op.output("Out")[0])))
+
+
 @exports("assign")
 def assign(ctx: ExportContext, op: Operator) -> None:
     if not op.input("X"):

@@ -386,6 +386,20 @@ register_op(OpSchema(
 ))
 
 
+def _infer_bitcast(ctx: InferContext) -> None:
+    x, out_dtype = ctx.input("X"), DType(ctx.attr("out_dtype"))
+    ctx.check(x.dtype.numpy.itemsize == out_dtype.numpy.itemsize,
+              f"X is {x.dtype.name} ({x.dtype.numpy.itemsize} bytes), out_dtype {out_dtype.name} "
+              f"({out_dtype.numpy.itemsize} bytes): bitcast keeps the size of the elements")
+    ctx.set_output("Out", x.shape, out_dtype)
+
+
+register_op(OpSchema(
+    "bitcast", inputs=[Slot("X")], outputs=[Slot("Out")], attrs=[AttrSpec("out_dtype", AttrType.INT)],
+    infer=_infer_bitcast, doc="Out = the bits of X read as out_dtype, an element type of the same size.",
+))
+
+
 def _infer_shape(ctx: InferContext) -> None:
     ctx.set_output("Out", [len(ctx.input("Input").shape)], DType.int32)
 

@@ -291,6 +291,12 @@ def _assign(spec: KernelSpec) -> Kernel:
     return lambda x: x.copy()
 
 
+@register_data_kernel("bitcast")
+def _bitcast(spec: KernelSpec) -> Kernel:
+    dtype = spec.output("Out").dtype.numpy
+    return lambda x: x.view(dtype).copy()
+
+
 @register_data_kernel("shape")
 def _shape(spec: KernelSpec) -> Kernel:
     return lambda x: np.array(x.shape, dtype=np.int32)

@@ -6,7 +6,7 @@ input's buffer under the inferred shape, with no work. concat, split, slice, str
 and transpose2 are one strided copy per operand (``movement.cl``; a split into up to
 ``SPLIT_PIECES`` pieces is one launch for them all), with offsets and strides
 computed here (negative for a reversed strided_slice); pad fills the
-output with the pad value and copies X into its interior; assign is a buffer copy. Bounds,
+output with the pad value and copies X into its interior; assign and bitcast are buffer copies. Bounds,
 shapes and paddings given as tensors must be constants at prepare (``KernelSpec.constant``).
 """
 
@@ -227,7 +227,7 @@ def _register() -> None:
         register_kernel(op_type, "opencl", DTYPES)(_view)
     for op_type, factory in (("concat", _concat), ("split", _split), ("transpose2", _transpose2),
                              ("slice", _slice), ("strided_slice", _strided_slice), ("pad", _pad),
-                             ("assign", _assign)):
+                             ("assign", _assign), ("bitcast", _assign)):
         register_kernel(op_type, "opencl", DTYPES)(factory)
     INPLACE_OPS.add("assign")
 

@@ -55,8 +55,9 @@ matrix products)."""
 DEFAULT_BLACK_LIST: Mapping[str, str] = {
     **{op: why for op, (kind, why) in _FAMILIES.items() if kind is Float16.NEVER},
     "pow": BINARY["elementwise_pow"].float16_reason,
+    "bitcast": "reads the bits of X: a float16 X holds other bits",
 }
-"""Op type -> why it stays float32 (the family rows classed NEVER, and pow)."""
+"""Op type -> why it stays float32 (the family rows classed NEVER, pow and bitcast)."""
 
 LARGE_REDUCTIONS: frozenset[str] = frozenset({"reduce_sum", "reduce_mean", "mean", "sum"})
 """Ops whose sum over many elements can exceed float16's range (``max_float16_reduction``)."""

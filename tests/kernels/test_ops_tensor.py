@@ -14,6 +14,7 @@ import pytest
 
 import halfway
 from halfway import layers
+from halfway.executor import OpenCLPlace
 from halfway.ir.attrs import AttrType
 from halfway.ir.builder import create_parameter
 from halfway.ir.dtypes import DType
@@ -490,3 +491,18 @@ def test_layer_errors_name_the_op() -> None:
             layers.concat([x, layers.data("y", [2, 4])], axis=0)
         with pytest.raises(InferError, match="^split: attr 'num' = 2 does not divide"):
             layers.split(x, 2)
+
+
+# -- bitcast ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("place", [None, pytest.param("opencl", marks=pytest.mark.opencl)])
+def test_bitcast_reads_the_bits_as_another_type_of_the_size(place):
+    x = np.array([[1.0, -2.5, np.inf], [0.0, 3e-39, np.nan]], np.float32)
+    ran = run_op("bitcast", {"X": x}, {"out_dtype": int(halfway.DType.int32)},
+                 place=OpenCLPlace() if place else None)
+    assert ran.out.dtype == np.int32 and ran.report.fallbacks == []
+    np.testing.assert_array_equal(ran.out, x.view(np.int32))
+
+
+def test_bitcast_to_another_size_is_refused_naming_both():
+    with pytest.raises(halfway.HalfwayError, match=r"float32 \(4 bytes\), out_dtype int64 \(8 bytes\)"):
+        run_op("bitcast", {"X": np.zeros(3, np.float32)}, {"out_dtype": int(halfway.DType.int64)})
