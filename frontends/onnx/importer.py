@@ -35,6 +35,7 @@ from . import (  # noqa: F401  (register converters)
     attention,
     composed,
     conv,
+    detection,
     image,
     indexing,
     loss,

@@ -30,6 +30,7 @@ from ...ir.tempfiles import remove, write_file
 from . import (  # noqa: F401  (register exporters)
     attention,
     conv,
+    detection,
     family,
     gated,
     image,

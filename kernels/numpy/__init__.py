@@ -1,6 +1,22 @@
 """numpy kernels, one module per op family (as ``halfway.ir.ops``)."""
 
-from . import attention, conv, gated, image, indexing, loss, math, matmul, norm, pool, quantize, resize, signal, tensor
+from . import (
+    attention,
+    conv,
+    detection,
+    gated,
+    image,
+    indexing,
+    loss,
+    math,
+    matmul,
+    norm,
+    pool,
+    quantize,
+    resize,
+    signal,
+    tensor,
+)
 
-__all__ = ["attention", "conv", "gated", "image", "indexing", "loss", "math", "matmul", "norm", "pool", "quantize", "resize",
-           "signal", "tensor"]
+__all__ = ["attention", "conv", "detection", "gated", "image", "indexing", "loss", "math", "matmul", "norm",
+           "pool", "quantize", "resize", "signal", "tensor"]
