@@ -150,7 +150,11 @@ def _runtime_unsqueeze(ctx: GraphContext, node: NodeProto) -> None:
 def slice_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x = node.input[0]
     rank = len(ctx.shape(x))
-    if ctx.opset >= 10 and not (ctx.is_const(node.input[1]) and ctx.is_const(node.input[2])):
+    runtime = [n for n in node.input[1:] if n and not ctx.is_const(n)] if ctx.opset >= 10 else []
+    if any(n in node.input[3:] for n in runtime):
+        _every_dim_slice(ctx, node, rank)
+        return
+    if runtime:
         _runtime_slice(ctx, node, rank)
         return
     if ctx.opset < 10:
@@ -175,6 +179,38 @@ def slice_(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     else:
         ctx.emit("strided_slice", {"Input": x}, {"Out": node.output[0]},
                  {"axes": axes, "starts": starts, "ends": ends, "strides": steps})
+
+
+def _every_dim_slice(ctx: GraphContext, node: NodeProto, rank: int) -> None:
+    """A Slice whose axes or steps are computed at run time: starts, ends and steps put into
+    vectors over every dim (0, the int64 maximum and 1 elsewhere) at the axes counted from 0, a
+    ``strided_slice`` of every dim reading them."""
+    x, starts = node.input[0], node.input[1]
+    (count,) = ctx.static_shape(starts, "Slice with run-time axes")
+    given = [node.input[i] if i < len(node.input) and node.input[i] else "" for i in (3, 4)]
+    axes = _as_int64(ctx, given[0]) if given[0] else ctx.add_const(ctx.temp("axes"), np.arange(count, dtype=np.int64))
+    counted = ctx.temp(f"{node.output[0]}.axes")
+    ctx.emit("elementwise_mod", {"X": axes, "Y": ctx.add_const(ctx.temp("rank"), np.array([rank], np.int64))},
+             {"Out": counted}, {"axis": -1})
+    steps = given[1] or ctx.add_const(ctx.temp("steps"), np.ones(count, np.int64))
+    vectors = {}
+    for slot, values, default in (("StartsTensor", starts, 0), ("EndsTensor", node.input[2], np.iinfo(np.int64).max),
+                                  ("StridesTensor", steps, 1)):
+        vectors[slot] = ctx.temp(f"{node.output[0]}.{slot}")
+        ctx.emit("put_along_axis", {"Input": ctx.add_const(ctx.temp("every"), np.full(rank, default, np.int64)),
+                                    "Index": counted, "Value": _as_int64(ctx, values)},
+                 {"Result": vectors[slot]}, {"Axis": 0, "Reduce": "assign"})
+    ctx.emit("strided_slice", {"Input": x, **vectors}, {"Out": node.output[0]},
+             {"axes": list(range(rank)), "starts": [0] * rank, "ends": [np.iinfo(np.int32).max] * rank,
+              "strides": [1] * rank})
+
+
+def _as_int64(ctx: GraphContext, name: str) -> str:
+    if ctx.info(name).dtype is DType.int64:
+        return name
+    cast = ctx.temp(f"{name}.int64")
+    ctx.emit("cast", {"X": name}, {"Out": cast}, {"in_dtype": int(ctx.info(name).dtype), "out_dtype": int(DType.int64)})
+    return cast
 
 
 def _runtime_slice(ctx: GraphContext, node: NodeProto, rank: int) -> None:

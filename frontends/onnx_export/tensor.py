@@ -8,8 +8,6 @@ Paddings) become inputs of the ONNX op, cast to int64 where they are not.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 from onnx import numpy_helper
 
@@ -158,9 +156,9 @@ def split(ctx: ExportContext, op: Operator) -> None:
         ctx.node("Split", [x], outs, axis=axis, num_outputs=len(outs) if ctx.opset >= 18 else None)
 
 
-def _slice(ctx: ExportContext, op: Operator, starts: str, ends: str, steps: Sequence[int] | None) -> None:
+def _slice(ctx: ExportContext, op: Operator, starts: str, ends: str, steps: str | None) -> None:
     x, out = op.input("Input")[0], op.output("Out")[0]
-    inputs = [x, starts, ends, ctx.ints(op.attr("axes"))] + ([ctx.ints(steps)] if steps else [])
+    inputs = [x, starts, ends, ctx.ints(op.attr("axes"))] + ([steps] if steps else [])
     decrease = list(op.attr("decrease_axis", ()))
     value = ctx.node("Slice", inputs, None if decrease else [out])
     if decrease:
@@ -177,9 +175,13 @@ def slice_(ctx: ExportContext, op: Operator) -> None:
 
 @exports("strided_slice")
 def strided_slice(ctx: ExportContext, op: Operator) -> None:
-    """Paddle's ends are clamped int32s; a negative step's -2**31 is ONNX's "past the start"."""
+    """Paddle's ends are clamped int32s; a negative step's -2**31 is ONNX's "past the start". The
+    bounds computed at run time are ONNX's as they are (int64)."""
     ends = [e if e > -2 ** 31 else -2 ** 63 for e in op.attr("ends")]
-    _slice(ctx, op, ctx.ints(op.attr("starts")), ctx.ints(ends), list(op.attr("strides")))
+    starts_t, ends_t, strides_t = (one_input(op, s) for s in ("StartsTensor", "EndsTensor", "StridesTensor"))
+    _slice(ctx, op, ctx.int64(starts_t) if starts_t else ctx.ints(op.attr("starts")),
+           ctx.int64(ends_t) if ends_t else ctx.ints(ends),
+           ctx.int64(strides_t) if strides_t else ctx.ints(op.attr("strides")))
 
 
 @exports("pad")

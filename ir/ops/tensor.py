@@ -480,23 +480,30 @@ def _infer_strided_slice(ctx: InferContext) -> None:
               f"starts {list(starts)}, ends {list(ends)} and strides {list(strides)} need one entry per axis "
               f"of {list(axes)}")
     ctx.check(0 not in strides, f"attr 'strides' = {list(strides)} holds a 0")
+    tensors = any(ctx.has_input(s) for s in _STRIDED_TENSORS)
     out = list(x.shape)
     for axis, start, end, step in zip(axes, starts, ends, strides):
-        out[axis] = len(range(*slice(start, end, step).indices(out[axis]))) if out[axis] >= 0 else -1
+        out[axis] = len(range(*slice(start, end, step).indices(out[axis]))) if out[axis] >= 0 and not tensors else -1
     drop = {check_axis(ctx, a, rank, "attr 'decrease_axis' entry") for a in ctx.attr("decrease_axis")}
     for a in sorted(drop):
         ctx.check(out[a] in (1, -1), f"attr 'decrease_axis' drops axis {a}, whose sliced size is {out[a]}, not 1")
     ctx.set_output("Out", [d for i, d in enumerate(out) if i not in drop], x.dtype)
 
 
+_STRIDED_TENSORS = ("StartsTensor", "EndsTensor", "StridesTensor")
+"""strided_slice's bounds computed at run time (1-D, one entry per axis), which replace the attrs."""
+
+
 register_op(OpSchema(
-    "strided_slice", inputs=[Slot("Input")], outputs=[Slot("Out")],
+    "strided_slice", inputs=[Slot("Input"), *(Slot(s, dispensable=True) for s in _STRIDED_TENSORS)],
+    outputs=[Slot("Out")], keep_dtype_slots=_STRIDED_TENSORS,
     attrs=[AttrSpec("axes", AttrType.INTS), AttrSpec("starts", AttrType.INTS), AttrSpec("ends", AttrType.INTS),
            AttrSpec("strides", AttrType.INTS), AttrSpec("infer_flags", AttrType.INTS, ()),
            AttrSpec("decrease_axis", AttrType.INTS, ())],
     infer=_infer_strided_slice, views={"Out": "Input"},
     doc="Input[starts:ends:strides] along `axes` with Python's slice semantics (negative strides walk "
-        "backwards; bounds are clamped); `decrease_axis` drops size-1 dims.",
+        "backwards; bounds are clamped); `decrease_axis` drops size-1 dims; StartsTensor, EndsTensor and "
+        "StridesTensor replace their attrs.",
 ))
 
 

@@ -348,12 +348,15 @@ def _strided_slice(spec: KernelSpec) -> Kernel:
     """A basic index (a view) of Python slices, decreased axes indexed by their one position."""
     attrs = spec.attrs
     rank = len(spec.input("Input").shape)
-    index: list[Any] = [slice(None)] * rank
-    for axis, start, end, step in zip(attrs["axes"], attrs["starts"], attrs["ends"], attrs["strides"]):
-        index[axis % rank] = slice(start, end, step)
+    bounds = [int_source(spec, [slot], attrs[name]) for slot, name in
+              (("StartsTensor", "starts"), ("EndsTensor", "ends"), ("StridesTensor", "strides"))]
     decrease = {a % rank for a in attrs["decrease_axis"]}
 
-    def run(x: np.ndarray) -> np.ndarray:
+    def run(*args: np.ndarray) -> np.ndarray:
+        x = args[0]
+        index: list[Any] = [slice(None)] * rank
+        for axis, start, end, step in zip(attrs["axes"], *(bound(args) for bound in bounds)):
+            index[axis % rank] = slice(start, end, step)
         picked = [(range(*index[a].indices(x.shape[a]))[0] if a in decrease else index[a]) for a in range(rank)]
         return x[(*picked, Ellipsis)]
 
