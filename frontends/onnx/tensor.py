@@ -108,6 +108,10 @@ def transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None
 
 @converts("Squeeze", makes="squeeze2")
 def squeeze(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """Axes from the attr, a constant input, or computed at run time (squeeze2's AxesTensor)."""
+    if ctx.opset >= 13 and len(node.input) > 1 and node.input[1] and not ctx.is_const(node.input[1]):
+        ctx.emit("squeeze2", {"X": node.input[0], "AxesTensor": node.input[1]}, {"Out": node.output[0]})
+        return
     shape = ctx.shape(node.input[0])
     axes = [ctx.axis(a, len(shape), "axes entry") for a in _axes(ctx, node, attrs, 13) or []]
     wider = [a for a in axes if shape[a] not in (1, -1)]

@@ -92,6 +92,9 @@ def squeeze2(ctx: ExportContext, op: Operator) -> None:
     """No axes: every unit dim (ONNX's Squeeze without axes); Paddle skips listed dims that are
     not 1, so only known unit dims (or unknown ones) are listed."""
     x, axes = op.input("X")[0], list(op.attr("axes"))
+    if op.input("AxesTensor"):
+        ctx.node("Squeeze", [x, ctx.int64(op.input("AxesTensor")[0])], [op.output("Out")[0]])
+        return
     shape = ctx.shape(x)
     inputs = [x]
     if axes:

@@ -266,6 +266,11 @@ def _infer_squeeze2(ctx: InferContext) -> None:
     as Paddle does (an unknown dim named in axes is taken to be 1; a 0-d X ignores axes)."""
     shape = ctx.input("X").shape
     axes = ctx.attr("axes")
+    if ctx.has_input("AxesTensor"):  # computed at run time: each names a dim of size 1
+        count = _numel(ctx.input("AxesTensor").shape)
+        ctx.check(0 < count <= len(shape), f"AxesTensor must hold 1 to {len(shape)} axes, has {count}")
+        _with_xshape(ctx, [-1] * (len(shape) - count))
+        return
     if not shape:
         drop: set[int] = set()
     elif not axes:
@@ -307,8 +312,9 @@ register_op(_xshape_op(
     doc="Permute the dims of X: Out.shape[i] = X.shape[axis[i]].",
 ))
 register_op(_xshape_op(
-    "squeeze2", _infer_squeeze2, [AttrSpec("axes", AttrType.INTS, ())],
-    doc="Drop size-1 dims of X: those in `axes`, or all of them when `axes` is empty.",
+    "squeeze2", _infer_squeeze2, [AttrSpec("axes", AttrType.INTS, ())], inputs=[Slot("AxesTensor", dispensable=True)],
+    doc="Drop size-1 dims of X: those in `axes`, or all of them when `axes` is empty; the AxesTensor (computed "
+        "at run time) names dims that must be of size 1.",
 ))
 register_op(_xshape_op(
     "unsqueeze2", _infer_unsqueeze2, [AttrSpec("axes", AttrType.INTS, ())],

@@ -204,10 +204,13 @@ def _transpose2(spec: KernelSpec) -> Kernel:
 
 @register_data_kernel("squeeze2")
 def _squeeze2(spec: KernelSpec) -> Kernel:
-    axes = spec.attrs["axes"]
+    axes_of = int_source(spec, ["AxesTensor"], spec.attrs["axes"])
 
     def squeezed(shape: tuple[int, ...], args: Args) -> list[int]:
+        axes = axes_of(args)
         named = {a % len(shape) for a in axes} if shape and axes else set(range(len(shape)))
+        if spec.has_input("AxesTensor") and any(shape[a] != 1 for a in named):
+            _fail("squeeze2", f"axes {axes} name dims of shape {list(shape)} that are not 1")
         return [d for i, d in enumerate(shape) if not (d == 1 and i in named)]
 
     return _reshaping(spec, squeezed)
