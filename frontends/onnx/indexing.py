@@ -1,6 +1,6 @@
 """Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, CumProd, Trilu, Range,
-ArgMax / ArgMin, TopK, NonZero, Compress, Gather, GatherND, GatherElements, ScatterElements / Scatter, ScatterND,
-OneHot, Einsum and Size.
+ArgMax / ArgMin, TopK, NonZero, Compress, Unique, Gather, GatherND, GatherElements, ScatterElements / Scatter,
+ScatterND, OneHot, Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
 inputs), and so may CumSum's and CumProd's axis, Trilu's k and OneHot's depth; TopK's K must be a
@@ -253,6 +253,13 @@ def compress(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     ctx.emit("where_index", {"Condition": condition}, {"Out": rows})
     ctx.emit("reshape2", {"X": rows}, {"Out": index}, {"shape": [-1]})
     ctx.emit("gather", {"X": x, "Index": index}, {"Out": out}, {"axis": axis})
+
+
+@converts("Unique", makes="unique")
+def unique(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    outputs = {slot: name for slot, name in zip(("Out", "Indices", "Index", "Counts"), node.output) if name}
+    axis = [ctx.axis(attrs["axis"], len(ctx.shape(node.input[0])))] if "axis" in attrs else []
+    ctx.emit("unique", {"X": node.input[0]}, outputs, {"axis": axis, "is_sorted": bool(attrs.get("sorted", 1))})
 
 
 @converts("Einsum", makes="einsum")

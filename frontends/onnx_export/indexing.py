@@ -1,5 +1,5 @@
 """Exporters of the indexing ops: where, expand_v2 (its Shape tensor an input of Expand), gather,
-gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, where_index, tril_triu, tile, one_hot_v2, the
+gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, where_index, tril_triu, tile, unique, one_hot_v2, the
 scatters (scatter_nd, scatter_nd_add, put_along_axis), cumsum, cumprod, lookup_table_v2 (Gather
 with its padding row zeroed) and einsum.
 """
@@ -70,6 +70,15 @@ def tile(ctx: ExportContext, op: Operator) -> None:
     repeats = _optional_input(op, "RepeatTimes")
     counts = ctx.int64(repeats) if repeats else ctx.ints(op.attr("repeat_times"))
     ctx.node("Tile", [op.input("X")[0], counts], [op.output("Out")[0]])
+
+
+@exports("unique")
+def unique(ctx: ExportContext, op: Operator) -> None:
+    outputs = [op.output(slot)[0] if op.output(slot) else "" for slot in ("Out", "Indices", "Index", "Counts")]
+    while not outputs[-1]:
+        outputs.pop()
+    axis = {"axis": op.attr("axis")[0]} if op.attr("axis") else {}
+    ctx.node("Unique", [op.input("X")[0]], outputs, sorted=int(op.attr("is_sorted")), **axis)
 
 
 @exports("one_hot_v2")

@@ -363,6 +363,32 @@ register_op(OpSchema(
 ))
 
 
+def _infer_unique(ctx: InferContext) -> None:
+    x, axes = ctx.input("X"), ctx.attr("axis")
+    ctx.check(len(axes) <= 1, f"attr axis must name one axis or none, got {list(axes)}")
+    axis = check_axis(ctx, axes[0], len(x.shape), "attr 'axis'") if axes else None
+    count = _numel_of(x.shape) if axis is None else x.shape[axis]
+    ctx.set_output("Out", [-1] if axis is None else [-1 if i == axis else d for i, d in enumerate(x.shape)], x.dtype)
+    for slot, dims in (("Indices", [-1]), ("Index", [count]), ("Counts", [-1])):
+        ctx.set_output(slot, dims, DType.int64)
+
+
+def _numel_of(shape: Sequence[int]) -> int:
+    return -1 if any(d < 0 for d in shape) else math.prod(shape)
+
+
+register_op(OpSchema(
+    "unique", inputs=[Slot("X")],
+    outputs=[Slot("Out"), Slot("Indices", dispensable=True), Slot("Index", dispensable=True),
+             Slot("Counts", dispensable=True)],
+    attrs=[AttrSpec("axis", AttrType.INTS, ()), AttrSpec("is_sorted", AttrType.BOOLEAN, True)],
+    infer=_infer_unique,
+    doc="The distinct values of X (flattened, or its slices along `axis`), ascending or (not is_sorted) in "
+        "order of first appearance; Indices: where each first appears, Index: which one each element is, "
+        "Counts: how often each appears (int64).",
+))
+
+
 def einsum_shape(equation: str, shapes: Sequence[Sequence[int]]) -> list[int]:
     """The output dims of ``equation`` (explicit ``->`` or numpy's implicit output) for ``shapes``;
     ValueError when they do not fit."""

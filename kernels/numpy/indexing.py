@@ -246,6 +246,27 @@ def _one_hot(spec: KernelSpec) -> Kernel:
     return run
 
 
+@register_data_kernel("unique")
+def _unique(spec: KernelSpec) -> Kernel:
+    """numpy's unique, reordered by first appearance unless sorted; one array per output slot."""
+    axes, in_order = spec.attrs["axis"], not spec.attrs["is_sorted"]
+    slots = [slot for slot in ("Out", "Indices", "Index", "Counts") if spec.outputs.get(slot)]
+
+    def run(x: np.ndarray) -> tuple[np.ndarray, ...]:
+        axis = axes[0] % x.ndim if axes else None
+        values, first, which, counts = np.unique(x if axes else x.reshape(-1), return_index=True, return_inverse=True,
+                                                 return_counts=True, axis=axis)
+        which = which.reshape(-1)
+        if in_order:
+            order = np.argsort(first, kind="stable")
+            values, first, counts = np.take(values, order, axis=axis or 0), first[order], counts[order]
+            which = np.argsort(order)[which]
+        found = {"Out": values, "Indices": first, "Index": which, "Counts": counts}
+        return tuple(found[slot] if slot == "Out" else found[slot].astype(np.int64) for slot in slots)
+
+    return run
+
+
 @register_data_kernel("gather")
 def _gather(spec: KernelSpec) -> Kernel:
     axis_of = int_source(spec, ["Axis"], [spec.attrs["axis"]])
