@@ -185,6 +185,8 @@ class Preparer:
         names = op.input_names()
         if op.type == "shape":
             info = self.infos[names[0]]
+            if any(d < 0 for d in info.shape):  # dims a run-time value decides (a pad by computed pads)
+                return False
             values = {op.output("Out")[0]: np.array(info.shape, dtype=np.int32)}
         elif (op.type in RANDOM_OPS or not any(n in self.host_values for n in names)
               or not all(n in self.host_values or n in self.parameters for n in names)

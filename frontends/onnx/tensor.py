@@ -232,10 +232,11 @@ def _runtime_slice(ctx: GraphContext, node: NodeProto, rank: int) -> None:
 def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank: int) -> None:
     """A constant Pad whose pads are computed at run time: ONNX's [begins..., ends...] over
     ``axes`` gathered into ``pad``'s [before, after] per dim (a 0 for the axes not listed),
-    which becomes its Paddings tensor."""
+    which becomes its Paddings tensor; a value computed at run time becomes its ValueTensor."""
     if attrs.get("mode", "constant") != "constant":
         ctx.fail(f"{attrs['mode']} padding with pads computed at run time is not supported")
-    given = ctx.optional_const(node, 2, "constant_value")
+    value_input = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    given = ctx.consts[value_input] if value_input and ctx.is_const(value_input) else None
     axes = _axes(ctx, node, attrs, 18, index=3)
     axes = [ctx.axis(a, rank, "axes entry") for a in axes] if axes is not None else list(range(rank))
     zero = 2 * len(axes)
@@ -248,7 +249,8 @@ def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank
     ctx.emit("gather", {"X": widened, "Index": ctx.add_const(ctx.temp("order"), np.array(order, dtype=np.int64))},
              {"Out": paddings}, {"axis": 0})
     value = float(given.reshape(-1)[0]) if given is not None and given.size else 0.0
-    ctx.emit("pad", {"X": node.input[0], "Paddings": paddings}, {"Out": node.output[0]}, {"pad_value": value})
+    computed = {"ValueTensor": value_input} if value_input and given is None else {}
+    ctx.emit("pad", {"X": node.input[0], "Paddings": paddings, **computed}, {"Out": node.output[0]}, {"pad_value": value})
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
@@ -261,7 +263,8 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, out = node.input[0], node.output[0]
     rank = len(ctx.shape(x))
     mode = attrs.get("mode", "constant")
-    if ctx.opset >= 11 and not ctx.is_const(node.input[1]):
+    computed = [name for name in node.input[1:3] if name and not ctx.is_const(name)]
+    if ctx.opset >= 11 and computed:
         _runtime_pad(ctx, node, attrs, rank)
         return
     if ctx.opset < 11:

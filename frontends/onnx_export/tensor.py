@@ -199,7 +199,9 @@ def pad(ctx: ExportContext, op: Operator) -> None:
     else:
         paddings = list(op.attr("paddings"))
         pads = ctx.ints(paddings[0::2] + paddings[1::2])
-    ctx.node("Pad", [x, pads, ctx.scalar(float(op.attr("pad_value")), x)], [out], mode="constant")
+    value = one_input(op, "ValueTensor")
+    ctx.node("Pad", [x, pads, ctx.node("Reshape", [value, ctx.ints([])]) if value else
+                     ctx.scalar(float(op.attr("pad_value")), x)], [out], mode="constant")
 
 
 @exports("fill_constant")

@@ -567,11 +567,13 @@ def _infer_pad(ctx: InferContext) -> None:
 
 
 register_op(OpSchema(
-    "pad", inputs=[Slot("X"), Slot("Paddings", dispensable=True)], outputs=[Slot("Out")],
+    "pad", inputs=[Slot("X"), Slot("Paddings", dispensable=True), Slot("ValueTensor", dispensable=True)],
+    outputs=[Slot("Out")],
     attrs=[AttrSpec("paddings", AttrType.INTS, []), AttrSpec("pad_value", AttrType.FLOAT, 0.0)],
     infer=_infer_pad, keep_dtype_slots=("Paddings",),
     doc="Pads every dim of X with pad_value; paddings are [before_0, after_0, before_1, after_1, ...] "
-        "(the Paddings tensor, a halfway extension for run-time pads, overrides the attr).",
+        "(the Paddings tensor, a halfway extension for run-time pads, overrides the attr; so does the "
+        "ValueTensor, one value of X's dtype, the pad value).",
 ))
 
 

@@ -394,16 +394,17 @@ register_kernel("pad3d", dtypes=(DType.float16,))(_pad3d)  # data movement: floa
 
 
 def _pad(spec: KernelSpec) -> Kernel:
-    value = spec.attrs["pad_value"]
+    """The pads and the value from the attrs, or from the Paddings and ValueTensor inputs."""
+    pads_of = int_source(spec, ["Paddings"], spec.attrs["paddings"])
+    at = {slot: i for i, slot in enumerate(s for s in ("X", "Paddings", "ValueTensor") if s == "X" or spec.has_input(s))}
 
-    def widths(paddings: Sequence[int]) -> list[tuple[int, int]]:
-        p = [int(v) for v in paddings]
-        return [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)]
+    def run(*args: np.ndarray) -> np.ndarray:
+        p = pads_of(args)
+        value = args[at["ValueTensor"]].reshape(-1)[0] if "ValueTensor" in at else spec.attrs["pad_value"]
+        return np.pad(args[0], [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)], "constant",
+                      constant_values=value)
 
-    if spec.has_input("Paddings"):
-        return lambda x, paddings: np.pad(x, widths(paddings.reshape(-1)), "constant", constant_values=value)
-    fixed = widths(spec.attrs["paddings"])
-    return lambda x: np.pad(x, fixed, "constant", constant_values=value)
+    return run
 
 
 register_kernel("pad", dtypes=(DType.float32, DType.int32, DType.int64))(_pad)
