@@ -1,9 +1,10 @@
 """Dispatch overhead: chains of tiny elementwise ops (16 floats), microseconds per op, side by
 side with ONNX Runtime (as many intra-op threads as halfway's) and onnx.reference on the same
-chain in the same run. Two chains (``CHAINS``): pointwise ops, which halfway's numpy backend runs
-as one compiled call, and ops that it calls one by one.
+chain in the same run. Three chains (``CHAINS``): pointwise ops, and pointwise ops with a second
+input of their shape, which halfway's numpy backend runs as one compiled call, and ops with a
+broadcast input, which it calls one by one.
 
-    .venv/bin/python benchmarks/bench_dispatch.py [--ops 1000] [--repeats 20] [--chains pointwise,binary]
+    .venv/bin/python benchmarks/bench_dispatch.py [--ops 1000] [--repeats 20] [--chains pointwise,binary,broadcast]
                                                   [--json OUT]
 """
 
@@ -31,7 +32,8 @@ from benchmarks.results import Results, add_json_option  # noqa: E402
 SHAPE = [1, 16]
 CHAINS = {
     "pointwise": "scale (x 1, + 0.5) and relu in turn: halfway runs the chain as one compiled call",
-    "binary": "an add of the input and a relu in turn: a call an op",
+    "binary": "an add of the input and a relu in turn: one compiled call too (the input its side input)",
+    "broadcast": "an add of a [16] vector (broadcast) and a relu in turn: a call an op",
 }
 
 
@@ -39,24 +41,27 @@ def build_halfway(n_ops: int, chain: str = "pointwise") -> tuple[halfway.Program
     prog = halfway.Program()
     with halfway.program_guard(prog):
         x = y = layers.data("x", SHAPE)
+        other = layers.fill_constant(SHAPE[-1:], "float32", value=0.5) if chain == "broadcast" else x
         for i in range(n_ops):
             if i % 2:
                 y = layers.relu(y)
             else:
-                y = layers.scale(y, scale=1.0, bias=0.5) if chain == "pointwise" else layers.elementwise_add(y, x)
+                y = layers.scale(y, scale=1.0, bias=0.5) if chain == "pointwise" else layers.elementwise_add(y, other)
     return prog, y.name
 
 
 def build_onnx(n_ops: int, chain: str = "pointwise") -> onnx.ModelProto:
     nodes, prev = [], "x"
-    other = "half" if chain == "pointwise" else "x"
+    other = {"pointwise": "half", "binary": "x", "broadcast": "halves"}[chain]
     for i in range(n_ops):
         out = f"t{i}"
         nodes.append(helper.make_node("Relu", [prev], [out]) if i % 2 else helper.make_node("Add", [prev, other], [out]))
         prev = out
+    constants = {"half": [1], "halves": SHAPE[-1:]}
     graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
                               [helper.make_tensor_value_info(prev, TensorProto.FLOAT, SHAPE)],
-                              [helper.make_tensor("half", TensorProto.FLOAT, [1], [0.5])] if chain == "pointwise" else [])
+                              [helper.make_tensor(other, TensorProto.FLOAT, constants[other], [0.5] * SHAPE[-1]
+                                                  if other == "halves" else [0.5])] if other in constants else [])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 

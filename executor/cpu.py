@@ -14,7 +14,7 @@ from ..ir.dtypes import DType
 from ..ir.ops.expr import Expr
 from ..ir.schema import TensorInfo
 from ..kernels.numpy.heap import keep_freed_memory
-from ..kernels.numpy.pointwise import chainable, compiled_chain, pointwise_of
+from ..kernels.numpy.pointwise import Chain, chainable, compiled_chain, pointwise_of, swapped
 from ..kernels.registry import Kernel
 from .backend import Backend, Binding, Run, StepFailure, register_backend
 from .memory import MemoryPlan
@@ -40,19 +40,19 @@ class NumpyBackend(Backend):
 
     def fuse(self, runs: Sequence[Run]) -> list[tuple[Run, int]]:
         """Each run of two or more pointwise ops, every one reading the output of the one before
-        (which nothing else reads), as one call of a compiled chain (``kernels.numpy.pointwise``)."""
+        (which nothing else reads) and all of them at most one other input, as one call of a
+        compiled chain (``kernels.numpy.pointwise``)."""
         fused: list[tuple[Run, int]] = []
-        chain: list[Run] = []
+        chain = _Chain()
         for run in runs:
             link = _link(run)
-            if chain and (link is None or not _continues(_link(chain[-1]), link)):
-                fused += _chained(chain)
-                chain = []
-            if link is None:
+            if link is not None and chain.take(run, link):
+                continue
+            fused += chain.fused()
+            chain = _Chain()
+            if link is None or not chain.take(run, link):
                 fused.append((run, 1))
-            else:
-                chain.append(run)
-        return fused + _chained(chain)
+        return fused + chain.fused()
 
     def start(self) -> list[Any]:
         return list(self._template)
@@ -66,12 +66,23 @@ class NumpyBackend(Backend):
 
 
 class _Link(NamedTuple):
-    """What a pointwise op's run tells ``NumpyBackend.fuse``: its math, and its slots."""
+    """What a pointwise op's run tells ``NumpyBackend.fuse``: its math (in ``X``, and ``Y`` for a
+    second input), and its slots."""
 
     expr: Expr
-    input: int
+    inputs: tuple[int, ...]
     output: int
     dying: tuple[int, ...]
+
+    def placed(self, value: int) -> tuple[Expr, int | None] | None:
+        """Its math with the chain's value (in slot ``value``) as ``X``, and the slot of its other
+        input (None: it has none); None where both inputs are the chain's value."""
+        if self.inputs == (value,):
+            return self.expr, None
+        a, b = self.inputs
+        if (a == value) == (b == value):
+            return None
+        return (self.expr, b) if a == value else (swapped(self.expr), a)
 
 
 def _run(kernel: Kernel, ins: tuple[int, ...], outs: tuple[int, ...], dying: tuple[int, ...]) -> Run:
@@ -85,10 +96,7 @@ def _run(kernel: Kernel, ins: tuple[int, ...], outs: tuple[int, ...], dying: tup
             for slot in dying:
                 values[slot] = None
 
-        expr = pointwise_of(kernel)
-        if expr is not None and chainable(expr):
-            unary.link = _Link(expr, a, out, dying)  # type: ignore[attr-defined]
-        return unary
+        return _linked(unary, kernel, ins, out, dying)
 
     if len(ins) == 2 and len(outs) == 1:
         (a, b), (out,) = ins, outs
@@ -98,7 +106,7 @@ def _run(kernel: Kernel, ins: tuple[int, ...], outs: tuple[int, ...], dying: tup
             for slot in dying:
                 values[slot] = None
 
-        return binary
+        return _linked(binary, kernel, ins, out, dying)
 
     def call(values: list[Any]) -> None:
         result = kernel(*[values[i] for i in ins])
@@ -113,27 +121,63 @@ def _run(kernel: Kernel, ins: tuple[int, ...], outs: tuple[int, ...], dying: tup
     return call
 
 
+def _linked(run: Run, kernel: Kernel, ins: tuple[int, ...], out: int, dying: tuple[int, ...]) -> Run:
+    """``run``, carrying its ``_Link`` where ``kernel`` is pointwise and the machine computes it."""
+    expr = pointwise_of(kernel)
+    if expr is not None and chainable(expr):
+        run.link = _Link(expr, ins, out, dying)  # type: ignore[attr-defined]
+    return run
+
+
 def _link(run: Run) -> _Link | None:
     link: _Link | None = getattr(run, "link", None)
     return link
 
 
-def _continues(before: _Link | None, link: _Link) -> bool:
-    return before is not None and link.input == before.output and before.output in link.dying
+class _Chain:
+    """Runs of pointwise ops being gathered into a chain (``NumpyBackend.fuse``): each reads the
+    one before's output, which nothing else reads, and all of them at most one other input."""
+
+    def __init__(self) -> None:
+        self.runs: list[Run] = []
+        self.exprs: list[Expr] = []
+        self.side: int | None = None
+
+    def take(self, run: Run, link: _Link) -> bool:
+        """Add ``run`` where it continues the chain (or starts one); False, adding nothing, where not."""
+        if self.runs:
+            last = _link(self.runs[-1])
+            assert last is not None
+            if last.output not in link.inputs or last.output not in link.dying:
+                return False
+            placed = link.placed(last.output)
+        else:
+            placed = link.placed(link.inputs[0])
+        if placed is None:
+            return False
+        expr, side = placed
+        if side is not None and self.side not in (None, side):
+            return False
+        self.runs.append(run)
+        self.exprs.append(expr)
+        self.side = side if side is not None else self.side
+        return True
+
+    def fused(self) -> list[tuple[Run, int]]:
+        """The chain as one run of the compiled chain, or each op alone where the chain does not
+        compile or is one op long."""
+        runs = self.runs
+        compute = compiled_chain(self.exprs) if len(runs) > 1 else None
+        if compute is None:
+            return [(run, 1) for run in runs]
+        links = [link for link in map(_link, runs) if link is not None]
+        dying = tuple(slot for link in links for slot in link.dying)
+        return [(_chain_run(compute, runs, links[0].inputs[0], self.side, links[-1].output, dying), len(runs))]
 
 
-def _chained(runs: list[Run]) -> list[tuple[Run, int]]:
-    """``runs`` (a chain's) as one run of the compiled chain, or each alone where the chain does
-    not compile or is one op long."""
-    links = [_link(run) for run in runs]
-    compute = compiled_chain([link.expr for link in links if link is not None]) if len(runs) > 1 else None
-    if compute is None:
-        return [(run, 1) for run in runs]
-    a, out = links[0].input, links[-1].output  # type: ignore[union-attr]
-    dying = tuple(slot for link in links if link is not None for slot in link.dying)
-
+def _chain_run(compute: Chain, runs: list[Run], a: int, side: int | None, out: int, dying: tuple[int, ...]) -> Run:
     def chain(values: list[Any]) -> None:
-        result = compute(values[a])
+        result = compute(values[a], None if side is None else values[side])
         if result is None:
             _in_turn(runs, values)
             return
@@ -141,7 +185,7 @@ def _chained(runs: list[Run]) -> list[tuple[Run, int]]:
             values[slot] = None
         values[out] = result
 
-    return [(chain, len(runs))]
+    return chain
 
 
 def _in_turn(runs: Sequence[Run], values: list[Any]) -> None:

@@ -1,9 +1,10 @@
 """The compiled loop that runs a chain of pointwise ops (``pointwise``) in one call: a small
 register machine over float32 blocks, loaded through ``halfway.kernels.numpy.pointwise``.
 
-``run(out, x, code, numbers)`` takes ``x`` (None: ``out``'s own values) a block of ``BLOCK``
-elements at a time into register 0, runs every instruction of ``code`` over the block, and stores
-register 0 into ``out``. An instruction is ``(opcode, d, a, b, c)``: register ``d`` becomes the
+``run(out, x, side, code, numbers)`` takes ``x`` (None: ``out``'s own values) a block of
+``BLOCK`` elements at a time into register 0, runs every instruction of ``code`` over the block,
+and stores register 0 into ``out``; ``load`` reads the same block of ``side``, the chain's other
+input. An instruction is ``(opcode, d, a, b, c)``: register ``d`` becomes the
 primitive of registers ``a``, ``b``, ``c`` (``SPLAT``: of ``numbers[a]``). Each instruction is a
 loop over the block, so a long chain of ops on a few elements costs a few nanoseconds an op,
 and a short one on many elements keeps each block in cache across the chain.
@@ -26,13 +27,13 @@ BLOCK = 256
 """Elements a register holds: a block of them goes through the whole chain at once."""
 
 OPCODES = {name: code for code, name in enumerate((
-    "copy", "splat", "add", "sub", "mul", "div", "neg", "max", "min", "clip", "where", "lt", "le", "gt", "ge", "eq",
+    "load", "copy", "splat", "add", "sub", "mul", "div", "neg", "max", "min", "clip", "where", "lt", "le", "gt", "ge", "eq",
     "ne", "abs", "square", "reciprocal", "sigmoid", "exp", "expm1", "tanh", "erf", "normal_cdf", "log1p_exp", "sqrt",
     "floor", "ceil"))}
-"""The instructions: the primitives of ``halfway.ir.ops.expr`` the machine computes, and ``copy``
-and ``splat`` (a number into every lane)."""
+"""The instructions: the primitives of ``halfway.ir.ops.expr`` the machine computes, ``load`` (the
+side input's block), ``copy`` and ``splat`` (a number into every lane)."""
 
-(COPY, SPLAT, ADD, SUB, MUL, DIV, NEG, MAX, MIN, CLIP, WHERE, LT, LE, GT, GE, EQ, NE, ABS, SQUARE, RECIPROCAL,
+(LOAD, COPY, SPLAT, ADD, SUB, MUL, DIV, NEG, MAX, MIN, CLIP, WHERE, LT, LE, GT, GE, EQ, NE, ABS, SQUARE, RECIPROCAL,
  SIGMOID, EXP, EXPM1, TANH, ERF, NORMAL_CDF, LOG1P_EXP, SQRT, FLOOR, CEIL) = (
     OPCODES.values())
 _ONE, _ZERO = np.float32(1), np.float32(0)
@@ -144,9 +145,10 @@ def _function(r, m, op, d, a):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=CONTRACT)
-def run(out, x, code, numbers, registers):  # pragma: no cover - compiled
-    """``out = chain(x)``, a block at a time (see the module's docstring); ``registers`` is the
-    number of registers ``code`` uses."""
+def run(out, x, side, code, numbers, registers):  # pragma: no cover - compiled
+    """``out = chain(x, side)``, a block at a time (see the module's docstring); ``side`` is the
+    chain's other input (as large as ``x``; empty where none of its ops has one), ``registers``
+    the number of registers ``code`` uses."""
     source = out if x is None else x
     r = np.empty((registers, BLOCK), np.float32)
     n = out.size
@@ -155,6 +157,10 @@ def run(out, x, code, numbers, registers):  # pragma: no cover - compiled
         for i in range(m):
             r[0, i] = source[start + i]
         for k in range(code.shape[0]):
-            _step(r, m, code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4], numbers)
+            if code[k, 0] == LOAD:
+                for i in range(m):
+                    r[code[k, 1], i] = side[start + i]
+            else:
+                _step(r, m, code[k, 0], code[k, 1], code[k, 2], code[k, 3], code[k, 4], numbers)
         for i in range(m):
             out[start + i] = r[0, i]

@@ -45,7 +45,7 @@ from ...ir.ops.numpy_math import power_via_double
 from ...ir.reference import reduction_kernel
 from ..registry import KernelFactory, KernelSpec, register_kernel
 from .jit import compiled_unary
-from .pointwise import row_expr, with_pointwise
+from .pointwise import binary_expr, row_expr, with_pointwise
 
 __all__ = ["KERNELS", "Entry", "binary", "unary", "reduction"]
 
@@ -82,7 +82,7 @@ def binary(floats: Callable[[np.ndarray, np.ndarray], np.ndarray],
            ints: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> KernelFactory:
     """A factory for the elementwise op computing ``floats(X, Y)`` (``ints`` for int dtypes)."""
 
-    def make(spec: KernelSpec) -> Kernel:
+    def kernel(spec: KernelSpec) -> Kernel:
         x, y = spec.input("X").shape, spec.input("Y").shape
         xs, ys = numpy_operand_shapes(x, y, spec.attrs.get("axis", -1))
         fn = floats if spec.dtype.is_floating or ints is None else ints
@@ -91,6 +91,10 @@ def binary(floats: Callable[[np.ndarray, np.ndarray], np.ndarray],
         if (xs, ys) == (tuple(x), tuple(y)):
             return fn
         return lambda a, b: fn(a.reshape(xs), b.reshape(ys))
+
+    def make(spec: KernelSpec) -> Kernel:
+        shapes = {tuple(spec.input("X").shape), tuple(spec.input("Y").shape), tuple(spec.output("Out").shape)}
+        return with_pointwise(kernel(spec), binary_expr(spec.op_type, spec.dtype, len(shapes) == 1))
 
     return make
 

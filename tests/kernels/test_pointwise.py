@@ -92,3 +92,36 @@ def test_a_chain_the_machine_declines_runs_op_by_op_and_names_the_failing_op():
     np.testing.assert_allclose(prepared.run({"x": x})[0], np.sqrt(x.T), rtol=1e-6)
     with np.errstate(invalid="raise"), pytest.raises(halfway.HalfwayError, match=r"op #1 sqrt.*FloatingPointError"):
         prepared.run({"x": -x})
+
+
+def _prepare_two(build, shape=(3, 5)):
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        out = build(layers.data("x", list(shape)), layers.data("y", list(shape)))
+    return Executor().prepare(prog, ["x", "y"], [out.name], halfway.Scope())
+
+
+def test_binary_ops_chain_with_one_side_input_whichever_slot_holds_the_chain():
+    """sub(y, chain) and div(chain, y) chain with y as the side input: the chain's value is
+    the op's Y in the first, its X in the second (sub and div do not commute)."""
+    prepared = _prepare_two(lambda x, y: layers.relu(layers.elementwise_div(
+        layers.elementwise_sub(y, layers.scale(x, scale=2.0, bias=1.0)), y)))
+    assert prepared.report.chains == [(0, 1, 2, 3)]
+    x, y = _input("relu", (3, 5)), _input("relu", (3, 5)) + np.float32(10)
+    two, one = np.float32(2), np.float32(1)
+    want = np.maximum((y - (x * two + one)) / y, np.float32(0))
+    np.testing.assert_array_equal(prepared.run({"x": x, "y": y})[0], want)
+
+
+def test_a_second_side_input_or_a_broadcast_one_ends_the_chain():
+    prepared = _prepare_two(lambda x, y: layers.elementwise_add(layers.relu(layers.elementwise_mul(x, y)), x))
+    assert prepared.report.chains == [(0, 1)]  # mul's side is y, add's would be x
+    x, y = _input("relu", (3, 5)), _input("relu", (3, 5))
+    np.testing.assert_array_equal(prepared.run({"x": x, "y": y})[0], np.maximum(x * y, np.float32(0)) + x)
+
+    prog = halfway.Program()
+    with halfway.program_guard(prog):
+        x = layers.data("x", [3, 5])
+        out = layers.relu(layers.elementwise_add(layers.relu(x), layers.data("b", [5])))
+    prepared = Executor().prepare(prog, ["x", "b"], [out.name], halfway.Scope())
+    assert prepared.report.chains == []
