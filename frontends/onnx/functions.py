@@ -1,20 +1,24 @@
 """ONNX ops that ONNX defines as functions of other ops (CausalConvWithState, MeanVarianceNormalization,
 Swish, ...) and that halfway has no converter for are imported as ONNX's own function body: ``onnx.inliner``
 expands them in a copy of the model before the import, as ONNX Runtime does for the ops it has no kernel
-of. A function that needs the types of its inputs (a context-dependent one) is expanded where ONNX's
+of. A node whose converter cannot take it (CenterCropPad of a shape computed at run time) is imported
+as its function body too (``function_body``), its inputs typed as the import holds them. A function that needs the types of its inputs (a context-dependent one) is expanded where ONNX's
 shape inference gives them; one that cannot be expanded, or whose body holds ops without a converter,
 is left as it is, for the import to report by its own name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 import onnx
 import onnx.inliner
-from onnx import ModelProto
+from onnx import ModelProto, NodeProto, helper
 
 from .registry import CONVERTERS
 
-__all__ = ["inline_functions"]
+__all__ = ["inline_functions", "function_body"]
 
 
 def inline_functions(model: ModelProto, opset: int) -> ModelProto:
@@ -65,3 +69,23 @@ def _give_defaults(node: onnx.NodeProto, opset: int) -> None:
     for name, attr in (schema.attributes.items() if schema is not None else ()):
         if name not in given and attr.default_value.name:
             node.attribute.append(attr.default_value)
+
+
+def function_body(node: NodeProto, opset: int, inputs: Mapping[str, tuple[np.dtype, Sequence[int]]]) -> list[NodeProto] | None:
+    """The nodes of ONNX's function body of ``node``, its ``inputs`` of these dtypes and dims (-1:
+    unknown); None when its op is no function or the body does not expand."""
+    if not _is_function(node, opset):
+        return None
+    call = NodeProto()
+    call.CopyFrom(node)
+    _give_defaults(call, opset)
+    typed = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                           [d if d >= 0 else None for d in dims]) for name, (dtype, dims) in inputs.items()]
+    graph = helper.make_graph([call], "call", typed, [helper.make_empty_tensor_value_info(o) for o in node.output if o])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(node.domain, opset)])
+    try:
+        expanded = _inlined(onnx.shape_inference.infer_shapes(model), [(node.domain, node.op_type)])
+    except Exception:  # ONNX's inliner refused: the converter's own error stands
+        return None
+    nodes = list(expanded.graph.node)
+    return nodes if all(n.op_type != node.op_type for n in nodes) else None

@@ -50,7 +50,7 @@ from . import (  # noqa: F401  (register converters)
 )
 from .context import ConversionError, GraphContext, UnsupportedOpError, node_label
 from .folding import fold, foldable
-from .functions import inline_functions
+from .functions import function_body, inline_functions
 from .inferred import inferred_dims
 from .registry import CONVERTERS
 from .spec import check_node
@@ -330,7 +330,14 @@ def _import_node(ctx: GraphContext, node: NodeProto, declared: Mapping[str, int]
             domain = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
             raise UnsupportedOpError(f"{ctx.source}: {node_label(node)}: halfway has no converter for "
                                      f"{domain}{node.op_type}, and its inputs are not constants it could fold")
-        convert(ctx, node, ctx.attrs(node))
+        try:
+            convert(ctx, node, ctx.attrs(node))
+        except ConversionError:
+            body = function_body(node, ctx.opset, {n: (ctx.info(n).dtype.numpy, ctx.shape(n)) for n in node.input if n})
+            if body is None:
+                raise
+            for part in body:
+                _import_node(ctx, part, declared)
     except ConversionError:
         raise
     except HalfwayError as e:

@@ -64,15 +64,15 @@ def test_cycles_are_named(tmp_path):
         halfway.load(_saved(tmp_path, _model(nodes)))
 
 
-def test_a_run_time_shape_the_converters_cannot_take_is_named(tmp_path):
-    """Slice steps computed at run time stay unsupported: the error names the node; fixed input
-    shapes fold them away."""
+def test_slice_steps_computed_at_run_time_import_and_fold_with_fixed_shapes(tmp_path):
+    """Slice steps computed at run time (the shape of x) import as a strided_slice of every dim
+    reading them; fixed input shapes fold them away."""
     nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape_of_x"),
              helper.make_node("Slice", ["x", "zero", "s", "zero", "s"], ["y"], name="slice_by_shape")]
     model = _model(nodes, inputs=(("x", ["batch"]),), inits=[("zero", np.zeros(1, np.int64))])
-    with pytest.raises(ConversionError, match=r"model.onnx: node 'slice_by_shape' \(Slice\): steps \('s'\) must "
-                                              r"be a constant.*run-time values"):
-        halfway.load(_saved(tmp_path, model))
+    x = np.arange(5, dtype=np.float32)
+    program, feeds, fetches, scope = halfway.load(_saved(tmp_path, model))
+    np.testing.assert_array_equal(halfway.Executor().run(program, {feeds[0]: x}, fetches, scope)[0], x[0:5:5])
     program, feeds, fetches, scope = load(model, input_shapes={"x": [3]})
     assert [op.type for op in program.global_block().ops] == ["feed", "strided_slice", "fetch"]
 
