@@ -60,12 +60,17 @@ def _ints(ctx: GraphContext, name: str, what: str) -> list[int]:
 
 @converts("Col2Im", makes="fold")
 def col2im(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    image, block = _ints(ctx, node.input[1], "image_shape"), _ints(ctx, node.input[2], "block_shape")
-    options = {"output_sizes": image, "kernel_sizes": block}
+    """The image and block shapes constants (attrs), or computed at run time (fold's tensors)."""
+    inputs, options = {"X": node.input[0]}, {}
+    if ctx.is_const(node.input[1]) and ctx.is_const(node.input[2]):
+        options = {"output_sizes": _ints(ctx, node.input[1], "image_shape"),
+                   "kernel_sizes": _ints(ctx, node.input[2], "block_shape")}
+    else:
+        inputs |= {"OutputSizesTensor": node.input[1], "KernelSizesTensor": node.input[2]}
     for name, target in (("strides", "strides"), ("dilations", "dilations"), ("pads", "paddings")):
         if name in attrs:
             options[target] = list(attrs[name])
-    ctx.emit("fold", {"X": node.input[0]}, {"Y": node.output[0]}, options)
+    ctx.emit("fold", inputs, {"Y": node.output[0]}, options)
 
 
 @converts("CenterCropPad", makes=("slice", "pad"))

@@ -73,7 +73,8 @@ def fold(ctx: ExportContext, op: Operator) -> None:
         ctx.fail(f"Col2Im needs opset 18 (asked for {ctx.opset})")
     options: dict[str, Any] = {name: list(op.attr(attr)) or None
                for name, attr in (("strides", "strides"), ("dilations", "dilations"), ("pads", "paddings"))}
-    ctx.node("Col2Im", [op.input("X")[0], ctx.ints(op.attr("output_sizes")), ctx.ints(op.attr("kernel_sizes"))],
-             [op.output("Y")[0]], **options)
+    sizes = [ctx.int64(op.input(slot)[0]) if op.input(slot) else ctx.ints(op.attr(attr))
+             for slot, attr in (("OutputSizesTensor", "output_sizes"), ("KernelSizesTensor", "kernel_sizes"))]
+    ctx.node("Col2Im", [op.input("X")[0], *sizes], [op.output("Y")[0]], **options)
 
 

@@ -104,6 +104,11 @@ register_op(OpSchema(
 
 def _infer_fold(ctx: InferContext) -> None:
     x = ctx.input("X")
+    if ctx.has_input("OutputSizesTensor"):  # sizes computed at run time: one per spatial dim
+        (spatial,) = ctx.input("OutputSizesTensor").shape
+        ctx.check(len(x.shape) == 3 and spatial >= 1, f"X must be [N, C * prod(kernel_sizes), L], has {list(x.shape)}")
+        ctx.set_output("Y", [x.shape[0], -1, *[-1] * spatial], x.dtype)
+        return
     sizes, kernel = list(ctx.attr("output_sizes")), list(ctx.attr("kernel_sizes"))
     spatial = len(sizes)
     lists = {name: list(ctx.attr(name)) or [default] * spatial
@@ -124,11 +129,13 @@ def _infer_fold(ctx: InferContext) -> None:
 
 
 register_op(OpSchema(
-    "fold", inputs=[Slot("X")], outputs=[Slot("Y")],
-    attrs=[AttrSpec("output_sizes", AttrType.INTS), AttrSpec("kernel_sizes", AttrType.INTS),
+    "fold", inputs=[Slot("X"), Slot("OutputSizesTensor", dispensable=True), Slot("KernelSizesTensor", dispensable=True)],
+    outputs=[Slot("Y")], keep_dtype_slots=("OutputSizesTensor", "KernelSizesTensor"),
+    attrs=[AttrSpec("output_sizes", AttrType.INTS, []), AttrSpec("kernel_sizes", AttrType.INTS, []),
            AttrSpec("strides", AttrType.INTS, []), AttrSpec("paddings", AttrType.INTS, []),
            AttrSpec("dilations", AttrType.INTS, [])],
     infer=_infer_fold,
     doc="The sliding blocks of X [N, C * prod(kernel_sizes), L] summed into Y [N, C, *output_sizes] (im2col's "
-        "adjoint); paddings are every dim's start then every dim's end; any number of spatial dims.",
+        "adjoint); paddings are every dim's start then every dim's end; any number of spatial dims; "
+        "OutputSizesTensor and KernelSizesTensor (computed at run time, both or neither) replace the sizes.",
 ))

@@ -12,13 +12,15 @@ pixel. float16 runs widened to float32.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from ...ir.dtypes import DType
 from ..registry import Kernel, KernelSpec, register_kernel
 from .resize import cubic_kernel
-from .tensor import register_data_kernel
+from .tensor import int_source, register_data_kernel
 
 __all__: list[str] = []
 
@@ -142,23 +144,25 @@ def _affine_grid(spec: KernelSpec) -> Kernel:
 
 @register_kernel("fold", dtypes=_FLOATS)
 def _fold(spec: KernelSpec) -> Kernel:
+    """The sizes from the attrs, or from OutputSizesTensor and KernelSizesTensor at run time."""
     attrs = spec.attrs
-    sizes, kernel = list(attrs["output_sizes"]), list(attrs["kernel_sizes"])
+    sizes_of = int_source(spec, ["OutputSizesTensor"], attrs["output_sizes"])
+    kernel_of = int_source(spec, ["KernelSizesTensor"], attrs["kernel_sizes"])
+    return lambda *args: _folded(args[0], sizes_of(args), kernel_of(args), attrs)
+
+
+def _folded(x: np.ndarray, sizes: list[int], kernel: list[int], attrs: Mapping[str, Any]) -> np.ndarray:
     spatial = len(sizes)
     strides, dilations = list(attrs["strides"]) or [1] * spatial, list(attrs["dilations"]) or [1] * spatial
     pads = list(attrs["paddings"]) or [0] * (2 * spatial)
     padded = [size + pads[i] + pads[spatial + i] for i, size in enumerate(sizes)]
     blocks = [(p - (d * (k - 1) + 1)) // s + 1 for p, k, s, d in zip(padded, kernel, strides, dilations)]
-    inner = tuple(slice(pads[i], pads[i] + size) for i, size in enumerate(sizes))
-
-    def run(x: np.ndarray) -> np.ndarray:
-        n = x.shape[0]
-        cols = x.reshape(n, -1, *kernel, *blocks)
-        out = np.zeros((n, cols.shape[1], *padded), x.dtype)
-        for tap in itertools.product(*(range(k) for k in kernel)):
-            window = tuple(slice(t * d, t * d + (b - 1) * s + 1, s) for t, d, b, s in zip(tap, dilations, blocks, strides))
-            source: tuple[slice | int, ...] = (slice(None), slice(None), *tap)
-            out[(slice(None), slice(None), *window)] += cols[source]
-        return np.ascontiguousarray(out[(slice(None), slice(None), *inner)])
-
-    return run
+    n = x.shape[0]
+    cols = x.reshape(n, -1, *kernel, *blocks)
+    out = np.zeros((n, cols.shape[1], *padded), x.dtype)
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        window = tuple(slice(t * d, t * d + (b - 1) * s + 1, s) for t, d, b, s in zip(tap, dilations, blocks, strides))
+        source: tuple[slice | int, ...] = (slice(None), slice(None), *tap)
+        out[(slice(None), slice(None), *window)] += cols[source]
+    return np.ascontiguousarray(out[(slice(None), slice(None), *(slice(pads[i], pads[i] + size)
+                                                                 for i, size in enumerate(sizes)))])
