@@ -44,6 +44,7 @@ from . import (  # noqa: F401  (register converters)
     norm,
     pool,
     quantize,
+    recurrent,
     resize,
     signal,
     tensor,
