@@ -12,7 +12,7 @@ gets a fresh one, and ``names`` maps the ONNX name to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -68,6 +68,9 @@ class GraphContext:
         self.known_dims: dict[str, tuple[int, ...]] = {}
         """Dims ONNX's own shape inference knows for values (-1 = unknown), which refine
         halfway's where a run-time shape hides a static dim (a hidden size behind a Reshape)."""
+        self.convert_node: Callable[[NodeProto], None] | None = None
+        """Imports one node as the importer does (folding or converting it): what a converter of
+        a node holding a subgraph (Scan) calls for the subgraph's nodes."""
 
     # -- errors ----------------------------------------------------------------------------------
     def fail(self, message: str) -> NoReturn:

@@ -34,6 +34,7 @@ from ...ir.verifier import verify
 from . import (  # noqa: F401  (register converters)
     attention,
     composed,
+    control,
     conv,
     detection,
     image,
@@ -92,6 +93,7 @@ def load(model: str | os.PathLike[str] | ModelProto, *, input_shapes: Mapping[st
     ctx.known_dims = inferred_dims(proto)
     ctx.used = {name for node in nodes for name in node.input} | {out.name for out in graph.output}
     declared = _declared_types(graph)
+    ctx.convert_node = lambda node: _import_node(ctx, node, declared)
     for node in nodes:
         _import_node(ctx, node, declared)
     ctx.node = None
