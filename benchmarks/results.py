@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def cpu() -> dict[str, Any]:
     """The CPU's model name, the cores this process may use and its vector ISA flags."""
-    name, flags = "", set()
+    name, flags = "", set[str]()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
@@ -74,7 +74,7 @@ def kernel_targets() -> dict[str, str]:
     except ImportError:
         pass
     try:
-        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__  # type: ignore[import-not-found]
 
         targets = [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]
         if targets:

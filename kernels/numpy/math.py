@@ -165,8 +165,10 @@ def _scale(spec: KernelSpec) -> Kernel:
         out *= factor
         return out
 
-    fixed = spec.dtype is DType.float32 and not (spec.has_input("ScaleTensor") or spec.has_input("BiasTensor"))
-    return with_pointwise(scale, _scale_expr(*read(), after) if fixed else None)
+    if spec.dtype is not DType.float32 or spec.has_input("ScaleTensor") or spec.has_input("BiasTensor"):
+        return scale
+    factor, bias = read()
+    return with_pointwise(scale, _scale_expr(factor, bias, after))
 
 
 def _scale_expr(factor: np.generic, bias: np.generic, after: bool) -> Expr:

@@ -112,7 +112,8 @@ def compile_chain(exprs: Sequence[Expr], opcodes: Mapping[str, int]) -> Program 
             else:
                 operands, op = [names[a] for a in node.args], node.op
             names[node] = len(names)
-            code.append((opcodes[op], names[node], *(operands + [0, 0, 0])[:3]))
+            a, b, c = (operands + [0, 0, 0])[:3]
+            code.append((opcodes[op], names[node], a, b, c))
         registers = max(registers, len(names))
         if names[expr] != 0:
             code.append((opcodes["copy"], 0, names[expr], 0, 0))
