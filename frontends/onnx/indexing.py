@@ -1,5 +1,5 @@
 """Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, CumProd, Trilu, Range,
-ArgMax / ArgMin, TopK, NonZero, Compress, Unique, Gather, GatherND, GatherElements, ScatterElements / Scatter,
+ArgMax / ArgMin, TopK, NonZero, Compress, Unique, ReverseSequence, Gather, GatherND, GatherElements, ScatterElements / Scatter,
 ScatterND, OneHot, Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
@@ -260,6 +260,12 @@ def unique(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     outputs = {slot: name for slot, name in zip(("Out", "Indices", "Index", "Counts"), node.output) if name}
     axis = [ctx.axis(attrs["axis"], len(ctx.shape(node.input[0])))] if "axis" in attrs else []
     ctx.emit("unique", {"X": node.input[0]}, outputs, {"axis": axis, "is_sorted": bool(attrs.get("sorted", 1))})
+
+
+@converts("ReverseSequence", makes="reverse_sequence")
+def reverse_sequence(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("reverse_sequence", {"X": node.input[0], "SequenceLength": node.input[1]}, {"Y": node.output[0]},
+             {"batch_axis": attrs.get("batch_axis", 1), "time_axis": attrs.get("time_axis", 0)})
 
 
 @converts("Einsum", makes="einsum")

@@ -51,3 +51,8 @@ def _scaled_bias(ctx: GraphContext, c: str, beta: float, out: str) -> str:
     scaled = ctx.temp(f"{out}.bias")
     ctx.emit("scale", {"X": c}, {"Out": scaled}, {"scale": beta})
     return scaled
+
+
+@converts("Det", makes="determinant")
+def det(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    ctx.emit("determinant", {"Input": node.input[0]}, {"Out": node.output[0]})

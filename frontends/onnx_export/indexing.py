@@ -1,5 +1,5 @@
 """Exporters of the indexing ops: where, expand_v2 (its Shape tensor an input of Expand), gather,
-gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, where_index, tril_triu, tile, unique, one_hot_v2, the
+gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, where_index, tril_triu, tile, unique, reverse_sequence, one_hot_v2, the
 scatters (scatter_nd, scatter_nd_add, put_along_axis), cumsum, cumprod, lookup_table_v2 (Gather
 with its padding row zeroed) and einsum.
 """
@@ -79,6 +79,12 @@ def unique(ctx: ExportContext, op: Operator) -> None:
         outputs.pop()
     axis = {"axis": op.attr("axis")[0]} if op.attr("axis") else {}
     ctx.node("Unique", [op.input("X")[0]], outputs, sorted=int(op.attr("is_sorted")), **axis)
+
+
+@exports("reverse_sequence")
+def reverse_sequence(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("ReverseSequence", [op.input("X")[0], ctx.int64(op.input("SequenceLength")[0])], [op.output("Y")[0]],
+             batch_axis=op.attr("batch_axis"), time_axis=op.attr("time_axis"))
 
 
 @exports("one_hot_v2")

@@ -73,3 +73,8 @@ def mul(ctx: ExportContext, op: Operator) -> None:
     lead = ctx.node("Slice", [ctx.node("Shape", [x]), ctx.ints([0]), ctx.ints([xs])])
     trail = ctx.node("Slice", [ctx.node("Shape", [y]), ctx.ints([ys]), ctx.ints([ctx.rank(y)])])
     ctx.node("Reshape", [product, ctx.node("Concat", [lead, trail], axis=0)], [out])
+
+
+@exports("determinant")
+def determinant(ctx: ExportContext, op: Operator) -> None:
+    ctx.node("Det", [op.input("Input")[0]], [op.output("Out")[0]])

@@ -389,6 +389,24 @@ register_op(OpSchema(
 ))
 
 
+def _infer_reverse_sequence(ctx: InferContext) -> None:
+    x, lengths = ctx.input("X"), _index(ctx, "SequenceLength")
+    batch, time = (check_axis(ctx, ctx.attr(a), len(x.shape), f"attr {a!r}") for a in ("batch_axis", "time_axis"))
+    ctx.check(len(x.shape) >= 2 and batch != time, f"X {list(x.shape)} needs a batch and a time axis apart, "
+                                                   f"got {batch} and {time}")
+    ctx.check(len(lengths) == 1 and (x.shape[batch] < 0 or lengths[0] in (x.shape[batch], -1)),
+              f"SequenceLength {list(lengths)} must hold one length per batch row ({x.shape[batch]})")
+    ctx.set_output("Y", x.shape, x.dtype)
+
+
+register_op(OpSchema(
+    "reverse_sequence", inputs=[Slot("X"), Slot("SequenceLength")], outputs=[Slot("Y")],
+    attrs=[AttrSpec("batch_axis", AttrType.INT, 1), AttrSpec("time_axis", AttrType.INT, 0)],
+    infer=_infer_reverse_sequence, keep_dtype_slots=("SequenceLength",),
+    doc="X with the first SequenceLength[b] steps along time_axis of each batch row b reversed, the rest kept.",
+))
+
+
 def einsum_shape(equation: str, shapes: Sequence[Sequence[int]]) -> list[int]:
     """The output dims of ``equation`` (explicit ``->`` or numpy's implicit output) for ``shapes``;
     ValueError when they do not fit."""

@@ -131,3 +131,16 @@ register_op(OpSchema(
         "a = Input @ W + Bias with W [in, 2 N] (a SwiGLU MLP's gate and up projections side by side), Out [.., N] "
         "= silu(a[..., :N]) * a[..., N:].",
 ))
+
+
+def _infer_determinant(ctx: InferContext) -> None:
+    x = ctx.input("Input")
+    ctx.check(len(x.shape) >= 2 and same_dim(x.shape[-1], x.shape[-2]),
+              f"Input must be [..., M, M] (square matrices), has shape {list(x.shape)}")
+    ctx.set_output("Out", x.shape[:-2], x.dtype)
+
+
+register_op(OpSchema(
+    "determinant", inputs=[Slot("Input")], outputs=[Slot("Out")], infer=_infer_determinant,
+    doc="Out = the determinant of each [M, M] matrix of Input [..., M, M] (Paddle's op).",
+))

@@ -267,6 +267,22 @@ def _unique(spec: KernelSpec) -> Kernel:
     return run
 
 
+@register_data_kernel("reverse_sequence")
+def _reverse_sequence(spec: KernelSpec) -> Kernel:
+    batch_axis, time_axis = spec.attrs["batch_axis"], spec.attrs["time_axis"]
+
+    def run(x: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        rows = np.moveaxis(x, (batch_axis, time_axis), (0, 1))
+        out = rows.copy()
+        for b, length in enumerate(lengths.reshape(-1).tolist()):
+            if not 0 <= length <= rows.shape[1]:
+                raise HalfwayError(f"reverse_sequence: length {length} of row {b} is outside [0, {rows.shape[1]}]")
+            out[b, :length] = rows[b, :length][::-1]
+        return np.moveaxis(out, (0, 1), (batch_axis, time_axis))
+
+    return run
+
+
 @register_data_kernel("gather")
 def _gather(spec: KernelSpec) -> Kernel:
     axis_of = int_source(spec, ["Axis"], [spec.attrs["axis"]])

@@ -74,3 +74,9 @@ def fc(spec: KernelSpec) -> Kernel:
         return out.reshape(out_shape)
 
     return run
+
+
+@register_kernel("determinant", dtypes=(DType.float32, DType.float16, DType.float64))
+def _determinant(spec: KernelSpec) -> Kernel:
+    """numpy's LU determinant, in float64 for float32 (its float32 LU loses digits a 3x3 keeps)."""
+    return lambda x: np.asarray(np.linalg.det(x.astype(np.float64)), dtype=x.dtype)
