@@ -133,3 +133,13 @@ def global_pool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> No
     ctx.emit("pool2d", {"X": node.input[0]}, {"Out": node.output[0]}, {
         "pooling_type": "max" if node.op_type == "GlobalMaxPool" else "avg", "ksize": [1, 1],
         "global_pooling": True})
+
+
+@converts("MaxUnpool", makes="max_unpool")
+def max_unpool(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    inputs = {"X": node.input[0], "Indices": node.input[1]}
+    if len(node.input) > 2 and node.input[2]:
+        inputs["OutputShape"] = node.input[2]
+    ctx.emit("max_unpool", inputs, {"Out": node.output[0]},
+             {"ksize": list(attrs["kernel_shape"]), "strides": list(attrs.get("strides", [])),
+              "paddings": list(attrs.get("pads", []))})

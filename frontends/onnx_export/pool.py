@@ -57,3 +57,11 @@ def max_pool_with_index(ctx: ExportContext, op: Operator) -> None:
     indices = ctx.temp(f"{mask}.indices")
     ctx.node("MaxPool", [x], [out, indices], **window)
     ctx.cast(ctx.node("Mod", [indices, ctx.const(h * w, np.int64, "plane")]), DType.int32, mask)
+
+
+@exports("max_unpool")
+def max_unpool(ctx: ExportContext, op: Operator) -> None:
+    shape = [ctx.int64(op.input("OutputShape")[0])] if op.input("OutputShape") else []
+    ctx.node("MaxUnpool", [op.input("X")[0], ctx.int64(op.input("Indices")[0]), *shape], [op.output("Out")[0]],
+             kernel_shape=list(op.attr("ksize")), strides=list(op.attr("strides")) or None,
+             pads=list(op.attr("paddings")) or None)

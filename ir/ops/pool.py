@@ -11,7 +11,7 @@ from ..dtypes import DType
 from ..schema import AttrSpec, InferContext, InferError, OpSchema, Slot, register_op
 from .window import infer_window, join_channels, ranked, split_channels, window_attrs, window_geometry
 
-__all__: list[str] = []
+__all__ = ["unpooled_shape"]
 
 
 def _infer_pool(ctx: InferContext) -> None:
@@ -85,4 +85,35 @@ register_op(OpSchema(
     infer=_infer_max_pool_with_index,
     doc="2-D max pooling over [N, C, H, W] (padding never the maximum), and Mask: where each maximum lies "
         "in its plane, h * W + w (int32; the first of equals in row-major order).",
+))
+
+
+def unpooled_shape(shape: Sequence[int], ksize: Sequence[int], strides: Sequence[int],
+                   paddings: Sequence[int]) -> list[int]:
+    """max_unpool's window inverse of an [N, C, ...] shape: (in - 1) * stride + ksize - paddings."""
+    spatial = len(shape) - 2
+    strides, paddings = list(strides) or [1] * spatial, list(paddings) or [0] * (2 * spatial)
+    if not len(ksize) == len(strides) == spatial or len(paddings) != 2 * spatial:
+        raise InferError(f"ksize {list(ksize)}, strides {strides} and paddings {paddings} must describe {spatial} "
+                         f"spatial dims")
+    return [*shape[:2], *((d - 1) * s + k - paddings[i] - paddings[spatial + i] if d >= 0 else -1
+                          for i, (d, k, s) in enumerate(zip(shape[2:], ksize, strides)))]
+
+
+def _infer_max_unpool(ctx: InferContext) -> None:
+    x, index = ctx.input("X"), ctx.input("Indices")
+    ctx.check(len(x.shape) >= 3 and index.shape == x.shape, f"X {list(x.shape)} and Indices {list(index.shape)} must "
+                                                            f"be one [N, C, ...] shape")
+    inverse = unpooled_shape(x.shape, ctx.attr("ksize"), ctx.attr("strides"), ctx.attr("paddings"))
+    ctx.set_output("Out", [-1] * len(x.shape) if ctx.has_input("OutputShape") else inverse, x.dtype)
+
+
+register_op(OpSchema(
+    "max_unpool", inputs=[Slot("X"), Slot("Indices"), Slot("OutputShape", dispensable=True)], outputs=[Slot("Out")],
+    attrs=[AttrSpec("ksize", AttrType.INTS), AttrSpec("strides", AttrType.INTS, []),
+           AttrSpec("paddings", AttrType.INTS, [])],
+    infer=_infer_max_unpool, keep_dtype_slots=("Indices", "OutputShape"),
+    doc="ONNX's MaxUnpool: zeros of the window's inverse shape ((in - 1) * stride + ksize - paddings, all begins "
+        "then all ends) with X written at the flat indices in Indices, placed at the start of zeros of the "
+        "OutputShape tensor's shape where it is given.",
 ))

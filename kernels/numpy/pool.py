@@ -32,6 +32,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...ir.dtypes import DType
+from ...ir.errors import HalfwayError
+from ...ir.ops.pool import unpooled_shape
 from ...ir.ops.window import window_geometry
 from ..registry import Kernel, KernelSpec, Unsupported, register_kernel, widen_float16
 from . import jit
@@ -300,3 +302,23 @@ def max_pool_with_index(spec: KernelSpec) -> Kernel:
 
 register_kernel("max_pool2d_with_index", dtypes=(DType.float32, DType.float64))(max_pool_with_index)
 register_kernel("max_pool2d_with_index", dtypes=(DType.float16,))(max_pool_with_index)  # selects: exact in float16
+
+
+@register_kernel("max_unpool", dtypes=(DType.float32, DType.float16, DType.float64))
+def _max_unpool(spec: KernelSpec) -> Kernel:
+    attrs = spec.attrs
+    inverse = unpooled_shape(spec.input("X").shape, attrs["ksize"], attrs["strides"], attrs["paddings"])
+
+    def run(x: np.ndarray, index: np.ndarray, *shape: np.ndarray) -> np.ndarray:
+        unpooled = np.zeros(math.prod(inverse), x.dtype)
+        flat = index.reshape(-1)
+        if flat.size and (flat.min() < 0 or flat.max() >= unpooled.size):
+            raise HalfwayError(f"max_unpool: an index is outside the {unpooled.size} elements of {inverse}")
+        unpooled[flat] = x.reshape(-1)
+        if not shape:
+            return unpooled.reshape(inverse)
+        out = np.zeros(tuple(int(d) for d in shape[0].reshape(-1)), x.dtype)
+        out[tuple(slice(0, d) for d in inverse)] = unpooled.reshape(inverse)
+        return out
+
+    return run
