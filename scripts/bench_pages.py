@@ -172,6 +172,14 @@ PAGES: dict[str, Page] = {
         "binding and transformers eager, all on the same threads; the bandwidth bound is the weight bytes one "
         "token reads over the copy bandwidth measured in the run.",
         (Bars("speed", ("runtime",), ("decode_tokens_per_s",), "decode tokens/s"),)),
+    "bench_startup": Page(
+        "Command start-up",
+        "`benchmarks/bench_startup.py`: the wall time of `halfway --help`, `halfway inspect` on a small Paddle "
+        "model and on the demo's ONNX model, and `halfway ops`, each in a fresh process with its bytecode cached, "
+        "beside `python -c pass` (the interpreter alone) and `python -c 'import onnx'` (what any command reading an "
+        "ONNX model pays first). Over python is a command's best round less the interpreter's best; x python, the "
+        "one over the other.",
+        (Bars("startup", ("command",), ("median_s", "best_s"), "s per start"),)),
     "changes": Page(
         "Measured changes",
         "Figures of single changes, each measured before and after it in one process (A/B) when it was made; "
