@@ -42,6 +42,7 @@ from . import (  # noqa: F401  (register converters)
     loss,
     math,
     matmul,
+    ngram,
     norm,
     pool,
     quantize,

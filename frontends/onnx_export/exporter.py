@@ -37,6 +37,7 @@ from . import (  # noqa: F401  (register exporters)
     indexing,
     loss,
     matmul,
+    ngram,
     norm,
     pool,
     quantize,

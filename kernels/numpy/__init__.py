@@ -10,6 +10,7 @@ from . import (
     loss,
     math,
     matmul,
+    ngram,
     norm,
     pool,
     quantize,
@@ -18,5 +19,5 @@ from . import (
     tensor,
 )
 
-__all__ = ["attention", "conv", "detection", "gated", "image", "indexing", "loss", "math", "matmul", "norm",
+__all__ = ["attention", "conv", "detection", "gated", "image", "indexing", "loss", "math", "matmul", "ngram", "norm",
            "pool", "quantize", "resize", "signal", "tensor"]
