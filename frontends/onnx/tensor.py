@@ -237,6 +237,18 @@ def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank
         ctx.fail(f"{attrs['mode']} padding with pads computed at run time is not supported")
     value_input = node.input[2] if len(node.input) > 2 and node.input[2] else ""
     given = ctx.consts[value_input] if value_input and ctx.is_const(value_input) else None
+    axes_input = node.input[3] if len(node.input) > 3 and node.input[3] else ""
+    if axes_input and not ctx.is_const(axes_input):
+        paddings = _paddings_at_axes(ctx, node.input[1], axes_input, rank, node.output[0])
+    else:
+        paddings = _paddings_of_pads(ctx, node, attrs, rank)
+    value = float(given.reshape(-1)[0]) if given is not None and given.size else 0.0
+    computed = {"ValueTensor": value_input} if value_input and given is None else {}
+    ctx.emit("pad", {"X": node.input[0], "Paddings": paddings, **computed}, {"Out": node.output[0]}, {"pad_value": value})
+
+
+def _paddings_of_pads(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank: int) -> str:
+    """``pad``'s [before, after] per dim of ONNX's run-time pads over constant axes (a gather)."""
     axes = _axes(ctx, node, attrs, 18, index=3)
     axes = [ctx.axis(a, rank, "axes entry") for a in axes] if axes is not None else list(range(rank))
     zero = 2 * len(axes)
@@ -248,9 +260,28 @@ def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank
     ctx.emit("concat", {"X": [node.input[1], zeros]}, {"Out": widened}, {"axis": 0})
     ctx.emit("gather", {"X": widened, "Index": ctx.add_const(ctx.temp("order"), np.array(order, dtype=np.int64))},
              {"Out": paddings}, {"axis": 0})
-    value = float(given.reshape(-1)[0]) if given is not None and given.size else 0.0
-    computed = {"ValueTensor": value_input} if value_input and given is None else {}
-    ctx.emit("pad", {"X": node.input[0], "Paddings": paddings, **computed}, {"Out": node.output[0]}, {"pad_value": value})
+    return paddings
+
+
+def _paddings_at_axes(ctx: GraphContext, pads: str, axes: str, rank: int, hint: str) -> str:
+    """``pad``'s [before, after] per dim of ONNX's pads over axes computed at run time: the begins
+    and the ends put at the axes (counted from 0) of vectors of zeros, then interleaved."""
+    (count,) = ctx.static_shape(axes, "Pad with run-time axes")
+    as_int, counted = _as_int64(ctx, pads), ctx.temp(f"{hint}.axes")
+    ctx.emit("elementwise_mod", {"X": _as_int64(ctx, axes), "Y": ctx.add_const(ctx.temp("rank"), np.array([rank], np.int64))},
+             {"Out": counted}, {"axis": -1})
+    columns = []
+    for start in (0, count):
+        part, full, column = (ctx.temp(f"{hint}.{what}") for what in ("part", "full", "column"))
+        ctx.emit("slice", {"Input": as_int}, {"Out": part}, {"axes": [0], "starts": [start], "ends": [start + count]})
+        ctx.emit("put_along_axis", {"Input": ctx.add_const(ctx.temp("zeros"), np.zeros(rank, np.int64)),
+                                    "Index": counted, "Value": part}, {"Result": full}, {"Axis": 0, "Reduce": "assign"})
+        ctx.emit("unsqueeze2", {"X": full}, {"Out": column}, {"axes": [1]})
+        columns.append(column)
+    pairs, paddings = ctx.temp(f"{hint}.pairs"), ctx.temp(f"{hint}.paddings")
+    ctx.emit("concat", {"X": columns}, {"Out": pairs}, {"axis": 1})
+    ctx.emit("reshape2", {"X": pairs}, {"Out": paddings}, {"shape": [-1]})
+    return paddings
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
@@ -263,7 +294,7 @@ def pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     x, out = node.input[0], node.output[0]
     rank = len(ctx.shape(x))
     mode = attrs.get("mode", "constant")
-    computed = [name for name in node.input[1:3] if name and not ctx.is_const(name)]
+    computed = [name for name in node.input[1:4] if name and not ctx.is_const(name)]
     if ctx.opset >= 11 and computed:
         _runtime_pad(ctx, node, attrs, rank)
         return
