@@ -90,7 +90,8 @@ PAGES: dict[str, Page] = {
     "bench_zoo": Page(
         "ONNX's light zoo on the CPU",
         "`benchmarks/bench_zoo.py`: the nine light-zoo models shipped with onnx, halfway's numpy run against "
-        "ONNX Runtime, float32, batch 1, paired rounds.",
+        "ONNX Runtime, float32, batch 1, paired rounds; `--under-load N` beside N busy processes. A ratio is "
+        "halfway's time over ONNX Runtime's (the median of the rounds', and that of each one's fastest run).",
         (Bars("latency", ("model",), ("halfway_ms", "onnxruntime_ms"), "ms per run"),)),
     "bench_opencl_zoo": Page(
         "CNNs on OpenCL",
@@ -153,9 +154,12 @@ PAGES: dict[str, Page] = {
         "Pass pipeline cost", "`benchmarks/bench_passes.py`: the default pipeline's CPU time against program size, "
         "beside ONNX Runtime's graph optimisation."),
     "bench_dispatch": Page(
-        "Dispatch overhead", "`benchmarks/bench_dispatch.py`: microseconds per op of a chain of tiny elementwise "
-        "ops, beside ONNX Runtime and onnx.reference.",
-        (Bars("dispatch", ("runtime",), ("us_per_op",), "µs per op"),)),
+        "Dispatch overhead", "`benchmarks/bench_dispatch.py`: microseconds per op of chains of tiny elementwise "
+        "ops (16 floats), beside ONNX Runtime (as many threads) and onnx.reference: scale and relu in turn, and "
+        "(from 7770bba) an add of the input and a relu in turn, which halfway's numpy backend runs as one compiled "
+        "call each, and an add of a broadcast vector and a relu in turn, a call an op (before 7770bba the add of the "
+        "input was too).",
+        (Bars("dispatch", ("chain", "runtime"), ("us_per_op",), "µs per op"),)),
     "bench_conv": Page(
         "numpy convolutions against a GEMM", "`benchmarks/bench_conv.py`: halfway's numpy conv2d on ResNet-50's "
         "convolution shapes against a bare BLAS GEMM of the same FLOPs.",
@@ -238,10 +242,14 @@ def machine_text(machine: dict[str, Any]) -> str:
         parts.append(f"{machine['cores']} cores")
     if machine.get("isa"):
         parts.append(" ".join(machine["isa"]))
+    if machine.get("kernels"):
+        parts.append("kernels for " + ", ".join(f"{lib} {target}" for lib, target in machine["kernels"].items()))
     if machine.get("opencl_device"):
         parts.append(f"OpenCL device {machine['opencl_device']}")
     if machine.get("os"):
         parts.append(str(machine["os"]))
+    if machine.get("load_average") is not None:
+        parts.append(f"load average {machine['load_average']}")
     if machine.get("note"):
         parts.append(str(machine["note"]))
     return ", ".join(parts) or "not recorded"
