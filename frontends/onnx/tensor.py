@@ -232,9 +232,12 @@ def _runtime_slice(ctx: GraphContext, node: NodeProto, rank: int) -> None:
 def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank: int) -> None:
     """A constant Pad whose pads are computed at run time: ONNX's [begins..., ends...] over
     ``axes`` gathered into ``pad``'s [before, after] per dim (a 0 for the axes not listed),
-    which becomes its Paddings tensor; a value computed at run time becomes its ValueTensor."""
-    if attrs.get("mode", "constant") != "constant":
-        ctx.fail(f"{attrs['mode']} padding with pads computed at run time is not supported")
+    which becomes its Paddings tensor; a value computed at run time becomes its ValueTensor; the
+    reflect, edge and wrap modes are pad's of their names."""
+    mode = attrs.get("mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        ctx.fail(f"mode {mode!r} is none of constant, reflect, edge and wrap")
     value_input = node.input[2] if len(node.input) > 2 and node.input[2] else ""
     given = ctx.consts[value_input] if value_input and ctx.is_const(value_input) else None
     axes_input = node.input[3] if len(node.input) > 3 and node.input[3] else ""
@@ -244,7 +247,8 @@ def _runtime_pad(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank
         paddings = _paddings_of_pads(ctx, node, attrs, rank)
     value = float(given.reshape(-1)[0]) if given is not None and given.size else 0.0
     computed = {"ValueTensor": value_input} if value_input and given is None else {}
-    ctx.emit("pad", {"X": node.input[0], "Paddings": paddings, **computed}, {"Out": node.output[0]}, {"pad_value": value})
+    ctx.emit("pad", {"X": node.input[0], "Paddings": paddings, **computed}, {"Out": node.output[0]},
+             {"pad_value": value, "mode": mode})
 
 
 def _paddings_of_pads(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any], rank: int) -> str:

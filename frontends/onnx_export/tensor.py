@@ -200,6 +200,9 @@ def pad(ctx: ExportContext, op: Operator) -> None:
         paddings = list(op.attr("paddings"))
         pads = ctx.ints(paddings[0::2] + paddings[1::2])
     value = one_input(op, "ValueTensor")
+    if op.attr("mode") != "constant":
+        ctx.node("Pad", [x, pads], [out], mode=op.attr("mode"))
+        return
     ctx.node("Pad", [x, pads, ctx.node("Reshape", [value, ctx.ints([])]) if value else
                      ctx.scalar(float(op.attr("pad_value")), x)], [out], mode="constant")
 

@@ -569,11 +569,13 @@ def _infer_pad(ctx: InferContext) -> None:
 register_op(OpSchema(
     "pad", inputs=[Slot("X"), Slot("Paddings", dispensable=True), Slot("ValueTensor", dispensable=True)],
     outputs=[Slot("Out")],
-    attrs=[AttrSpec("paddings", AttrType.INTS, []), AttrSpec("pad_value", AttrType.FLOAT, 0.0)],
+    attrs=[AttrSpec("paddings", AttrType.INTS, []), AttrSpec("pad_value", AttrType.FLOAT, 0.0),
+           AttrSpec("mode", AttrType.STRING, "constant", choices=("constant", "reflect", "edge", "wrap"))],
     infer=_infer_pad, keep_dtype_slots=("Paddings",),
     doc="Pads every dim of X with pad_value; paddings are [before_0, after_0, before_1, after_1, ...] "
         "(the Paddings tensor, a halfway extension for run-time pads, overrides the attr; so does the "
-        "ValueTensor, one value of X's dtype, the pad value).",
+        "ValueTensor, one value of X's dtype, the pad value); `mode` (a halfway extension) reflects, repeats "
+        "the edge or wraps around instead of padding with the value.",
 ))
 
 

@@ -394,15 +394,20 @@ register_kernel("pad3d", dtypes=(DType.float16,))(_pad3d)  # data movement: floa
 
 
 def _pad(spec: KernelSpec) -> Kernel:
-    """The pads and the value from the attrs, or from the Paddings and ValueTensor inputs."""
+    """The pads and the value from the attrs, or from the Paddings and ValueTensor inputs; a mode
+    other than constant is numpy's of its name."""
     pads_of = int_source(spec, ["Paddings"], spec.attrs["paddings"])
     at = {slot: i for i, slot in enumerate(s for s in ("X", "Paddings", "ValueTensor") if s == "X" or spec.has_input(s))}
 
+    mode = spec.attrs["mode"]
+
     def run(*args: np.ndarray) -> np.ndarray:
         p = pads_of(args)
+        widths = [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)]
+        if mode != "constant":
+            return np.pad(args[0], widths, mode)
         value = args[at["ValueTensor"]].reshape(-1)[0] if "ValueTensor" in at else spec.attrs["pad_value"]
-        return np.pad(args[0], [(p[2 * i], p[2 * i + 1]) for i in range(len(p) // 2)], "constant",
-                      constant_values=value)
+        return np.pad(args[0], widths, "constant", constant_values=value)
 
     return run
 

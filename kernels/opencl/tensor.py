@@ -203,8 +203,8 @@ def _strided_view(spec: KernelSpec, shape: tuple[int, ...], bounds: Iterable[tup
 
 def _pad(spec: KernelSpec) -> Binder:
     known_shapes(spec)
-    if spec.has_input("ValueTensor"):
-        raise Unsupported("pad with its value computed at run time")
+    if spec.has_input("ValueTensor") or spec.attrs["mode"] != "constant":
+        raise Unsupported("pad with its value computed at run time, or of another mode than constant")
     paddings = constant_ints(spec, ("Paddings",), spec.attrs["paddings"])
     shape, out = spec.input("X").shape, spec.output("Out").shape
     if any(p < 0 for p in paddings):
