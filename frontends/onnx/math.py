@@ -136,7 +136,7 @@ def identity(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 def clip(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     """Bounds from attrs (before opset 11) or inputs: constants become attrs, run-time values
     the Min/Max tensors; an absent bound is the dtype's limit. ONNX clips to max when
-    min > max, which constant bounds reproduce by lowering min."""
+    min > max, which the bounds reproduce by lowering min (a run-time Min by elementwise_min)."""
     x = node.input[0]
     dtype = ctx.info(x).dtype.numpy
     limits = np.finfo(dtype) if np.issubdtype(dtype, np.floating) else np.iinfo(dtype)
@@ -150,11 +150,24 @@ def clip(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
             bounds[key] = float(ctx.consts[name].reshape(-1)[0])
         elif name:
             tensors[key.capitalize()] = name
-    bounds["min"] = min(bounds["min"], bounds["max"]) if not tensors else bounds["min"]
+    bounds["min"] = min(bounds["min"], bounds["max"])
+    if tensors:  # ONNX's min > max clips to max: the Min tensor lowered to Max where it exceeds it
+        given = {key: tensors.get(key) or ctx.add_const(ctx.temp(key.lower()), _bound(bounds[key.lower()], dtype))
+                 for key in ("Min", "Max")}
+        tensors = {"Min": ctx.temp(f"{node.output[0]}.min"), "Max": given["Max"]}
+        ctx.emit("elementwise_min", {"X": given["Min"], "Y": given["Max"]}, {"Out": tensors["Min"]}, {"axis": -1})
     ctx.emit("clip", {"X": x, **tensors}, {"Out": node.output[0]}, bounds)
 
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def _bound(value: float, dtype: np.dtype) -> np.ndarray:
+    """A clip bound as a 0-d array of ``dtype``, an integer one held inside its range."""
+    if np.issubdtype(dtype, np.floating):
+        return np.array(value, dtype)
+    limits = np.iinfo(dtype)
+    return np.array(max(min(int(value), int(limits.max)), int(limits.min)), dtype)
 
 
 @converts("Pow", makes="pow")

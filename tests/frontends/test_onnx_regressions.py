@@ -84,3 +84,13 @@ def test_paddle_model_with_unknown_ops_fails_at_load_listing_them(tmp_path):
     halfway.save_inference_model(tmp_path / "m", ["x"], [y.name], prog, scope)
     with pytest.raises(UnknownOpError, match=r"m\.pdmodel: 1 op\(s\) of 1 type\(s\) .*my_custom_act"):
         halfway.load(tmp_path / "m.pdmodel")
+
+
+@pytest.mark.parametrize("low, high", [(-3, 5), (4, -2)])
+def test_clip_of_a_run_time_bound_clips_to_max_when_min_exceeds_it(low, high):
+    """ONNX's Clip with min > max gives max; an absent bound of an int64 X is int64's limit."""
+    x = np.arange(-8, 8, dtype=np.int64)
+    both = _run([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x, "lo": np.array(low), "hi": np.array(high)})
+    np.testing.assert_array_equal(both, np.minimum(np.maximum(x, low), high))
+    upper = _run([helper.make_node("Clip", ["x", "", "hi"], ["y"])], {"x": x, "hi": np.array(high)})
+    np.testing.assert_array_equal(upper, np.minimum(x, high))
