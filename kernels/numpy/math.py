@@ -87,7 +87,7 @@ def binary(floats: Callable[[np.ndarray, np.ndarray], np.ndarray],
         xs, ys = numpy_operand_shapes(x, y, spec.attrs.get("axis", -1))
         fn = floats if spec.dtype.is_floating or ints is None else ints
         if spec.inplace and isinstance(fn, np.ufunc) and xs == tuple(x) == tuple(spec.output("Out").shape):
-            return lambda a, b: fn(a, b.reshape(ys), out=a)
+            return (lambda a, b: fn(a, b, out=a)) if ys == tuple(y) else lambda a, b: fn(a, b.reshape(ys), out=a)
         if (xs, ys) == (tuple(x), tuple(y)):
             return fn
         return lambda a, b: fn(a.reshape(xs), b.reshape(ys))
