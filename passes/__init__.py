@@ -13,7 +13,7 @@ from . import (
                                     fuse_activations,  # noqa: F401
                                     fuse_attention,  # noqa: F401
                                     fuse_bn_relu_conv,  # noqa: F401
-                                    fuse_cached_rotary,  # noqa: F401
+                                    fuse_cached_attention,  # noqa: F401
                                     fuse_conv_act,  # noqa: F401
                                     fuse_conv_bn,  # noqa: F401
                                     fuse_conv_pool,  # noqa: F401

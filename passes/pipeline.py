@@ -14,7 +14,7 @@ became dead, let grouped-query attention read its key/value heads without their 
 what that left, and last take the head split and merge around each attention (and the rotary
 embeddings after the split) into its sequence-major form (dead readers of the split values, the
 shape ops fusions leave, would hold both back); a decoder's cached attention (a checkpoint's
-program has it from the start) takes its query and key rotations.
+program has it from the start) takes its query and key rotations and reads its projection packed.
 """
 
 from __future__ import annotations
@@ -23,4 +23,4 @@ __all__ = ["DEFAULT_PIPELINE"]
 
 DEFAULT_PIPELINE = ("remove_identity,fold_constants,simplify_shapes,simplify_layout,cancel_exact_casts,fuse_activations,"
                     "fuse_pad,fuse_conv_bn,fuse_bn_relu_conv,reorder_pool_conv,fuse_conv_act,fuse_fc,fuse_norm,fuse_residual,fuse_attention,"
-                    "fuse_rotary,fuse_projections,cse,dce,fuse_gqa,dce,fuse_attention_heads,fuse_cached_rotary")
+                    "fuse_rotary,fuse_projections,cse,dce,fuse_gqa,dce,fuse_attention_heads,fuse_cached_attention")

@@ -184,7 +184,7 @@ def load_decoder(path: str | os.PathLike[str], *, dtype: DType | str = DType.flo
     (program, feeds, fetches, scope), windows = _imported(path)
     cached = get_pass("cache_attention", max_length=length, windows=windows)
     after = [*_passes(_float_type(program, feeds + fetches), DType.from_any(dtype), cached, source),
-             get_pass("fuse_cached_rotary")]
+             get_pass("fuse_cached_attention")]
     try:
         result = PassManager(after=after).run(program, scope, fetch=fetches)
     except PassError as e:

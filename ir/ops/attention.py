@@ -128,14 +128,29 @@ register_op(OpSchema(
 ))
 
 
+def _packed(ctx: InferContext, q_heads: int, kv_heads: int) -> list[tuple[int, ...]]:
+    """Q, K and V as [B, H, S, D] from a packed Q [B, S, Hq * D + Hkv * D + Hkv * Dv] (D and Dv the caches')."""
+    shape, depth, v_depth = ctx.input("Q").shape, ctx.input("KCache").shape[-1], ctx.input("VCache").shape[-1]
+    ctx.check(q_heads > 0 and not ctx.has_input("K") and not ctx.has_input("V"),
+              "a packed Q takes q_num_heads and kv_num_heads, and no K or V")
+    width = (q_heads + kv_heads) * depth + kv_heads * v_depth if _known(depth, v_depth) else -1
+    ctx.check(len(shape) == 3 and _agree(shape[-1], width),
+              f"a packed Q must be [batch, sequence, {q_heads} + {kv_heads} heads * {depth} + {kv_heads} heads * "
+              f"{v_depth}], has shape {list(shape)}")
+    batch, length = shape[:2]
+    return [(batch, q_heads, length, depth), (batch, kv_heads, length, depth), (batch, kv_heads, length, v_depth)]
+
+
 def _infer_cached_attention(ctx: InferContext) -> None:
     q_split, kv_split = _layout(ctx)
-    (batch, q_heads, q_len, depth), (_, kv_heads, kv_len, k_depth), v_shape = _head_major(ctx, q_split, kv_split)
+    operands = _packed(ctx, q_split, kv_split) if ctx.attr("packed") else _head_major(ctx, q_split, kv_split)
+    (batch, q_heads, q_len, depth), (_, kv_heads, kv_len, k_depth), v_shape = operands
     q, caches = ctx.input("Q"), (ctx.input("KCache"), ctx.input("VCache"))
-    ctx.check(_agree(kv_len, q_len) and _agree(k_depth, depth) and _agree(v_shape[1], kv_heads)
-              and _agree(v_shape[2], kv_len),
-              f"K {list(ctx.input('K').shape)} and V {list(ctx.input('V').shape)} must hold the {q_len} new tokens "
-              f"of Q {list(q.shape)} for {kv_heads} key/value heads, K of Q's head size")
+    if not ctx.attr("packed"):
+        ctx.check(_agree(kv_len, q_len) and _agree(k_depth, depth) and _agree(v_shape[1], kv_heads)
+                  and _agree(v_shape[2], kv_len),
+                  f"K {list(ctx.input('K').shape)} and V {list(ctx.input('V').shape)} must hold the {q_len} new "
+                  f"tokens of Q {list(q.shape)} for {kv_heads} key/value heads, K of Q's head size")
     ctx.check(not _known(q_heads, kv_heads) or (kv_heads > 0 and q_heads % kv_heads == 0),
               f"Q's {q_heads} heads must be a multiple of K's and V's {kv_heads}")
     kc, vc = (info.shape for info in caches)
@@ -166,14 +181,14 @@ def _infer_cached_attention(ctx: InferContext) -> None:
 
 register_op(OpSchema(
     "cached_attention",
-    inputs=[Slot("Q"), Slot("K"), Slot("V"), Slot("KCache"), Slot("VCache"), Slot("Past"),
-            Slot("KeyMask", dispensable=True), Slot("Cos", dispensable=True), Slot("Sin", dispensable=True),
-            Slot("PositionIds", dispensable=True)],
+    inputs=[Slot("Q"), Slot("K", dispensable=True), Slot("V", dispensable=True), Slot("KCache"), Slot("VCache"),
+            Slot("Past"), Slot("KeyMask", dispensable=True), Slot("Cos", dispensable=True),
+            Slot("Sin", dispensable=True), Slot("PositionIds", dispensable=True)],
     outputs=[Slot("Out"), Slot("KCacheOut"), Slot("VCacheOut")],
     attrs=[AttrSpec("scale", AttrType.FLOAT, 0.0), AttrSpec("softcap", AttrType.FLOAT, 0.0),
            AttrSpec("window", AttrType.INT, 0), AttrSpec("q_num_heads", AttrType.INT, 0),
            AttrSpec("kv_num_heads", AttrType.INT, 0), AttrSpec("interleaved", AttrType.BOOLEAN, False),
-           AttrSpec("rotary_dim", AttrType.INT, 0)],
+           AttrSpec("rotary_dim", AttrType.INT, 0), AttrSpec("packed", AttrType.BOOLEAN, False)],
     infer=_infer_cached_attention, dtype_slots=("Q",),
     keep_dtype_slots=("Past", "KeyMask", "Cos", "Sin", "PositionIds"),
     views={"KCacheOut": "KCache", "VCacheOut": "VCache"},
@@ -192,7 +207,10 @@ register_op(OpSchema(
         "kv_num_heads set (both > 0) Q, K, V and Out are sequence-major [B, S, H * D] with those head counts.\n\n"
         "With Cos and Sin (and PositionIds), Q and K are first rotated as rotary_embedding rotates them, with "
         "interleaved and rotary_dim as its attributes (the keys the cache takes are the rotated ones): a decoder's "
-        "rotary embeddings in the attention that reads them (``fuse_cached_rotary``).",
+        "rotary embeddings in the attention that reads them.\n\n"
+        "With packed (sequence-major only), Q is a decoder's fused projection [B, S, Hq * D + Hkv * D + Hkv * Dv]: "
+        "the query, key and value side by side, no K or V (D and Dv the caches'): the split after the "
+        "projection never runs (``fuse_cached_attention`` makes both forms).",
 ))
 
 

@@ -200,7 +200,8 @@ def _cached_attention(spec: KernelSpec) -> Kernel:
     """Per sequence: the new keys and values written into the caches at its Past, then the
     grouped scores of its query heads over the cache's first Past + S positions (one
     ``np.matmul`` for all heads, K and V read as they lie), float32 for a float16 cache; with
-    rotary tables, Q and K rotated first (``rotate``, rotary_embedding's kernel)."""
+    rotary tables, Q and K rotated first (``rotate``, rotary_embedding's kernel); a packed Q
+    split into views."""
     attrs = spec.attrs
     scale, softcap, window = attrs["scale"], attrs["softcap"], attrs["window"]
     q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
@@ -223,16 +224,17 @@ def _cached_attention(spec: KernelSpec) -> Kernel:
         return np.matmul(scores, values.astype(wide, copy=False)).reshape(q_heads, rows, -1)
 
     where = slot_positions(spec)
-    tables = [where.get(slot) for slot in ("Cos", "Sin", "PositionIds")]
-    mask_at = where.get("KeyMask")
+    key_size = spec.input("KCache").shape[-1]
+    ends = [q_split * key_size, (q_split + kv_split) * key_size]  # a packed Q's query, key and value
 
-    def run(q: np.ndarray, k: np.ndarray, v: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
-            past: np.ndarray, *rest: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        mask = None if mask_at is None else rest[mask_at - 6]
-        if tables[0] is not None:  # Q's and K's rotary embeddings (cos, sin, position ids)
-            cos, sin, ids = (None if at is None else rest[at - 6] for at in tables)
-            turn = functools.partial(rotate, cos=cos, sin=sin, ids=ids, rotary=attrs["rotary_dim"],
-                                     interleaved=attrs["interleaved"])
+    def run(*args: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        given = {slot: args[at] for slot, at in where.items()}
+        q, k_cache, v_cache, past, mask = (given["Q"], given["KCache"], given["VCache"], given["Past"],
+                                           given.get("KeyMask"))
+        q, k, v = np.split(q, ends, axis=-1) if attrs["packed"] else (q, given["K"], given["V"])
+        if "Cos" in given:  # Q's and K's rotary embeddings
+            turn = functools.partial(rotate, cos=given["Cos"], sin=given["Sin"], ids=given.get("PositionIds"),
+                                     rotary=attrs["rotary_dim"], interleaved=attrs["interleaved"])
             q, k = turn(q, heads=q_split), turn(k, heads=kv_split)
         if q_split:
             q, k, v = _heads_first(q, q_split), _heads_first(k, kv_split), _heads_first(v, kv_split)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from .base import (
 )
 from .gemm import uses_tensor_cores
 from .runtime import Runtime
+from .tensor import split_pieces
 
 __all__ = ["MAX_HEAD_SIZE", "MMA_MAX_HEAD_SIZE", "MMA_ROWS", "DECODE_ROWS", "DECODE_CHUNK", "tensor_core_refusal"]
 
@@ -180,71 +181,122 @@ def _cached_attention(spec: KernelSpec) -> Binder:
     """The caches appended to (``kv_append.cl``, a launch for the keys and one for the values),
     then ``attention.cl`` over them with PAST: each sequence's row positions and keys from its
     Past; a decode step's few rows (``DECODE_ROWS``) run ``decode_attention.cl``, a work-group a
-    row, which appends them itself (and rotates Q and K, where the op does): one launch. Tensor
-    cores are left to ``scaled_dot_product_attention``."""
-    attrs = spec.attrs
-    q_split, kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
-    (batch, q_heads, q_len, depth), k, v = (_head_major(spec.input(slot).shape, heads) for slot, heads in
-                                            (("Q", q_split), ("K", kv_split), ("V", kv_split)))
-    kv_heads, v_depth, length = k[1], v[3], spec.input("KCache").shape[2]
-    if max(depth, v_depth) > MAX_HEAD_SIZE:
-        raise Unsupported(f"head size {max(depth, v_depth)} over {MAX_HEAD_SIZE}")
-    if spec.has_input("KeyMask") and spec.input("KeyMask").dtype is not DType.bool:
-        raise Unsupported(f"a {spec.input('KeyMask').dtype.name} KeyMask")
-    index = index_defines(spec.input("Past").dtype)
-    defines: dict[str, object] = {
-        "D": depth, "DV": v_depth, "HQ": q_heads, "HKV": kv_heads, "SQ": q_len, "SKV": length, "CAUSAL": "",
-        "OFFSET": 0, "PAST": "", "SCALE": f"{float(np.float32(attrs['scale'] or 1 / math.sqrt(depth)))!r}f", **index}
-    for prefix, (heads, rows, size), split in (("Q", (q_heads, q_len, depth), q_split),
-                                                ("K", (kv_heads, length, depth), 0), ("V", (kv_heads, length, v_depth), 0),
-                                                ("O", (q_heads, q_len, v_depth), q_split)):
-        defines.update(zip((f"{prefix}_B", f"{prefix}_H", f"{prefix}_S"), _strides(heads, rows, size, bool(split))))
-    if attrs["softcap"] > 0:
-        defines["SOFTCAP"] = f"{float(np.float32(attrs['softcap']))!r}f"
-    if attrs["window"] > 0:
-        defines["WINDOW"] = attrs["window"]
-    mask_strides = [0, 0, 0, 0]
-    if spec.has_input("KeyMask"):
-        defines.update({"MASK_BOOL": "", "MW": length})
-        mask_strides = [length, 0, 0, 1]
-    appends = [{"W": size, "HKV": kv_heads, "SQ": q_len, "SKV": length, **index,
-                **dict(zip(("X_B", "X_H", "X_S"), _strides(kv_heads, q_len, size, bool(kv_split))))}
-               for size in (depth, v_depth)]
-    where = slot_positions(spec)
-    turns = _Turns.of(spec, depth) if spec.has_input("Cos") else None
+    row, which appends them itself (and rotates Q and K, and reads a packed Q's keys and values
+    where they lie, where the op has them so): one launch. Tensor cores are left to
+    ``scaled_dot_product_attention``."""
+    return _CachedAttention(spec).bind
 
-    def bind(rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
-        q, new_k, new_v, k_cache, v_cache, past = ins[:6]
-        mask = ins[where["KeyMask"]].buffer if "KeyMask" in where else None
-        tables = [ins[where[slot]].buffer if slot in where else None for slot in ("Cos", "Sin", "PositionIds")]
-        strides = [np.int32(s) for s in mask_strides]
-        options = rt.float_options(spec.dtype)
-        if q_len <= DECODE_ROWS:
-            threads = min(_decode_threads(v_depth), rt.caps.max_work_group_size)
-            steps = {f"{p}_{dim}": append[f"X_{dim}"] for p, append in zip(("KN", "VN"), appends) for dim in "BHS"}
-            text = source("attention_score.h", "decode_attention.cl", defines={
-                **defines, **steps, **(turns.defines(rt) if turns else {}), "NT": threads, "CH": DECODE_CHUNK,
-                "ACC": -(-v_depth // threads)})
-            launches = [launch(rt, rt.kernel(text, "decode_attention", options), (threads * batch * q_heads * q_len,),
-                               (threads,), q.buffer, new_k.buffer, new_v.buffer, k_cache.buffer, v_cache.buffer,
-                               outs[0].buffer, mask, past.buffer, *tables, *strides)]
+
+class _CachedAttention:
+    """One cached_attention op's defines, and its launches on a device."""
+
+    def __init__(self, spec: KernelSpec) -> None:
+        attrs = spec.attrs
+        self.spec, self.packed = spec, attrs["packed"]
+        self.q_split, self.kv_split = attrs["q_num_heads"], attrs["kv_num_heads"]
+        kc, vc, q = spec.input("KCache").shape, spec.input("VCache").shape, spec.input("Q").shape
+        self.batch, self.q_len, self.kv_heads, self.length = q[0], q[1] if self.q_split else q[2], kc[1], kc[2]
+        self.depth, self.v_depth = kc[3], vc[3]
+        self.q_heads = self.q_split or q[1]
+        if max(self.depth, self.v_depth) > MAX_HEAD_SIZE:
+            raise Unsupported(f"head size {max(self.depth, self.v_depth)} over {MAX_HEAD_SIZE}")
+        if spec.has_input("KeyMask") and spec.input("KeyMask").dtype is not DType.bool:
+            raise Unsupported(f"a {spec.input('KeyMask').dtype.name} KeyMask")
+        self.index = index_defines(spec.input("Past").dtype)
+        self.defines = self._defines(attrs)
+        self.mask_strides = [self.length, 0, 0, 1] if spec.has_input("KeyMask") else [0, 0, 0, 0]
+        self.new = [_strides(self.kv_heads, self.q_len, size, bool(self.kv_split)) for size in (self.depth, self.v_depth)]
+        self.where = slot_positions(spec)
+        self.turns = _Turns.of(spec, self.depth) if spec.has_input("Cos") else None
+
+    def _defines(self, attrs: dict[str, Any]) -> dict[str, object]:
+        q_heads, kv_heads, q_len, depth, v_depth = self.q_heads, self.kv_heads, self.q_len, self.depth, self.v_depth
+        defines: dict[str, object] = {
+            "D": depth, "DV": v_depth, "HQ": q_heads, "HKV": kv_heads, "SQ": q_len, "SKV": self.length,
+            "CAUSAL": "", "OFFSET": 0, "PAST": "",
+            "SCALE": f"{float(np.float32(attrs['scale'] or 1 / math.sqrt(depth)))!r}f", **self.index}
+        for prefix, (heads, rows, size), split in (
+                ("Q", (q_heads, q_len, depth), self.q_split), ("K", (kv_heads, self.length, depth), 0),
+                ("V", (kv_heads, self.length, v_depth), 0), ("O", (q_heads, q_len, v_depth), self.q_split)):
+            defines.update(zip((f"{prefix}_B", f"{prefix}_H", f"{prefix}_S"), _strides(heads, rows, size, bool(split))))
+        if attrs["softcap"] > 0:
+            defines["SOFTCAP"] = f"{float(np.float32(attrs['softcap']))!r}f"
+        if attrs["window"] > 0:
+            defines["WINDOW"] = attrs["window"]
+        if self.spec.has_input("KeyMask"):
+            defines.update({"MASK_BOOL": "", "MW": self.length})
+        return defines
+
+    def bind(self, rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
+        given = {slot: ins[at] for slot, at in self.where.items()}
+        tables = [given[slot].buffer if slot in given else None for slot in ("Cos", "Sin", "PositionIds")]
+        out = cast(DeviceArray, outs[0])
+        if self.q_len <= DECODE_ROWS:
+            launches = [self._decode(rt, given, tables, out)]
         else:
-            launches = []
-            if turns is not None:  # the rotations first, into buffers of their own
-                q, new_k = (turns.rotated(rt, spec.dtype, x, heads, tables, launches)
-                            for x, heads in ((q, q_split), (new_k, kv_split)))
-            launches += [_append(rt, values, cache, past, append, options)
-                         for values, cache, append in ((new_k, k_cache, appends[0]), (new_v, v_cache, appends[1]))]
-            rows = 32 if rt.caps.is_gpu else 16
-            text = source("attention_score.h", "attention.cl", defines={**defines, "BQ": rows, "BK": rows})
-            launches.append(launch(rt, rt.kernel(text, "attention", options), (-(-q_len // rows) * rows, batch * q_heads),
-                                   (rows, 1), q.buffer, k_cache.buffer, v_cache.buffer, outs[0].buffer, mask,
-                                   past.buffer, *strides))
-        launches += [copy_launch(rt, cache, out) for cache, out in ((k_cache, outs[1]), (v_cache, outs[2]))
-                     if out is not None]
+            launches = self._tiled(rt, given, tables, out)
+        caches = ((given["KCache"], outs[1]), (given["VCache"], outs[2]))
+        return launches + [copy_launch(rt, cache, copy) for cache, copy in caches if copy is not None]
+
+    def _decode(self, rt: Runtime, given: dict[str, DeviceArray], tables: list[Any], out: DeviceArray) -> Launch:
+        """``decode_attention.cl``: one launch, the step's keys and values read where they are."""
+        threads = min(_decode_threads(self.v_depth), rt.caps.max_work_group_size)
+        q = given["Q"]
+        if self.packed:  # one [B, S, W] buffer: the query, the keys and the values at their offsets
+            width = q.shape[-1]
+            rows = (self.q_len * width, self.depth, width)
+            steps = {"Q_B": rows[0], "Q_H": self.depth, "Q_S": width, "Q_OFF": 0,
+                     "KN_OFF": self.q_heads * self.depth, "VN_OFF": (self.q_heads + self.kv_heads) * self.depth,
+                     **dict(zip(("KN_B", "KN_H", "KN_S"), rows)),
+                     **dict(zip(("VN_B", "VN_H", "VN_S"), (rows[0], self.v_depth, width)))}
+            k = v = q
+        else:
+            steps = {"Q_OFF": 0, "KN_OFF": 0, "VN_OFF": 0, **dict(zip(("KN_B", "KN_H", "KN_S"), self.new[0])),
+                     **dict(zip(("VN_B", "VN_H", "VN_S"), self.new[1]))}
+            k, v = given["K"], given["V"]
+        text = source("attention_score.h", "decode_attention.cl", defines={
+            **self.defines, **steps, **(self.turns.defines(rt) if self.turns else {}), "NT": threads,
+            "CH": DECODE_CHUNK, "ACC": -(-self.v_depth // threads)})
+        kernel = rt.kernel(text, "decode_attention", rt.float_options(self.spec.dtype))
+        mask = given["KeyMask"].buffer if "KeyMask" in given else None
+        return launch(rt, kernel, (threads * self.batch * self.q_heads * self.q_len,), (threads,), q.buffer, k.buffer,
+                      v.buffer, given["KCache"].buffer, given["VCache"].buffer, out.buffer, mask,
+                      given["Past"].buffer, *tables, *(np.int32(s) for s in self.mask_strides))
+
+    def _tiled(self, rt: Runtime, given: dict[str, DeviceArray], tables: list[Any], out: DeviceArray) -> list[Launch]:
+        """A packed Q split, the rotations, the appends, then ``attention.cl``: buffers of their own
+        for what the op computes before the attention."""
+        launches: list[Launch] = []
+        if self.packed:
+            q, k, v = self._unpacked(rt, given["Q"], launches)
+        else:
+            q, k, v = given["Q"], given["K"], given["V"]
+        if self.turns is not None:
+            q, k = (self.turns.rotated(rt, self.spec.dtype, x, heads, tables, launches)
+                    for x, heads in ((q, self.q_split), (k, self.kv_split)))
+        options = rt.float_options(self.spec.dtype)
+        past = given["Past"]
+        for values, cache, size, strides in ((k, given["KCache"], self.depth, self.new[0]),
+                                             (v, given["VCache"], self.v_depth, self.new[1])):
+            defines = {"W": size, "HKV": self.kv_heads, "SQ": self.q_len, "SKV": self.length, **self.index,
+                       **dict(zip(("X_B", "X_H", "X_S"), strides))}
+            launches.append(_append(rt, values, cache, past, defines, options))
+        rows = 32 if rt.caps.is_gpu else 16
+        text = source("attention_score.h", "attention.cl", defines={**self.defines, "BQ": rows, "BK": rows})
+        mask = given["KeyMask"].buffer if "KeyMask" in given else None
+        launches.append(launch(rt, rt.kernel(text, "attention", options),
+                               (-(-self.q_len // rows) * rows, self.batch * self.q_heads), (rows, 1), q.buffer,
+                               given["KCache"].buffer, given["VCache"].buffer, out.buffer, mask, past.buffer,
+                               *(np.int32(s) for s in self.mask_strides)))
         return launches
 
-    return bind
+    def _unpacked(self, rt: Runtime, packed: DeviceArray, launches: list[Launch]) -> list[DeviceArray]:
+        """A packed Q's query, keys and values in buffers of their own ([B, S, H * D] each)."""
+        widths = [self.q_heads * self.depth, self.kv_heads * self.depth, self.kv_heads * self.v_depth]
+        pieces = [DeviceArray(rt.alloc(self.batch * self.q_len * w * packed.dtype.itemsize),
+                              (self.batch, self.q_len, w), packed.dtype) for w in widths]
+        launches += split_pieces(packed.shape, 2, widths)(rt, [packed], pieces)
+        return pieces
 
 
 def _append(rt: Runtime, values: DeviceArray, cache: DeviceArray, past: DeviceArray, defines: dict[str, object],

@@ -37,7 +37,7 @@ from .base import (
 )
 from .runtime import Runtime
 
-__all__ = ["DTYPES", "strided_copy", "fill", "constant_ints", "known_shapes"]
+__all__ = ["DTYPES", "SPLIT_PIECES", "strided_copy", "fill", "constant_ints", "known_shapes", "split_pieces"]
 
 DTYPES = (DType.float32, DType.float16, *C_TYPES)
 SPLIT_PIECES = 4
@@ -120,7 +120,7 @@ def _split(spec: KernelSpec) -> Binder:
     axis = spec.attrs["axis"] % len(whole)
     shapes = [o.shape for o in spec.outputs["Out"]]
     if len(shapes) <= SPLIT_PIECES:
-        return _split_at_once(whole, axis, [shape[axis] for shape in shapes])
+        return split_pieces(whole, axis, [shape[axis] for shape in shapes])
     pieces = _axis_pieces(whole, shapes, axis)
     strides = contiguous_strides(whole)
 
@@ -131,9 +131,10 @@ def _split(spec: KernelSpec) -> Binder:
     return bind
 
 
-def _split_at_once(whole: tuple[int, ...], axis: int, sizes: Sequence[int]) -> Binder:
-    """``movement.cl``'s split4: every piece written by one launch (a decoder splits its fused
-    projections each layer, and each launch costs the host microseconds)."""
+def split_pieces(whole: tuple[int, ...], axis: int, sizes: Sequence[int]) -> Binder:
+    """``movement.cl``'s split4 of ``whole`` along ``axis`` into pieces of ``sizes`` (at most
+    ``SPLIT_PIECES``): every piece written by one launch (a decoder splits its fused projections
+    each layer, and each launch costs the host microseconds)."""
     ends = list(itertools.accumulate(sizes))[:-1]
     ends += [whole[axis]] * (SPLIT_PIECES - 1 - len(ends))
     inner = math.prod(whole[axis + 1:])

@@ -5,8 +5,9 @@
  * work-group reduces the chunk's max and sum (an online softmax across chunks), and then work-item
  * t accumulates output dims t, t + NT, ... over the chunk's keys, reading V's rows coalesced.
  *
- * The step's own keys and values (kn, vn: [B, HKV, SQ, D] as logical dims at KN_ / VN_ strides)
- * are read from where they are and appended to the caches here, each row's by the work-groups of
+ * The step's own keys and values (kn, vn: [B, HKV, SQ, D] as logical dims at KN_ / VN_ strides
+ * from KN_OFF / VN_OFF, and Q from Q_OFF: a packed projection passes one buffer thrice) are read
+ * from where they are and appended to the caches here, each row's by the work-groups of
  * the first query head of its key/value head (no kv_append launches); a row at SKV or beyond is
  * dropped, as kv_append drops it.
  *
@@ -15,7 +16,7 @@
  * ONE_BATCH, else b * SQ + s), the keys into local memory, and the cache takes the rotated keys.
  *
  * Layouts, strides, the score (attention_score.h) and PAST as in attention.cl; NT is a power of
- * two, ACC = ceil(DV / NT). Defines besides attention.cl's: NT, CH, ACC, KN_B/H/S, VN_B/H/S, and
+ * two, ACC = ceil(DV / NT). Defines besides attention.cl's: NT, CH, ACC, Q_OFF, KN_B/H/S/OFF, VN_B/H/S/OFF, and
  * with ROTARY: ROT, HALF, P, LOADP, INTERLEAVED, IDS with PIDX, ONE_BATCH. */
 
 #ifdef ROTARY
@@ -95,14 +96,14 @@ __kernel void decode_attention(__global const T* q, __global const T* kn, __glob
 #endif
     int lid = get_local_id(0), group = get_group_id(0);
     int row = group % SQ, bh = group / SQ, b = bh / HQ, h = bh % HQ, kvh = h / (HQ / HKV);
-    __global const T* qp = q + (long)b * Q_B + (long)h * Q_H + (long)row * Q_S;
+    __global const T* qp = q + Q_OFF + (long)b * Q_B + (long)h * Q_H + (long)row * Q_S;
     for (int d = lid; d < D; d += NT) qs[d] = QUERY(d);
     long mrow = (long)b * ms0 + (long)h * ms1 + (long)row * ms2;
     int past = (int)lengths[b], keys = min(SKV, past + SQ);
     __global T* kp = k + (long)b * K_B + (long)kvh * K_H;
     __global T* vp = v + (long)b * V_B + (long)kvh * V_H;
-    __global const T* knp = kn + (long)b * KN_B + (long)kvh * KN_H;
-    __global const T* vnp = vn + (long)b * VN_B + (long)kvh * VN_H;
+    __global const T* knp = kn + KN_OFF + (long)b * KN_B + (long)kvh * KN_H;
+    __global const T* vnp = vn + VN_OFF + (long)b * VN_B + (long)kvh * VN_H;
 #ifdef ROTARY
     for (int e = lid; e < SQ * D; e += NT) kr[e] = turned(knp + (long)(e / D) * KN_S, e % D, cos_t, sin_t,
                                                        table_row(b, e / D, ids));
