@@ -27,8 +27,8 @@ work-item per element (``rotary.cl``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, NamedTuple, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -209,7 +209,7 @@ class _CachedAttention:
         self.where = slot_positions(spec)
         self.turns = _Turns.of(spec, self.depth) if spec.has_input("Cos") else None
 
-    def _defines(self, attrs: dict[str, Any]) -> dict[str, object]:
+    def _defines(self, attrs: Mapping[str, Any]) -> dict[str, object]:
         q_heads, kv_heads, q_len, depth, v_depth = self.q_heads, self.kv_heads, self.q_len, self.depth, self.v_depth
         defines: dict[str, object] = {
             "D": depth, "DV": v_depth, "HQ": q_heads, "HKV": kv_heads, "SQ": q_len, "SKV": self.length,
@@ -230,7 +230,8 @@ class _CachedAttention:
     def bind(self, rt: Runtime, ins: Sequence[DeviceArray], outs: Sequence[DeviceArray | None]) -> list[Launch]:
         given = {slot: ins[at] for slot, at in self.where.items()}
         tables = [given[slot].buffer if slot in given else None for slot in ("Cos", "Sin", "PositionIds")]
-        out = cast(DeviceArray, outs[0])
+        out = outs[0]
+        assert out is not None
         if self.q_len <= DECODE_ROWS:
             launches = [self._decode(rt, given, tables, out)]
         else:
@@ -299,7 +300,7 @@ class _CachedAttention:
         return pieces
 
 
-def _append(rt: Runtime, values: DeviceArray, cache: DeviceArray, past: DeviceArray, defines: dict[str, object],
+def _append(rt: Runtime, values: DeviceArray, cache: DeviceArray, past: DeviceArray, defines: Mapping[str, object],
             options: tuple[str, ...]) -> Launch:
     """``kv_append.cl``: a step's keys (or values) written to their cache at each sequence's past."""
     kernel = rt.kernel(source("kv_append.cl", defines=defines), "kv_append", options)
