@@ -29,7 +29,6 @@ NOT_SUPPORTED = {
     r"identity_opt|identity_sequence": "optional and sequence values",
     r"reduce_(max|min)_empty_set|allowzero_reordered": "empty tensors",
     r"gathernd_example_int32_batch_dim1": "GatherND's batch_dims",
-    r"mask4d_padded_kv_expanded": "a Pad value computed at run time",
     r"^test_scan_sum$": "Scan before opset 9 (a batch dim and sequence_lens)",
 }
 
