@@ -40,6 +40,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "cosh": ("Cosh",),
     "cumprod": ("CumProd",),
     "cumsum": ("CumSum",),
+    "deformable_conv": ("DeformConv",),
     "depthwise_conv2d": ("Conv",),
     "dequantize_linear": ("DequantizeLinear",),
     "determinant": ("Det",),

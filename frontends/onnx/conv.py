@@ -1,6 +1,7 @@
 """Converters of ONNX's convolutions: Conv (conv2d, or depthwise_conv2d when each group is one
 input channel; conv3d in 3-D) and ConvTranspose (conv2d_transpose; conv3d_transpose in 3-D), in
-1-D, 2-D and 3-D, with their bias; padding as ``window``'s."""
+1-D, 2-D and 3-D, and the 2-D DeformConv (deformable_conv, its offset_group the deformable_groups),
+with their bias; padding as ``window``'s."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ from .window import lifts_1d, spatial_dims, window_attrs, window_paddings
 __all__: list[str] = []
 
 
-def _with_bias(ctx: GraphContext, node: NodeProto, op_type: str, inputs: dict[str, str], attrs: dict[str, Any]) -> None:
-    """Emit ``op_type`` and, when the node has a bias (input 2), Paddle's channel-wise add of it."""
+def _with_bias(ctx: GraphContext, node: NodeProto, op_type: str, inputs: dict[str, str], attrs: dict[str, Any],
+               bias_input: int = 2) -> None:
+    """Emit ``op_type`` and, when the node has a bias (input ``bias_input``), Paddle's channel-wise add of it."""
     out = node.output[0]
-    has_bias = len(node.input) > 2 and bool(node.input[2])
+    has_bias = len(node.input) > bias_input and bool(node.input[bias_input])
     raw = ctx.temp(out) if has_bias else out
     ctx.emit(op_type, inputs, {"Output": raw}, attrs)
     if has_bias:
-        ctx.emit("elementwise_add", {"X": raw, "Y": node.input[2]}, {"Out": out}, {"axis": 1})
+        ctx.emit("elementwise_add", {"X": raw, "Y": node.input[bias_input]}, {"Out": out}, {"axis": 1})
 
 
 @converts("Conv", makes=("conv2d", "depthwise_conv2d", "conv3d"))
@@ -79,3 +81,18 @@ def conv_transpose(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) ->
     if dims == 3:
         conv_attrs["data_format"] = "NCDHW"
     ctx.emit(f"conv{dims}d_transpose", inputs, {"Output": node.output[0]}, conv_attrs)
+
+
+@converts("DeformConv", makes="deformable_conv")
+def deform_conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    x, w, offset = node.input[:3]
+    kernel = list(attrs.get("kernel_shape", ctx.shape(w)[2:]))
+    if len(kernel) != 2:
+        ctx.fail(f"only the 2-D DeformConv is supported, the kernel is {kernel}")
+    dilations = list(attrs.get("dilations", [1, 1]))
+    inputs = {"Input": x, "Offset": offset, "Filter": w}
+    if len(node.input) > 4 and node.input[4]:
+        inputs["Mask"] = node.input[4]
+    _with_bias(ctx, node, "deformable_conv", inputs, window_attrs(ctx, node, attrs, kernel, dilations) | {
+        "groups": attrs.get("group", 1), "dilations": dilations, "deformable_groups": attrs.get("offset_group", 1)},
+               bias_input=3)

@@ -1,6 +1,6 @@
 """Exporters of the convolutions: conv2d, depthwise_conv2d and conv3d as Conv, conv2d_transpose and
-conv3d_transpose as ConvTranspose; fused_conv2d as Conv and its epilogue (or ONNX Runtime's
-FusedConv), and fused_conv2d_pool as that and the pool."""
+conv3d_transpose as ConvTranspose; deformable_conv as DeformConv (opset 19); fused_conv2d as Conv
+and its epilogue (or ONNX Runtime's FusedConv), and fused_conv2d_pool as that and the pool."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 from ...ir.dtypes import DType
 from ...ir.operator import Operator
 from ...ir.ops.families import epilogue_op
+from ...ir.ops.window import window_geometry
 from .context import CONTRIB_DOMAIN, ExportContext
 from .family import activation
 from .registry import exports
@@ -101,3 +102,20 @@ def conv_transpose(ctx: ExportContext, op: Operator) -> None:
     bias = op.input("Bias")[0] if op.input("Bias") else None
     ctx.node("ConvTranspose", [x, w] + ([bias] if bias else []), [out], group=op.attr("groups"), dilations=dilations,
              output_padding=output_padding, **window)
+
+
+@exports("deformable_conv")
+def deformable_conv(ctx: ExportContext, op: Operator) -> None:
+    """DeformConv takes explicit pads only: SAME's are resolved for the input's spatial dims."""
+    if ctx.opset < 19:
+        ctx.fail(f"DeformConv needs opset 19 (asked for {ctx.opset})")
+    x, w = op.input("Input")[0], op.input("Filter")[0]
+    if op.attr("data_format") != "NCHW":
+        ctx.fail(f"data_format {op.attr('data_format')} (channels last) is not supported")
+    window = window_geometry(ctx.shape(x)[2:], ctx.shape(w)[2:], op.attr("strides"), op.attr("dilations"),
+                             op.attr("paddings"), op.attr("padding_algorithm"))
+    mask = ["", op.input("Mask")[0]] if op.input("Mask") else []  # no bias: a channel-wise add holds it
+    ctx.node("DeformConv", [x, w, op.input("Offset")[0], *mask],
+             [op.output("Output")[0]], group=op.attr("groups"), offset_group=op.attr("deformable_groups"),
+             dilations=list(window.dilations), strides=list(op.attr("strides")),
+             pads=[p[0] for p in window.pads] + [p[1] for p in window.pads], kernel_shape=list(ctx.shape(w)[2:]))

@@ -1,9 +1,11 @@
 """Schemas of the convolutions: conv2d, depthwise_conv2d, conv2d_transpose, conv3d, conv3d_transpose,
-and the fused ones passes make (``fused_conv2d``: a convolution with its bias, residual and
+deformable_conv, and the fused ones passes make (``fused_conv2d``: a convolution with its bias, residual and
 activation; ``fused_conv2d_pool``: one with the pool after it) — Paddle's op types, slots, attrs
 and defaults; the geometry is ``halfway.ir.ops.window``'s."""
 
 from __future__ import annotations
+
+import math
 
 from ..attrs import AttrType
 from ..schema import AttrSpec, InferContext, OpSchema, Slot, TensorInfo, register_op
@@ -151,3 +153,30 @@ for _type, _dims in (("conv2d_transpose", 2), ("conv3d_transpose", 3)):
         doc=f"Transposed {_dims}-D convolution (the gradient of conv{_dims}d w.r.t. its input), plus Bias[C_out] "
             f"when given; Filter is [C_in, C_out / groups, *kernel].",
     ))
+
+
+def _infer_deformable_conv(ctx: InferContext) -> None:
+    x, out = _conv_output(ctx)
+    ctx.check(ctx.attr("data_format") == "NCHW", f"data_format must be NCHW, got {ctx.attr('data_format')}")
+    groups, taps = ctx.attr("deformable_groups"), math.prod(ctx.input("Filter").shape[2:])
+    ctx.check(groups >= 1 and (x.shape[1] < 0 or x.shape[1] % groups == 0),
+              f"attr deformable_groups = {groups} must be >= 1 and divide Input's {x.shape[1]} channels")
+    for slot, per_tap in (("Offset", 2), ("Mask", 1)):
+        if ctx.has_input(slot):
+            want = [out[0], groups * taps * per_tap, *out[2:]]
+            got = ctx.input(slot).shape
+            ctx.check(len(got) == 4 and all(map(same_dim, got, want)),
+                      f"{slot} must be {want} ([N, deformable_groups * kh * kw{' * 2' if per_tap == 2 else ''}, "
+                      f"out_h, out_w]), has shape {list(got)}")
+    ctx.set_output("Output", out, x.dtype)
+
+
+register_op(OpSchema(
+    "deformable_conv",
+    inputs=[Slot("Input"), Slot("Offset"), Slot("Mask", dispensable=True), Slot("Filter")], outputs=[Slot("Output")],
+    attrs=_conv_attrs() + [AttrSpec("deformable_groups", AttrType.INT, 1), AttrSpec("im2col_step", AttrType.INT, 64)],
+    infer=_infer_deformable_conv,
+    doc="Paddle's deformable convolution (v2 with Mask): each tap of each output reads Input bilinearly "
+        "(0 outside) at its place moved by Offset [N, deformable_groups * kh * kw * 2, oh, ow] ((dy, dx) per "
+        "tap, the input channels cut into deformable_groups), times Mask when given; then the convolution's sum.",
+))

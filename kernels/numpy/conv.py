@@ -806,3 +806,44 @@ def conv_transpose(spec: KernelSpec) -> Kernel:
         return epilogue(np.empty(source.shape, cols.dtype), bias, source=source)
 
     return run
+
+
+def _bilinear_taps(x: np.ndarray, y: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """x [N, G, C, H, W] read at the points (y, xs) [N, G, P], bilinearly, a corner outside x
+    reading 0: [N, G, C, P]."""
+    h, w = x.shape[-2:]
+    flat = x.reshape(*x.shape[:3], h * w)
+    low_y, low_x = np.floor(y), np.floor(xs)
+    out = np.zeros((*x.shape[:3], y.shape[-1]), np.float64)
+    for dy, dx in ((0, 0), (0, 1), (1, 0), (1, 1)):
+        cy, cx = low_y + dy, low_x + dx
+        weight = (1 - np.abs(y - cy)) * (1 - np.abs(xs - cx)) * ((cy >= 0) & (cy < h) & (cx >= 0) & (cx < w))
+        index = (np.clip(cy, 0, h - 1) * w + np.clip(cx, 0, w - 1)).astype(np.int64)
+        out += np.take_along_axis(flat, index[:, :, None, :], axis=3) * weight[:, :, None, :]
+    return out
+
+
+@register_kernel("deformable_conv")
+def _deformable_conv(spec: KernelSpec) -> Kernel:
+    """The columns of every tap read at its moved place (``_bilinear_taps``), times Mask, then each
+    group's product with its filters; in float64."""
+    g, groups = conv_geometry(spec), spec.attrs["deformable_groups"]
+    (kh, kw), (oh, ow) = g.kernel, g.out
+    rows = np.arange(oh)[None, :] * g.strides[0] - g.pads[0][0] + np.arange(kh)[:, None] * g.dilations[0]
+    cols = np.arange(ow)[None, :] * g.strides[1] - g.pads[1][0] + np.arange(kw)[:, None] * g.dilations[1]
+    has_mask = spec.has_input("Mask")
+
+    def run(*args: np.ndarray) -> np.ndarray:
+        x, offset, w = args[0], args[1], args[-1]
+        offset = offset.astype(np.float64).reshape(g.n, groups, kh, kw, 2, oh, ow)
+        y = rows[None, None, :, None, :, None] + offset[:, :, :, :, 0]
+        xs = cols[None, None, None, :, None, :] + offset[:, :, :, :, 1]
+        taps = _bilinear_taps(x.astype(np.float64).reshape(g.n, groups, g.c // groups, g.h, g.w),
+                              y.reshape(g.n, groups, -1), xs.reshape(g.n, groups, -1))
+        if has_mask:
+            taps *= args[2].astype(np.float64).reshape(g.n, groups, 1, -1)
+        columns = taps.reshape(g.n, g.groups, g.c // g.groups * kh * kw, oh * ow)
+        filters = w.astype(np.float64).reshape(g.groups, g.o // g.groups, -1)
+        return np.einsum("gok,ngkp->ngop", filters, columns).reshape(g.out_shape()).astype(x.dtype)
+
+    return run
