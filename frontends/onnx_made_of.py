@@ -144,6 +144,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "take_along_axis": ("GatherElements",),
     "tan": ("Tan",),
     "tanh": ("Tanh",),
+    "tensor_scatter": ("TensorScatter",),
     "tfidf_vectorizer": ("TfIdfVectorizer",),
     "thresholded_relu": ("ThresholdedRelu",),
     "tile": ("Tile",),

@@ -1,6 +1,6 @@
 """Converters of ONNX's selection and indexing ops: Where, Expand, Tile, CumSum, CumProd, Trilu, Range,
 ArgMax / ArgMin, TopK, NonZero, Compress, Unique, ReverseSequence, Gather, GatherND, GatherElements, ScatterElements / Scatter,
-ScatterND, OneHot, Einsum and Size.
+ScatterND, TensorScatter, OneHot, Einsum and Size.
 
 Expand's shape and Tile's repeats may be computed at run time (they become the ops' tensor
 inputs), and so may CumSum's and CumProd's axis, Trilu's k and OneHot's depth; TopK's K must be a
@@ -167,6 +167,13 @@ def scatter_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> Non
     reduce = _reduction(ctx, attrs)
     op_type, op_attrs = ("scatter_nd_add", {}) if reduce == "add" else ("scatter_nd", {"reduce": reduce})
     ctx.emit(op_type, {"X": x, "Index": index, "Updates": updates}, {"Out": node.output[0]}, op_attrs)
+
+
+@converts("TensorScatter", makes="tensor_scatter")
+def tensor_scatter(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    inputs = {slot: name for slot, name in zip(("PastCache", "Update", "WriteIndices"), node.input) if name}
+    ctx.emit("tensor_scatter", inputs, {"Out": node.output[0]},
+             {"axis": attrs.get("axis", -2), "mode": attrs.get("mode", "linear")})
 
 
 @converts("OneHot", makes="one_hot_v2")

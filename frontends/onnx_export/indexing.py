@@ -1,6 +1,6 @@
 """Exporters of the indexing ops: where, expand_v2 (its Shape tensor an input of Expand), gather,
 gather_nd, take_along_axis, range, arg_max/arg_min, top_k_v2, where_index, tril_triu, tile, unique, reverse_sequence, one_hot_v2, the
-scatters (scatter_nd, scatter_nd_add, put_along_axis), cumsum, cumprod, lookup_table_v2 (Gather
+scatters (scatter_nd, scatter_nd_add, put_along_axis, tensor_scatter: opset 24), cumsum, cumprod, lookup_table_v2 (Gather
 with its padding row zeroed) and einsum.
 """
 
@@ -116,6 +116,15 @@ def scatter_nd(ctx: ExportContext, op: Operator) -> None:
     reduce = "add" if op.type == "scatter_nd_add" else op.attr("reduce")
     ctx.node("ScatterND", [op.input("X")[0], ctx.int64(op.input("Index")[0]), op.input("Updates")[0]],
              [op.output("Out")[0]], reduction=_scatter_reduction(ctx, reduce))
+
+
+@exports("tensor_scatter")
+def tensor_scatter(ctx: ExportContext, op: Operator) -> None:
+    if ctx.opset < 24:
+        ctx.fail(f"TensorScatter needs opset 24 (asked for {ctx.opset})")
+    indices = [ctx.int64(op.input("WriteIndices")[0])] if op.input("WriteIndices") else []
+    ctx.node("TensorScatter", [op.input("PastCache")[0], op.input("Update")[0], *indices], [op.output("Out")[0]],
+             axis=op.attr("axis"), mode=op.attr("mode"))
 
 
 @exports("put_along_axis")

@@ -1,7 +1,8 @@
 """Schemas of the selection and indexing ops: where, expand_v2, tile, cumsum, cumprod, tril_triu, range,
 arg_max / arg_min, top_k_v2, where_index, lookup_table_v2, gather, gather_nd, take_along_axis, put_along_axis, scatter_nd and
-scatter_nd_add, one_hot_v2 and einsum — Paddle's op types, slots, attrs and defaults (scatter_nd,
-ONNX's ScatterND with a ``reduce`` attr, has no Paddle counterpart).
+scatter_nd_add, tensor_scatter, one_hot_v2 and einsum — Paddle's op types, slots, attrs and defaults
+(scatter_nd, ONNX's ScatterND with a ``reduce`` attr, and tensor_scatter, ONNX's TensorScatter,
+have no Paddle counterpart).
 
 Index tensors (``Index``, ``Condition``, ``Start``/``End``/``Step``) are ``keep_dtype_slots``:
 they keep their own dtype under a float16 kernel. Negative indices count from the end of their
@@ -19,6 +20,7 @@ from ..attrs import AttrType
 from ..dtypes import DType
 from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 from .tensor import check_axis, scalar_input
+from .window import same_dim
 
 __all__ = ["broadcast_dims", "einsum_shape", "range_length"]
 
@@ -343,6 +345,31 @@ for _op_type, _reduce in (("scatter_nd", True), ("scatter_nd_add", False)):
             " at the (partial) indices in the last dim of Index, in order.",
     ))
 
+
+
+def _infer_tensor_scatter(ctx: InferContext) -> None:
+    cache, update = ctx.input("PastCache"), ctx.input("Update")
+    rank = len(cache.shape)
+    ctx.check(rank >= 2, f"PastCache must have a batch dim and at least one more, has shape {list(cache.shape)}")
+    axis = check_axis(ctx, ctx.attr("axis"), rank, "attr axis")
+    ctx.check(axis != 0, "attr axis must not be the batch dim (0)")
+    ctx.check(len(update.shape) == rank and all(i == axis or same_dim(a, b) for i, (a, b) in
+                                                enumerate(zip(cache.shape, update.shape))),
+              f"Update {list(update.shape)} must have PastCache's shape {list(cache.shape)} but along axis {axis}")
+    if ctx.has_input("WriteIndices"):
+        ctx.check(len(ctx.input("WriteIndices").shape) == 1, f"WriteIndices must be [batch], has shape "
+                                                              f"{list(ctx.input('WriteIndices').shape)}")
+    ctx.set_output("Out", cache.shape, cache.dtype)
+
+
+register_op(OpSchema(
+    "tensor_scatter", inputs=[Slot("PastCache"), Slot("Update"), Slot("WriteIndices", dispensable=True)],
+    outputs=[Slot("Out")],
+    attrs=[AttrSpec("axis", AttrType.INT, -2), AttrSpec("mode", AttrType.STRING, "linear", choices=("linear", "circular"))],
+    infer=_infer_tensor_scatter, dtype_slots=("PastCache", "Update"), keep_dtype_slots=("WriteIndices",),
+    doc="PastCache with each batch row's Update written along `axis` from its WriteIndices position (0 when "
+        "absent); `circular` wraps the positions around the axis, `linear` must fit in it (ONNX's TensorScatter).",
+))
 
 # -- one_hot_v2 / einsum ----------------------------------------------------------------------------
 def _infer_one_hot(ctx: InferContext) -> None:

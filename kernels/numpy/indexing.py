@@ -229,6 +229,27 @@ def _scatter_nd(spec: KernelSpec) -> Kernel:
 for _op_type, _factory in (("put_along_axis", _put_along_axis), ("scatter_nd", _scatter_nd),
                            ("scatter_nd_add", _scatter_nd)):
     register_kernel(_op_type, dtypes=_NUMBERS)(_factory)
+@register_data_kernel("tensor_scatter")
+def _tensor_scatter(spec: KernelSpec) -> Kernel:
+    """A copy of PastCache with each batch row's Update written at its positions along the axis."""
+    circular = spec.attrs["mode"] == "circular"
+
+    def run(cache: np.ndarray, update: np.ndarray, *indices: np.ndarray) -> np.ndarray:
+        axis = spec.attrs["axis"] % cache.ndim
+        starts = indices[0].astype(np.int64) if indices else np.zeros(cache.shape[0], np.int64)
+        size, steps = cache.shape[axis], update.shape[axis]
+        if starts.shape != (cache.shape[0],) or (not circular and ((starts < 0) | (starts + steps > size)).any()):
+            raise HalfwayError(f"tensor_scatter: WriteIndices {starts.tolist()} must be one per batch row with "
+                               f"{steps} steps fitting in the axis of {size}")
+        out = cache.copy()
+        for row, start in enumerate(starts):
+            positions = (start + np.arange(steps)) % size if circular else np.arange(start, start + steps)
+            np.moveaxis(out[row], axis - 1, 0)[positions] = np.moveaxis(update[row], axis - 1, 0)
+        return out
+
+    return run
+
+
 register_kernel("einsum", dtypes=_NUMBERS)(lambda spec: lambda *xs: np.asarray(np.einsum(spec.attrs["equation"], *xs)))
 
 

@@ -100,6 +100,33 @@ def test_scatter_elements_and_scatter_nd(reduction):
            reduction=reduction)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
+@pytest.mark.parametrize("mode, axis", [("linear", -2), ("linear", 1), ("circular", 2), ("circular", -1)])
+def test_tensor_scatter_writes_as_onnxruntime(mode, axis, dtype):
+    """Each batch row's update written from its own index (wrapping past the end in circular mode)."""
+    import onnxruntime
+
+    cache, update = _x(3, 4, 6, 5, dtype=dtype), _x(3, 4, 6, 5, dtype=dtype)
+    update = np.take(update, range(2), axis=axis)
+    size = cache.shape[axis]
+    starts = np.array([0, size - 2, 5 if mode == "circular" else 1], np.int64) % size
+    feeds = {"cache": cache, "update": update, "at": starts}
+    model = node_model("TensorScatter", feeds, {}, 1, 24, mode=mode, axis=axis)
+    prog, names, fetches, scope = halfway.load(model)
+    (got,) = Executor().run(prog, dict(zip(names, feeds.values())), fetches, scope)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(got, session.run(None, feeds)[0])
+    assert not np.array_equal(got, cache)
+
+
+def test_tensor_scatter_past_the_axis_is_named():
+    feeds = {"cache": _x(2, 4, 3), "update": _x(2, 2, 3), "at": np.array([1, 3], np.int64)}
+    prog, names, fetches, scope = halfway.load(node_model("TensorScatter", feeds, {}, 1, 24))
+    with pytest.raises(halfway.HalfwayError, match=r"tensor_scatter: WriteIndices \[1, 3\] must be one per batch "
+                                                   r"row with 2 steps fitting in the axis of 4"):
+        Executor().run(prog, dict(zip(names, feeds.values())), fetches, scope)
+
+
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_one_hot_with_negative_and_float_indices(axis):
     _check("OneHot", {"i": np.array([[1, -1, 4], [0, 2, -3]], np.int64)},
