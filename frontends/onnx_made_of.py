@@ -81,6 +81,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "leaky_relu": ("LeakyRelu",),
     "less_equal": ("LessOrEqual",),
     "less_than": ("Less",),
+    "linear_attention": ("LinearAttention",),
     "linear_interp_v2": ("Resize", "Upsample"),
     "log": ("Log",),
     "log_softmax": ("SoftmaxCrossEntropyLoss", "LogSoftmax"),

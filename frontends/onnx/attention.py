@@ -1,4 +1,4 @@
-"""Converters of ONNX's transformer ops: Attention and RotaryEmbedding.
+"""Converters of ONNX's transformer ops: Attention, RotaryEmbedding and LinearAttention (one to one).
 
 Attention becomes one ``scaled_dot_product_attention`` with the layout work around it: 3-D
 [batch, sequence, hidden] Q, K and V split into heads ([B, H, S, D], a reshape and a transpose)
@@ -86,3 +86,13 @@ def rotary_embedding(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) 
     ctx.emit("rotary_embedding", {s: n for s, n in inputs.items() if n}, {"Out": node.output[0]},
              {"interleaved": bool(attrs.get("interleaved", 0)), "rotary_dim": attrs.get("rotary_embedding_dim", 0),
               "num_heads": attrs.get("num_heads", 0)})
+
+
+@converts("LinearAttention", makes="linear_attention")
+def linear_attention(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """chunk_size, a tuning hint, does not change the result and is not read."""
+    slots = ("Q", "K", "V", "PastState", "Decay", "Beta")
+    outputs = {slot: name for slot, name in zip(("Out", "PresentState"), node.output) if name}
+    ctx.emit("linear_attention", {slot: name for slot, name in zip(slots, node.input) if name}, outputs,
+             {"q_num_heads": attrs["q_num_heads"], "kv_num_heads": attrs["kv_num_heads"],
+              "scale": float(attrs.get("scale", 0.0)), "update_rule": attrs.get("update_rule", "gated_delta")})

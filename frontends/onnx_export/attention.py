@@ -1,4 +1,5 @@
-"""Exporters of scaled_dot_product_attention and rotary_embedding.
+"""Exporters of scaled_dot_product_attention, rotary_embedding and linear_attention (LinearAttention,
+opset 27).
 
 Attention: ONNX's Attention from opset 23, else its decomposition softmax(Q K^T * scale + mask) V
 (a bool mask through Where with -inf; grouped-query K and V heads repeated for their query heads),
@@ -256,3 +257,15 @@ def _pairs_rotated(ctx: ExportContext, value: str, cos: str, sin: str, width: in
     cos, sin = (ctx.node("Unsqueeze", [table, ctx.ints([-1])]) for table in (cos, sin))
     turned = _rotated(ctx, _last(ctx, pairs, 0, 1), _last(ctx, pairs, 1, 2), cos, sin)
     return ctx.node("Reshape", [ctx.node("Concat", list(turned), axis=-1), ctx.ints([0, 0, 0, width])])
+
+
+@exports("linear_attention")
+def linear_attention(ctx: ExportContext, op: Operator) -> None:
+    if ctx.opset < 27:
+        ctx.fail(f"LinearAttention needs opset 27 (asked for {ctx.opset})")
+    inputs = [op.input(slot)[0] if op.input(slot) else "" for slot in ("Q", "K", "V", "PastState", "Decay", "Beta")]
+    while not inputs[-1]:
+        inputs.pop()
+    outputs = [op.output("Out")[0]] + ([op.output("PresentState")[0]] if op.output("PresentState") else [])
+    ctx.node("LinearAttention", inputs, outputs, q_num_heads=op.attr("q_num_heads"),
+             kv_num_heads=op.attr("kv_num_heads"), scale=op.attr("scale") or None, update_rule=op.attr("update_rule"))

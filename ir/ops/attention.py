@@ -1,5 +1,5 @@
-"""Schemas of the transformer ops: scaled_dot_product_attention, cached_attention and
-rotary_embedding.
+"""Schemas of the transformer ops: scaled_dot_product_attention, cached_attention, rotary_embedding
+and linear_attention (ONNX's LinearAttention: a state updated token by token, no softmax).
 
 ``scaled_dot_product_attention`` is the op attention subgraphs fuse into (BERT's and GPT's
 MatMul -> Scale -> Add(mask) -> Softmax -> MatMul, PyTorch's ``scaled_dot_product_attention``,
@@ -252,4 +252,55 @@ register_op(OpSchema(
         "entries when interleaved — become (x1 cos - x2 sin, x1 sin + x2 cos); the rest pass through. Cos and "
         "Sin are [B, S, rotary_dim / 2] (or [1, S, rotary_dim / 2], one table for the batch), or "
         "[positions, rotary_dim / 2] rows picked by PositionIds [B, S].",
+))
+
+
+_UPDATE_RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, True), "gated_delta": (True, True)}
+"""linear_attention's update_rule -> (whether it reads Decay, whether it reads Beta)."""
+
+
+def linear_attention_inputs(rule: str) -> tuple[bool, bool]:
+    """Whether ``rule`` reads Decay (the state's gating) and Beta (the delta correction)."""
+    return _UPDATE_RULES[rule]
+
+
+def _infer_linear_attention(ctx: InferContext) -> None:
+    q_heads, kv_heads = ctx.attr("q_num_heads"), ctx.attr("kv_num_heads")
+    ctx.check(kv_heads > 0 and q_heads > 0 and q_heads % kv_heads == 0,
+              f"attr q_num_heads {q_heads} must be a positive multiple of kv_num_heads {kv_heads}")
+    q, k, v = (ctx.input(slot) for slot in ("Q", "K", "V"))
+    for slot, info in (("Q", q), ("K", k), ("V", v)):
+        ctx.check(len(info.shape) == 3, f"{slot} must be [batch, sequence, heads * head size], has shape "
+                                        f"{list(info.shape)}")
+    batch, length, head, value_head = q.shape[0], q.shape[1], _heads_first(q.shape, q_heads)[3], \
+        _heads_first(v.shape, kv_heads)[3]
+    ctx.check(_agree(k.shape[2], kv_heads * head if _known(head) else -1),
+              f"K's last dim {k.shape[2]} must be kv_num_heads {kv_heads} * Q's head size {head}")
+    decays, betas = linear_attention_inputs(ctx.attr("update_rule"))
+    for slot, wanted in (("Decay", decays), ("Beta", betas)):
+        ctx.check(ctx.has_input(slot) == wanted, f"update_rule {ctx.attr('update_rule')!r} "
+                                                 f"{'reads' if wanted else 'takes no'} {slot}")
+    state = [batch, kv_heads, head, value_head]
+    if ctx.has_input("PastState"):
+        past = ctx.input("PastState")
+        ctx.check(len(past.shape) == 4 and all(map(_agree, past.shape, state)),
+                  f"PastState must be {state} [batch, kv heads, head size, value head size], has shape "
+                  f"{list(past.shape)}")
+    ctx.set_output("Out", [batch, length, q_heads * value_head if _known(value_head) else -1], q.dtype)
+    ctx.set_output("PresentState", state, ctx.input("PastState").dtype if ctx.has_input("PastState") else q.dtype)
+
+
+register_op(OpSchema(
+    "linear_attention",
+    inputs=[Slot("Q"), Slot("K"), Slot("V"), Slot("PastState", dispensable=True), Slot("Decay", dispensable=True),
+            Slot("Beta", dispensable=True)],
+    outputs=[Slot("Out"), Slot("PresentState", dispensable=True)],
+    attrs=[AttrSpec("q_num_heads", AttrType.INT), AttrSpec("kv_num_heads", AttrType.INT),
+           AttrSpec("scale", AttrType.FLOAT, 0.0),
+           AttrSpec("update_rule", AttrType.STRING, "gated_delta", choices=tuple(_UPDATE_RULES))],
+    infer=_infer_linear_attention,
+    doc="ONNX's LinearAttention over Q, K, V [B, T, H * D]: per token the state S [B, Hkv, Dk, Dv] (PastState, "
+        "else 0) is scaled by exp(Decay) (gated rules), K's outer product with V (less S's reading of K, times "
+        "Beta, for delta rules) added, and Q reads it (scaled, 1/sqrt(Dk) for scale 0), a state serving "
+        "q_num_heads / kv_num_heads query heads; PresentState is the last state.",
 ))

@@ -1,5 +1,5 @@
 """numpy kernels of the transformer ops (``halfway.ir.ops.attention``): scaled_dot_product_attention,
-cached_attention and rotary_embedding. float16 runs widened to float32 (the registry's default):
+cached_attention, rotary_embedding and linear_attention (its recurrence token by token). float16 runs widened to float32 (the registry's default):
 float16 storage, float32 scores and softmax; cached_attention's float16 kernel is registered on
 its own, as widening would hand it float32 copies of the caches it writes in place.
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from ...ir.dtypes import DType
 from ...ir.errors import HalfwayError
+from ...ir.ops.attention import linear_attention_inputs
 from ..registry import Kernel, KernelSpec, register_kernel
 from .conv import slot_positions
 from .jit import compiled_softmax
@@ -284,3 +285,49 @@ def _rotary_embedding(spec: KernelSpec) -> Kernel:
     attrs = spec.attrs
     return functools.partial(rotate, heads=attrs["num_heads"], rotary=attrs["rotary_dim"],
                              interleaved=attrs["interleaved"])
+
+
+def _split_heads(x: np.ndarray, heads: int) -> np.ndarray:
+    """[B, T, H * D] -> [B, H, T, D] in float32."""
+    b, t, hd = x.shape
+    return x.reshape(b, t, heads, hd // heads).transpose(0, 2, 1, 3).astype(np.float32)
+
+
+@register_kernel("linear_attention", dtypes=(DType.float32, DType.float16, DType.float64))
+def _linear_attention(spec: KernelSpec) -> Kernel:
+    """ONNX's recurrence token by token in float32 (as its reference), the state read by each
+    group of query heads."""
+    attrs = spec.attrs
+    q_heads, kv_heads = attrs["q_num_heads"], attrs["kv_num_heads"]
+    gated, delta = linear_attention_inputs(attrs["update_rule"])
+    at = slot_positions(spec)
+    state_dtype = spec.output("PresentState").dtype.numpy if spec.outputs.get("PresentState") else None
+
+    def run(*args: np.ndarray) -> tuple[np.ndarray, ...]:
+        q, k, v = (_split_heads(args[at[slot]], h) for slot, h in (("Q", q_heads), ("K", kv_heads), ("V", kv_heads)))
+        b, _, t, head = q.shape
+        state = (args[at["PastState"]].astype(np.float32) if "PastState" in at
+                 else np.zeros((b, kv_heads, head, v.shape[3]), np.float32))
+        decay = _per_head(args[at["Decay"]], kv_heads) if gated else None
+        beta = _per_head(args[at["Beta"]], args[at["Beta"]].shape[2]) if delta else None
+        scale = np.float32(attrs["scale"] or 1 / np.sqrt(head))
+        out = np.empty((b, q_heads, t, v.shape[3]), np.float32)
+        for i in range(t):
+            if decay is not None:
+                state = state * np.exp(decay[:, :, i])[..., None]
+            value = v[:, :, i]
+            if beta is not None:
+                value = beta[:, :, i] * (value - np.einsum("bhdm,bhd->bhm", state, k[:, :, i]))
+            state = state + k[:, :, i, :, None] * value[:, :, None, :]
+            read = np.repeat(state, q_heads // kv_heads, axis=1)
+            out[:, :, i] = scale * np.einsum("bhd,bhdm->bhm", q[:, :, i], read)
+        merged = out.transpose(0, 2, 1, 3).reshape(b, t, -1).astype(args[0].dtype)
+        return (merged, state.astype(state_dtype)) if state_dtype is not None else (merged,)
+
+    return run
+
+
+def _per_head(x: np.ndarray, heads: int) -> np.ndarray:
+    """Decay or Beta [B, T, heads * n] (n a value per key dim, or one) as [B, heads, T, n] in float32."""
+    b, t, last = x.shape
+    return x.reshape(b, t, heads, last // heads).transpose(0, 2, 1, 3).astype(np.float32)

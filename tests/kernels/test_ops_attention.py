@@ -1,7 +1,7 @@
 """The transformer ops (``ir/ops/attention.py``, their numpy kernels and ONNX converters): ONNX's
 Attention, RMSNormalization and RotaryEmbedding imported and run against onnx's reference
-implementation in float32 and float16; the ops alone against numpy; their inference with unknown
-dims and the errors they raise."""
+implementation in float32 and float16, LinearAttention against ONNX Runtime; the ops alone against
+numpy; their inference with unknown dims and the errors they raise."""
 
 from __future__ import annotations
 
@@ -297,3 +297,44 @@ def test_heads_and_images_cut_for_the_threads_match_the_whole(monkeypatch, batch
     parts = run_op("scaled_dot_product_attention", inputs, attrs).out
     assert calls and max(calls) > 1, "the attention was not cut"
     np.testing.assert_allclose(parts, whole, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("rule, decay_per_key, beta_per_head", [
+    ("linear", False, False), ("gated", False, False), ("delta", False, True), ("gated_delta", True, True),
+    ("gated_delta", False, False)])
+def test_linear_attention_matches_onnxruntime(rule, decay_per_key, beta_per_head):
+    """Grouped-query heads (4 over 2), a past state, per-head or per-key-dim decays and a Beta per
+    head or shared; halfway's result and its export's against ONNX Runtime's."""
+    import onnxruntime
+
+    from halfway.frontends.onnx_export import to_onnx
+
+    b, t, q_heads, kv_heads, dk, dv = 2, 5, 4, 2, 3, 4
+    feeds: dict[str, np.ndarray | None] = {
+        "q": _x(b, t, q_heads * dk), "k": _x(b, t, kv_heads * dk) * 0.5, "v": _x(b, t, kv_heads * dv),
+        "past": _x(b, kv_heads, dk, dv),
+        "decay": -np.abs(_x(b, t, kv_heads * (dk if decay_per_key else 1))) if rule.startswith("gated") else None,
+        "beta": RNG.uniform(0, 1, (b, t, kv_heads if beta_per_head else 1)).astype(np.float32) if "delta" in rule
+        else None}
+    model = _model("LinearAttention", feeds, ["y", "state"], q_num_heads=q_heads, kv_num_heads=kv_heads,
+                   update_rule=rule)
+    model.opset_import[0].version = 27
+    given = {n: v for n, v in feeds.items() if v is not None}
+    prog, names, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, {n: given[n] for n in names}, fetches, scope)
+    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, given)
+    exported = to_onnx(prog, scope, names, fetches, opset=27)
+    again = onnxruntime.InferenceSession(exported.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {n: given[n] for n in names})
+    for g, a, w in zip(got, again, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
+
+
+def test_linear_attention_names_an_input_its_rule_does_not_read():
+    feeds: dict[str, np.ndarray | None] = {"q": _x(1, 2, 4), "k": _x(1, 2, 4), "v": _x(1, 2, 4), "past": None,
+                                           "decay": _x(1, 2, 2)}
+    model = _model("LinearAttention", feeds, ["y", ""], q_num_heads=2, kv_num_heads=2, update_rule="linear")
+    model.opset_import[0].version = 27
+    with pytest.raises(ConversionError, match="update_rule 'linear' takes no Decay"):
+        halfway.load(model)
