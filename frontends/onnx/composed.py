@@ -1,5 +1,5 @@
-"""Converters of ONNX ops that halfway composes from its own: Hardmax, LpNormalization, EyeLike and
-the signal windows (HannWindow, HammingWindow, BlackmanWindow).
+"""Converters of ONNX ops that halfway composes from its own: Hardmax, LpNormalization, EyeLike, the
+signal windows (HannWindow, HammingWindow, BlackmanWindow) and CausalConvWithState.
 
 Hardmax is a one-hot of the first maximum along its axis: arg_max (keeping the dim) compared
 with the positions along that dim, cast to X's type. Before opset 13 it works on X seen as 2-D
@@ -115,3 +115,38 @@ def _cosine_term(ctx: GraphContext, angle: str, times: float, factor: float, bia
     ctx.emit("cos", {"X": multiple}, {"Out": cosine})
     ctx.emit("scale", {"X": cosine}, {"Out": term}, {"scale": factor, "bias": bias})
     return term
+
+
+@converts("CausalConvWithState")
+def causal_conv_with_state(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """The (k - 1) past steps (past_state, else zeros) put before the input, a depthwise convolution
+    without padding over them (lifted to 2-D), the bias, SiLU for 'silu' and 'swish'; present_state
+    is the last k - 1 steps of what was convolved."""
+    x, weight = node.input[0], node.input[1]
+    bias, past = (node.input[i] if len(node.input) > i else "" for i in (2, 3))
+    activation = attrs.get("activation", "none")
+    (channels, _, taps), out = ctx.static_shape(weight, "CausalConvWithState's weight"), node.output[0]
+    if activation not in ("none", "silu", "swish") or taps < 2:
+        ctx.fail(f"activation {activation!r} (one of 'none', 'silu', 'swish') and kernel size {taps} (2 or more)")
+    padded = ctx.temp(f"{out}.padded")
+    if past:
+        ctx.emit("concat", {"X": [past, x]}, {"Out": padded}, {"axis": 2})
+    else:
+        ctx.emit("pad", {"X": x}, {"Out": padded}, {"paddings": [0, 0, 0, 0, taps - 1, 0], "pad_value": 0.0})
+    lifted, filters, conv = ctx.temp(f"{out}.2d"), ctx.temp(f"{out}.filter"), ctx.temp(f"{out}.conv")
+    ctx.emit("unsqueeze2", {"X": padded}, {"Out": lifted}, {"axes": [2]})
+    ctx.emit("unsqueeze2", {"X": weight}, {"Out": filters}, {"axes": [2]})
+    ctx.emit("depthwise_conv2d", {"Input": lifted, "Filter": filters}, {"Output": conv}, {"groups": channels})
+    stages: list[tuple[str, dict[str, str], dict[str, Any]]] = [("squeeze2", {}, {"axes": [2]})]
+    if bias:
+        stages.append(("elementwise_add", {"Y": bias}, {"axis": 1}))
+    if activation != "none":
+        stages.append(("silu", {}, {}))
+    value = conv
+    for i, (op_type, inputs, op_attrs) in enumerate(stages):
+        step = out if i == len(stages) - 1 else ctx.temp(f"{out}.{op_type}")
+        ctx.emit(op_type, {"X": value, **inputs}, {"Out": step}, op_attrs)
+        value = step
+    if len(node.output) > 1 and node.output[1]:
+        ctx.emit("slice", {"Input": padded}, {"Out": node.output[1]},
+                 {"axes": [2], "starts": [-(taps - 1)], "ends": [2**31 - 1]})

@@ -1,5 +1,6 @@
 """The ONNX ops halfway composes from its own (``frontends/onnx/composed.py``), imported and
-run against onnx's reference implementation (numpy for the older opsets it does not follow)."""
+run against onnx's reference implementation (numpy for the older opsets it does not follow) or ONNX
+Runtime."""
 
 from __future__ import annotations
 
@@ -64,3 +65,27 @@ def test_eye_like_is_the_identity_of_x_shape(attrs):
     got, want = _run_one_node(helper.make_node("EyeLike", ["x"], ["y"], **attrs), RNG.standard_normal((4, 6)).astype(np.float32))
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("activation", ["none", "silu", "swish"])
+@pytest.mark.parametrize("with_past, with_bias", [(True, True), (True, False), (False, True)])
+def test_causal_conv_with_state_matches_onnxruntime(activation, with_past, with_bias):
+    """The output and the carried state of a kernel of 4 over 7 steps of 5 channels, after a past
+    state or zeros, against ONNX Runtime."""
+    import onnxruntime
+
+    feeds = {"x": RNG.standard_normal((2, 5, 7)).astype(np.float32),
+             "w": RNG.standard_normal((5, 1, 4)).astype(np.float32),
+             "b": RNG.standard_normal(5).astype(np.float32) if with_bias else None,
+             "past": RNG.standard_normal((2, 5, 3)).astype(np.float32) if with_past else None}
+    given = {n: v for n, v in feeds.items() if v is not None}
+    node = helper.make_node("CausalConvWithState", [n if v is not None else "" for n, v in feeds.items()],
+                            ["y", "state"], activation=activation)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, 1, v.shape) for n, v in given.items()],
+                              [helper.make_tensor_value_info(o, 1, None) for o in ("y", "state")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)])
+    prog, names, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, {n: given[n] for n in names}, fetches, scope)
+    want = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, given)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
