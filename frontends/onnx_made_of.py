@@ -32,7 +32,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "celu": ("Celu",),
     "clip": ("Clip",),
     "concat": ("Scan", "Concat"),
-    "conv2d": ("Conv",),
+    "conv2d": ("Conv", "ConvInteger", "QLinearConv"),
     "conv2d_transpose": ("ConvTranspose",),
     "conv3d": ("Conv",),
     "conv3d_transpose": ("ConvTranspose",),

@@ -1,7 +1,9 @@
 """Converters of ONNX's quantization ops: QuantizeLinear, DequantizeLinear and
 DynamicQuantizeLinear one-to-one; MatMulInteger as int32 casts, zero points subtracted and an
 int32 ``matmul_v2``; QLinearMatMul as that product scaled by a_scale * b_scale / y_scale (in
-float64, as ONNX's reference computes it) and quantized with scale 1 around y_zero_point.
+float64, as ONNX's reference computes it) and quantized with scale 1 around y_zero_point; ConvInteger
+and QLinearConv likewise, their convolution a float32 Conv of X and W less their zero points
+(exact while an output sums at most 258 products).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto
+from onnx import NodeProto, helper
 
 from ...ir.dtypes import DType
 from .context import GraphContext
@@ -113,3 +115,61 @@ def qlinear_matmul(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) ->
     inputs = {"X": scaled, "Scale": unit, **({"ZeroPoint": y_zero} if y_zero else {})}
     out_dtype = ctx.info(y_zero).dtype if y_zero else ctx.info(a).dtype
     ctx.emit("quantize_linear", inputs, {"Y": out}, {"out_dtype": int(out_dtype)})
+
+
+_EXACT_TAPS = 2**24 // (255 * 255)
+"""The most products of 8-bit values less their zero points (each within 255 * 255) a float32 sum
+holds exactly: a float32 convolution computes ConvInteger and QLinearConv."""
+
+
+def _shifted(ctx: GraphContext, x: str, zero: str, axis: int, hint: str) -> str:
+    """``x`` - ``zero`` in float32 (a zero point per output channel broadcast along ``axis``)."""
+    wide = cast_to(ctx, x, DType.float32, hint)
+    if not zero:
+        return wide
+    out = ctx.temp(f"{hint}.shifted")
+    ctx.emit("elementwise_sub", {"X": wide, "Y": cast_to(ctx, zero, DType.float32, f"{hint}.zero")}, {"Out": out},
+             {"axis": axis if len(ctx.shape(zero)) == 1 and ctx.shape(zero)[0] != 1 else -1})
+    return out
+
+
+def _integer_conv(ctx: GraphContext, node: NodeProto, x: str, x_zero: str, w: str, w_zero: str, out: str) -> None:
+    """Conv of the shifted 8-bit X and W in float32, exact for up to ``_EXACT_TAPS`` taps an output."""
+    assert ctx.convert_node is not None, "the converter runs inside an import"
+    shape = ctx.static_shape(w, f"{node.op_type}'s weight")
+    if int(np.prod(shape[1:])) > _EXACT_TAPS:
+        ctx.fail(f"a weight {list(shape)} sums {int(np.prod(shape[1:]))} products an output, more than the "
+                 f"{_EXACT_TAPS} a float32 convolution holds exactly")
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    ctx.convert_node(helper.make_node("Conv", [_shifted(ctx, x, x_zero, -1, f"{out}.x"),
+                                               _shifted(ctx, w, w_zero, 0, f"{out}.w")], [out], **attrs))
+
+
+@converts("ConvInteger", makes="conv2d")
+def conv_integer(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    products = ctx.temp(f"{node.output[0]}.products")
+    _integer_conv(ctx, node, node.input[0], _optional(node, 2), node.input[1], _optional(node, 3), products)
+    ctx.emit("cast", {"X": products}, {"Out": node.output[0]},
+             {"in_dtype": int(DType.float32), "out_dtype": int(DType.int32)})
+
+
+@converts("QLinearConv", makes="conv2d")
+def qlinear_conv(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    """ConvInteger's sum plus the int32 bias, scaled by x_scale * w_scale / y_scale (float64) and
+    quantized with scale 1 around y_zero_point, as QLinearMatMul."""
+    x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = (list(node.input) + [""] * 9)[:8]
+    bias, out = _optional(node, 8), node.output[0]
+    products, wide, scaled = ctx.temp(f"{out}.products"), ctx.temp(f"{out}.wide"), ctx.temp(f"{out}.scaled")
+    _integer_conv(ctx, node, x, x_zero, w, w_zero, products)
+    ctx.emit("cast", {"X": products}, {"Out": wide}, {"in_dtype": int(DType.float32), "out_dtype": int(DType.float64)})
+    if bias:
+        biased = ctx.temp(f"{out}.biased")
+        ctx.emit("elementwise_add", {"X": wide, "Y": cast_to(ctx, bias, DType.float64, f"{out}.bias")},
+                 {"Out": biased}, {"axis": 1})
+        wide = biased
+    multiplier = _multiplier(ctx, x_scale, w_scale, y_scale, out)
+    ctx.emit("elementwise_mul", {"X": wide, "Y": multiplier}, {"Out": scaled},
+             {"axis": 1 if len(ctx.shape(multiplier)) == 1 and ctx.shape(multiplier)[0] != 1 else -1})
+    unit = ctx.add_const(ctx.temp(f"{out}.one"), np.ones((), np.float64))
+    ctx.emit("quantize_linear", {"X": scaled, "Scale": unit, **({"ZeroPoint": y_zero} if y_zero else {})},
+             {"Y": out}, {"out_dtype": int(ctx.info(y_zero).dtype if y_zero else ctx.info(x).dtype)})

@@ -1,6 +1,7 @@
 """Linear quantization (``ir/ops/quantize.py``, its numpy kernels and ONNX converters): per-tensor,
 per-axis and blocked QuantizeLinear / DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and
-QLinearMatMul against onnx's reference; a zero point of another type than out_dtype refused."""
+QLinearMatMul against onnx's reference, ConvInteger and QLinearConv against ONNX Runtime; a zero point of
+another type than out_dtype refused."""
 
 from __future__ import annotations
 
@@ -100,3 +101,50 @@ def test_quantize_refuses_a_zero_point_of_another_type():
     with pytest.raises(ConversionError, match="ZeroPoint is int8, but out_dtype is uint8"):
         _run_both("QuantizeLinear", {"x": x}, {"scale": np.float32(0.1), "zero": np.int8(1)},
                   output_dtype=TensorProto.UINT8)
+
+
+def _onnxruntime(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+CONV_ATTRS = [{"pads": [1, 0, 2, 1], "strides": [2, 1]}, {"group": 2, "dilations": [2, 1]}]
+
+
+@pytest.mark.parametrize("attrs", CONV_ATTRS)
+def test_conv_integer_sums_as_onnxruntime(attrs):
+    """uint8 X and W around their zero points (the widest products: 255 * 255), int32 sums."""
+    x = RNG.integers(0, 256, (2, 4, 7, 6), dtype=np.uint8)
+    x[0, :, :2] = 255
+    w = RNG.integers(0, 256, (6, 4 // attrs.get("group", 1), 3, 2), dtype=np.uint8)
+    w[:, :, 0] = 0
+    model = node_model("ConvInteger", {"x": x}, {"w": w, "xz": np.array(0, np.uint8), "wz": np.array(255, np.uint8)},
+                       opset=10, **attrs)
+    (got,), (want,) = _halfway(model, {"x": x}), _onnxruntime(model, {"x": x})
+    assert got.dtype == want.dtype == np.int32 and np.abs(want).max() > 2**18
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("attrs", CONV_ATTRS)
+def test_qlinear_conv_quantizes_as_onnxruntime(attrs):
+    """Per-channel weight scales and an int32 bias; ties in the requantization are few enough that
+    the results agree exactly."""
+    x = RNG.integers(0, 256, (1, 4, 7, 6), dtype=np.uint8)
+    channels = 4 // attrs.get("group", 1)
+    consts = {"xs": np.array(0.02, np.float32), "xz": np.array(128, np.uint8),
+              "w": RNG.integers(-128, 128, (6, channels, 3, 2), dtype=np.int8),
+              "ws": RNG.uniform(0.005, 0.02, 6).astype(np.float32), "wz": np.zeros(6, np.int8),
+              "ys": np.array(0.05, np.float32), "yz": np.array(100, np.uint8),
+              "b": RNG.integers(-2000, 2000, 6, dtype=np.int32)}
+    model = node_model("QLinearConv", {"x": x}, consts, opset=10, **attrs)
+    (got,), (want,) = _halfway(model, {"x": x}), _onnxruntime(model, {"x": x})
+    assert got.dtype == want.dtype == np.uint8 and len(np.unique(want)) > 20
+    np.testing.assert_array_equal(got, want)
+
+
+def test_conv_integer_of_too_many_taps_is_refused():
+    model = node_model("ConvInteger", {"x": np.zeros((1, 32, 5, 5), np.uint8)}, {"w": np.zeros((2, 32, 3, 3), np.int8)},
+                       opset=10)
+    with pytest.raises(ConversionError, match=r"sums 288 products an output, more than the 258"):
+        halfway.load(model)
