@@ -13,7 +13,7 @@ where it lies:
    channel.
 2. The output is computed a block of rows at a time (whole rows at the planes' width ``Wq``, the
    columns past the output's width computed and dropped; ``BLOCK_BYTES`` of input, which stays in
-   L2), ``jit_tiles.OUTS`` output channels at once by ``jit_tiles.tile_sums``, whose accumulators
+   L2; more for a large filter, ``BLOCK_MAX_BYTES``), ``jit_tiles.OUTS`` output channels at once by ``jit_tiles.tile_sums``, whose accumulators
    stay in registers for the whole sum.
 3. Each block's sums get the bias, the residual and the activation (``jit_act.finish``) as
    they are copied into the output, while they are in cache; where the planes are as wide as the
@@ -40,6 +40,12 @@ BLOCK_PIXELS = 2048
 BLOCK_BYTES = 1 << 18
 """The input a block reads, at most (``BLOCK_PIXELS`` fewer positions for many channels): it
 stays in L2 while every group of ``OUTS`` output channels is computed from it."""
+BLOCK_MAX_BYTES = 1 << 20
+"""The input a block may read where the part's filter is larger than ``BLOCK_BYTES``: every block
+streams the whole filter from memory, so the blocks grow (up to this, which still fits L2) to make
+fewer passes over it. ResNet-50's 512 -> 512 3x3 stride-2 layer (9.4 MB of filter, 0.5 MB of
+input planes) took two blocks, so two passes over its filter from memory in a network where it is
+not in cache."""
 
 
 @njit(cache=True, nogil=True)
@@ -71,7 +77,8 @@ def dense(out, planes, offs, wq, w, bias, residual, start, stop, g0, g1, phases,
     the sums go straight into it; else into a scratch, whose rows are cropped into it."""
     outs, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     steps = w.shape[1]
-    block = max(1, min(BLOCK_PIXELS, BLOCK_BYTES // (4 * planes.shape[1] * phases)) // wq)
+    budget = min(max(BLOCK_BYTES, 4 * (g1 - g0) * OUTS * steps), BLOCK_MAX_BYTES)
+    block = max(1, min(BLOCK_PIXELS, budget // (4 * planes.shape[1] * phases)) // wq)
     acc = np.empty(((g1 - g0) * OUTS, block * wq), np.float32)
     in_place = wq == ow
     for n in range(out.shape[0]):
