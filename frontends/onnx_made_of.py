@@ -93,6 +93,7 @@ MADE_OF: dict[str, tuple[str, ...]] = {
     "matmul_v2": ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul"),
     "max_pool2d_with_index": ("MaxPool",),
     "max_unpool": ("MaxUnpool",),
+    "mel_weight_matrix": ("MelWeightMatrix",),
     "mish": ("Mish",),
     "nearest_interp_v2": ("Resize", "Upsample"),
     "nll_loss": ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"),

@@ -1,4 +1,5 @@
-"""Converter of ONNX's signal op DFT (to halfway's dft: ``halfway.ir.ops.signal``).
+"""Converters of ONNX's signal ops DFT (to halfway's dft: ``halfway.ir.ops.signal``) and
+MelWeightMatrix (mel_weight_matrix, one to one).
 
 The axis is an attr before opset 20 and an input from it, which may be computed at run time
 (the dft's AxisTensor); dft_length must be a constant.
@@ -13,6 +14,7 @@ from onnx import NodeProto
 
 from .context import GraphContext
 from .registry import converts
+from .tensors import elem_dtype
 
 __all__: list[str] = []
 
@@ -30,3 +32,10 @@ def dft(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
     axis = int(np.asarray(ctx.consts[axis_input]).reshape(-1)[0]) if axis_input else attrs.get(
         "axis", -2 if ctx.opset >= 20 else 1)
     ctx.emit("dft", {"X": x}, {"Out": out}, {"axis": ctx.axis(axis, len(ctx.shape(x))), **flags})
+
+
+@converts("MelWeightMatrix", makes="mel_weight_matrix")
+def mel_weight_matrix(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
+    slots = ("NumMelBins", "DftLength", "SampleRate", "LowerEdgeHertz", "UpperEdgeHertz")
+    out = elem_dtype(attrs.get("output_datatype", 1), "attr output_datatype")
+    ctx.emit("mel_weight_matrix", dict(zip(slots, node.input)), {"Out": node.output[0]}, {"out_dtype": int(out)})

@@ -1,4 +1,8 @@
-"""Schema of the signal op: dft, ONNX's DFT as halfway holds it.
+"""Schemas of the signal ops: dft, ONNX's DFT as halfway holds it, and mel_weight_matrix (ONNX's
+MelWeightMatrix: [dft_length // 2 + 1, num_mel_bins] triangular filters between two frequencies,
+the sizes known when it runs unless its inputs are constants).
+
+dft:
 
 X is [..., 1] (real) or [..., 2] (real and imaginary parts) along its last dim; the transform runs
 along ``axis`` (an AxisTensor, computed at run time, replaces it) over ``dft_length`` points (0:
@@ -10,6 +14,7 @@ signal, [..., 1]. The inverse divides by the length.
 from __future__ import annotations
 
 from ..attrs import AttrType
+from ..dtypes import DType
 from ..schema import AttrSpec, InferContext, OpSchema, Slot, register_op
 from .tensor import check_axis, scalar_input
 
@@ -51,4 +56,25 @@ register_op(OpSchema(
     infer=_infer_dft, keep_dtype_slots=("AxisTensor",),
     doc="The discrete Fourier transform of X along `axis` (the AxisTensor replaces it) over `dft_length` "
         "points; X and Out hold real and imaginary parts in their last dim (module docstring).",
+))
+
+
+_MEL_INPUTS = ("NumMelBins", "DftLength", "SampleRate", "LowerEdgeHertz", "UpperEdgeHertz")
+
+
+def _infer_mel_weight_matrix(ctx: InferContext) -> None:
+    for slot in _MEL_INPUTS:
+        ctx.check(len(ctx.input(slot).shape) == 0 or list(ctx.input(slot).shape) == [1],
+                  f"{slot} must be one value, has shape {list(ctx.input(slot).shape)}")
+    bins, length = (ctx.input_value(slot) for slot in ("NumMelBins", "DftLength"))
+    ctx.set_output("Out", [-1 if length is None else int(length.reshape(-1)[0]) // 2 + 1,
+                           -1 if bins is None else int(bins.reshape(-1)[0])], DType(ctx.attr("out_dtype")))
+
+
+register_op(OpSchema(
+    "mel_weight_matrix", inputs=[Slot(slot) for slot in _MEL_INPUTS], outputs=[Slot("Out")],
+    attrs=[AttrSpec("out_dtype", AttrType.INT, int(DType.float32))], infer=_infer_mel_weight_matrix,
+    dtype_slots=("LowerEdgeHertz",), keep_dtype_slots=("NumMelBins", "DftLength", "SampleRate"),
+    doc="The [DftLength // 2 + 1, NumMelBins] weights of NumMelBins triangular filters spaced evenly on the "
+        "mel scale from LowerEdgeHertz to UpperEdgeHertz at SampleRate, as ONNX's MelWeightMatrix.",
 ))
