@@ -129,7 +129,8 @@ class Reduction:
     numpy: Callable[..., Any] = field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "numpy", reduction_function(self.name, self.combine, self.finish, self.accumulates))
+        object.__setattr__(self, "numpy", reduction_function(self.name, self.combine, self.finish, self.accumulates,
+                                                               self.init))
 
 
 def unfused(row: Elementwise, alpha: float, beta: float) -> tuple[str, dict[str, Any]]:

@@ -184,25 +184,41 @@ def one_pass(expr: Expr) -> bool:
     return all(e.op in UFUNCS and all(a.op in ("var", "attr", "const") for a in e.args) for _, e in _variants(expr))
 
 
-def reduction_function(name: str, combine: Expr, finish: Expr | None, accumulates: bool) -> Callable[..., Any]:
+def reduction_function(name: str, combine: Expr, finish: Expr | None, accumulates: bool,
+                       init: float = 0.0) -> Callable[..., Any]:
     """The numpy function ``name(x, axis=None, keepdims=False[, dtype=None])`` of a reduction whose
     accumulator ``X`` takes each element ``Y`` as ``combine`` (one ufunc of X and Y, which numpy
-    reduces), then becomes ``finish`` of ``X`` and the count ``N``."""
+    reduces), then becomes ``finish`` of ``X`` and the count ``N``. An empty x reduces to ``init``
+    (an integer or bool x to its type's value nearest it: ONNX's ReduceMax of nothing is -inf or
+    the type's least value), which ufuncs without an identity (maximum, minimum) need to be told."""
     ufunc = _lone_ufunc(combine, ("x", "y"))
     if ufunc is None:
         raise ValueError(f"{name}: a reduction combines by one ufunc of x and y, not {combine}")
     dtype = ", dtype=None" if accumulates else ""
     lines = [f"def {name}(x, axis=None, keepdims=False{dtype}):",
-             f"    acc = np.{ufunc.__name__}.reduce(x, axis=axis, keepdims=keepdims{', dtype=dtype' if accumulates else ''})"]
+             f"    acc = np.{ufunc.__name__}.reduce(x, axis=axis, keepdims=keepdims{', dtype=dtype' if accumulates else ''}"
+             f"{'' if ufunc.identity is not None else ', **_empty(x, init)'})"]
     if finish is not None:
         lines.append("    n = _count(np.shape(x), axis)")
         lines += [f"    {line}" for line in _Body(finish, {"x": "acc", "n": "n"}, False, False).lines]
     else:
         lines.append("    return acc")
-    namespace = {**_NAMESPACE, "_count": _count}
+    namespace = {**_NAMESPACE, "_count": _count, "_empty": _empty, "init": init}
     exec(compile("\n".join(lines) + "\n", f"<{name} numpy>", "exec"), namespace)
     function: Callable[..., Any] = namespace[name]
     return function
+
+
+def _empty(x: Any, init: float) -> dict[str, Any]:
+    """ufunc.reduce's ``initial`` for an empty ``x``: ``init``, or its integer type's bound nearest it."""
+    if np.size(x):
+        return {}
+    kind = np.asarray(x).dtype
+    if kind == np.bool_:
+        return {"initial": init > 0}
+    if kind.kind in "iu":
+        return {"initial": np.iinfo(kind).min if init < 0 else np.iinfo(kind).max}
+    return {"initial": init}
 
 
 def _count(shape: tuple[int, ...], axis: int | tuple[int, ...] | None) -> int:

@@ -286,6 +286,19 @@ def test_reduce_shapes_match_numpy(shape, dim, keep_dim, reduce_all):
         assert out(op_type, attrs, X=x) == (ref(x, axis=axes, keepdims=keep_dim).shape, DType.float32), op_type
 
 
+@pytest.mark.parametrize("dtype, lowest, highest", [("float32", -np.inf, np.inf), ("int32", -2**31, 2**31 - 1),
+                                                     ("uint8", 0, 255), ("bool", False, True)])
+def test_max_and_min_of_nothing_are_the_extremes(dtype, lowest, highest):
+    """ONNX's ReduceMax of an empty set is -inf (an integer type's least value), ReduceMin +inf
+    (its greatest); an empty dim kept elsewhere leaves nothing to reduce."""
+    x = np.zeros((2, 0, 3), dtype)
+    for op_type, want in (("reduce_max", lowest), ("reduce_min", highest)):
+        got = run_op(op_type, {"X": x}, {"dim": [1]}).out
+        assert got.dtype == x.dtype and got.shape == (2, 3)
+        np.testing.assert_array_equal(got, np.full((2, 3), want, dtype))
+        assert run_op(op_type, {"X": x}, {"dim": [2]}).out.shape == (2, 0)
+
+
 def test_reduce_defaults_unknown_dims_and_dtypes():
     assert out("reduce_mean", X=t((4, 5))).shape == (5,)          # dim defaults to [0]
     assert out("reduce_max", {"dim": [1]}, X=t((-1, 3, 4))).shape == (-1, 4)
