@@ -133,9 +133,8 @@ def non_zero(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("GatherND", makes="gather_nd")
 def gather_nd(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    if attrs.get("batch_dims", 0):
-        ctx.fail(f"batch_dims {attrs['batch_dims']} is not supported (only 0)")
-    ctx.emit("gather_nd", {"X": node.input[0], "Index": node.input[1]}, {"Out": node.output[0]})
+    ctx.emit("gather_nd", {"X": node.input[0], "Index": node.input[1]}, {"Out": node.output[0]},
+             {"batch_dims": attrs.get("batch_dims", 0)})
 
 
 @converts("GatherElements", makes="take_along_axis")

@@ -187,7 +187,8 @@ def gather(ctx: ExportContext, op: Operator) -> None:
 
 @exports("gather_nd")
 def gather_nd(ctx: ExportContext, op: Operator) -> None:
-    ctx.node("GatherND", [op.input("X")[0], ctx.int64(op.input("Index")[0])], [op.output("Out")[0]])
+    batch = {"batch_dims": op.attr("batch_dims")} if op.attr("batch_dims") else {}
+    ctx.node("GatherND", [op.input("X")[0], ctx.int64(op.input("Index")[0])], [op.output("Out")[0]], **batch)
 
 
 @exports("take_along_axis")

@@ -286,10 +286,13 @@ register_op(OpSchema(
 
 # -- gather_nd / take_along_axis / put_along_axis / scatter_nd --------------------------------------
 def _infer_gather_nd(ctx: InferContext) -> None:
-    x, index = ctx.input("X"), _index(ctx, "Index")
-    ctx.check(len(index) >= 1 and 0 <= index[-1] <= len(x.shape),
-              f"Index {list(index)} must end in a dim of at most X's rank {len(x.shape)}")
-    ctx.set_output("Out", [*index[:-1], *x.shape[index[-1]:]], x.dtype)
+    x, index, batch = ctx.input("X"), _index(ctx, "Index"), ctx.attr("batch_dims")
+    ctx.check(0 <= batch < min(len(index), len(x.shape) + 1) and all(map(same_dim, x.shape[:batch], index[:batch])),
+              f"attr batch_dims = {batch} must count leading dims X {list(x.shape)} and Index {list(index)} share, "
+              f"Index's last dim not among them")
+    ctx.check(len(index) >= 1 and 0 <= index[-1] <= len(x.shape) - batch,
+              f"Index {list(index)} must end in a dim of at most X's rank {len(x.shape)} less batch_dims {batch}")
+    ctx.set_output("Out", [*index[:-1], *x.shape[batch + index[-1]:]], x.dtype)
 
 
 def _infer_take_along_axis(ctx: InferContext) -> None:
@@ -321,8 +324,9 @@ def _infer_scatter_nd(ctx: InferContext) -> None:
 
 register_op(OpSchema(
     "gather_nd", inputs=[Slot("X"), Slot("Index")], outputs=[Slot("Out")], infer=_infer_gather_nd,
-    keep_dtype_slots=("Index",),
-    doc="Out[i...] = X[Index[i...]]: the last dim of Index holds a (partial) index into X's leading dims.",
+    attrs=[AttrSpec("batch_dims", AttrType.INT, 0)], keep_dtype_slots=("Index",),
+    doc="Out[i...] = X[Index[i...]]: the last dim of Index holds a (partial) index into X's leading dims; the "
+        "first batch_dims dims (a halfway attr for ONNX's GatherND) pair X's and Index's slices one to one.",
 ))
 register_op(OpSchema(
     "take_along_axis", inputs=[Slot("Input"), Slot("Index")], outputs=[Slot("Result")],

@@ -171,10 +171,17 @@ def _lookup_table(spec: KernelSpec) -> Kernel:
 
 @register_data_kernel("gather_nd")
 def _gather_nd(spec: KernelSpec) -> Kernel:
+    """X at Index's partial indices; under batch_dims each of the leading slices of Index reads its
+    own slice of X (a batch index beside the others)."""
+    batch = spec.attrs["batch_dims"]
+
     def run(x: np.ndarray, index: np.ndarray) -> np.ndarray:
         depth = index.shape[-1]
-        parts = tuple(_in_range("gather_nd", index[..., i], x.shape[i]) for i in range(depth))
-        return x[parts]
+        rows = index.shape[:-1]
+        leading = tuple(np.arange(size).reshape([-1 if d == i else 1 for d in range(len(rows))])
+                        for i, size in enumerate(rows[:batch]))
+        parts = tuple(_in_range("gather_nd", index[..., i], x.shape[batch + i]) for i in range(depth))
+        return x[leading + parts]
 
     return run
 

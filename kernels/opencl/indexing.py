@@ -82,6 +82,8 @@ def _lookup_table(spec: KernelSpec) -> Binder:
 
 
 def _gather_nd(spec: KernelSpec) -> Binder:
+    if spec.attrs.get("batch_dims"):
+        raise Unsupported("gather_nd with batch_dims")
     x, index = spec.input("X").shape, spec.input("Index")
     depth = index.shape[-1] if index.shape else 0
     info = [depth, *x[:depth], *contiguous_strides(x)[:depth]]

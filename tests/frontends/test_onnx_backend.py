@@ -28,7 +28,6 @@ NOT_SUPPORTED = {
     r"training": "training mode (BatchNormalization statistics, random Dropout)",
     r"identity_opt|identity_sequence": "optional and sequence values",
     r"allowzero_reordered": "empty tensors",
-    r"gathernd_example_int32_batch_dim1": "GatherND's batch_dims",
     r"^test_scan_sum$": "Scan before opset 9 (a batch dim and sequence_lens)",
 }
 

@@ -104,19 +104,24 @@ def test_scatter_elements_and_scatter_nd(reduction):
 @pytest.mark.parametrize("mode, axis", [("linear", -2), ("linear", 1), ("circular", 2), ("circular", -1)])
 def test_tensor_scatter_writes_as_onnxruntime(mode, axis, dtype):
     """Each batch row's update written from its own index (wrapping past the end in circular mode)."""
-    import onnxruntime
-
     cache, update = _x(3, 4, 6, 5, dtype=dtype), _x(3, 4, 6, 5, dtype=dtype)
     update = np.take(update, range(2), axis=axis)
     size = cache.shape[axis]
     starts = np.array([0, size - 2, 5 if mode == "circular" else 1], np.int64) % size
     feeds = {"cache": cache, "update": update, "at": starts}
-    model = node_model("TensorScatter", feeds, {}, 1, 24, mode=mode, axis=axis)
-    prog, names, fetches, scope = halfway.load(model)
-    (got,) = Executor().run(prog, dict(zip(names, feeds.values())), fetches, scope)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    np.testing.assert_array_equal(got, session.run(None, feeds)[0])
-    assert not np.array_equal(got, cache)
+    _against_onnxruntime(node_model("TensorScatter", feeds, {}, 1, 24, mode=mode, axis=axis), feeds)
+
+
+@pytest.mark.parametrize("batch_dims, x_shape, index_shape", [(1, (3, 4, 5), (3, 2, 1)), (1, (3, 4, 5, 2), (3, 2)),
+                                                              (2, (2, 3, 4, 5), (2, 3, 6, 2)), (0, (4, 5), (2, 3, 2))])
+def test_gather_nd_with_batch_dims_as_onnxruntime(batch_dims, x_shape, index_shape):
+    """Each of the first batch_dims slices of the indices reads its own slice of X; negative
+    indices count from the end."""
+    x = _x(*x_shape)
+    sizes = np.array(x_shape[batch_dims:batch_dims + index_shape[-1]])
+    index = (RNG.integers(0, 1 << 20, index_shape) % sizes - np.where(RNG.random(index_shape) < 0.3, sizes, 0))
+    feeds = {"x": x, "i": index.astype(np.int64)}
+    _against_onnxruntime(node_model("GatherND", feeds, {}, 1, 13, batch_dims=batch_dims), feeds)
 
 
 def test_tensor_scatter_past_the_axis_is_named():
