@@ -31,7 +31,7 @@ def test_dot_has_every_op_and_its_data_flow(tmp_path):
     ops = Counter(label for node, label in nodes.items() if node.startswith("op"))
     assert ops == proto_op_types(RESNET_TINY)
     named = {label for _, label in NODE.findall(dot) if " (" in label}
-    assert "conv2d (Conv)" in named
+    assert any(label.startswith("conv2d (Conv") for label in named), named  # Conv first of the ONNX ops it stands for
     listed = {name for label in named for name in ONNX_NAMES.search(label)[1].split("/")} - {"…"}
     assert listed and all(onnx.defs.has(name) for name in listed)
     assert [n for n in nodes if n.startswith(("in:", "out:"))] == ["in:image", "out:softmax_0.tmp_0"]
