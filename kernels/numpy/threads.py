@@ -8,8 +8,8 @@ many threads as the BLAS (``thread_count``). OpenBLAS's idle threads spin for a 
 GEMM, which would take the cores these parts need: ``halfway.api.openblas`` shortens that spin before
 numpy loads.
 
-The team's workers poll for parts, yielding the core between polls, for about 1.5 ms after their
-last part, then sleep (``_Team``). Handing parts to threads that sleep cost 45 us on this
+The team's workers poll for parts, yielding the core between polls, for a few milliseconds after
+their last part, then sleep (``_Team``). Handing parts to threads that sleep cost 45 us on this
 project's 2-core virtual machine (the wake-up of a sleeping core), more than many loops take;
 polled, two parts of 4.5 us each take 16 us where they took 51, and MobileNetV3 runs 15% faster.
 Each part goes to whichever thread is free first (``_Job``), the caller included: on a machine
@@ -116,9 +116,12 @@ def _in_turn(parts: Sequence[Callable[[], object]]) -> None:
         part()
 
 
-POLLS = 4096
+POLLS = 1 << 15
 """How many times an idle worker polls for a part (``jit_spin.wait_change``, each poll a
-``sched_yield``: about 1.5 ms in all) before it sleeps."""
+``sched_yield``: about 5 ms in all on an idle core, longer where the core has other work) before
+it sleeps: longer than the gaps between the products of an LLM's decode step (its attention, norms
+and activations, up to a few milliseconds), so that each product finds the worker polling rather
+than asleep."""
 
 GRACE = 16
 """How many more times a worker yields once a part is published (a few microseconds), so that
@@ -126,8 +129,10 @@ the caller has let go of the GIL when the worker takes it."""
 
 
 LATE_S = 1e-3
-"""How late a worker may join a job (polling, it joins in tens of microseconds; woken from sleep,
-in about 50) before the team takes the machine to be crowded."""
+"""How late a polling worker may join a job (it joins in tens of microseconds) before the team
+takes the machine to be crowded. A job that had to wake a sleeping worker is not judged: after an
+idle spell (a prefill's last products, a pause between generations) the first wake of an idle
+virtual core can take milliseconds on a machine that is not crowded at all."""
 
 BACK_OFF_S = 0.25
 """How long a crowded team stays out of use: parts run on the caller, in turn, meanwhile. Each
@@ -172,10 +177,10 @@ class _Team:
     side waits for the GIL while the other holds it: the worker takes the GIL only ``GRACE``
     yields after a job is published, by when the caller is inside its own part (its loops and
     BLAS run without the GIL). On a busy machine a worker may get its core late: the caller (or
-    another worker) has taken its parts by then, and it finds none left; a worker that joins a
-    job more than ``LATE_S`` late keeps the team out of use for ``BACK_OFF_S``, and OpenBLAS on
-    one thread (its threads, cut a product in equal shares, wait for the slowest as the team's
-    did), until the first parts after that.
+    another worker) has taken its parts by then, and it finds none left; a polling worker that
+    joins a job more than ``LATE_S`` late keeps the team out of use for ``BACK_OFF_S``, and
+    OpenBLAS on one thread (its threads, cut a product in equal shares, wait for the slowest as
+    the team's did), until the first parts after that.
     """
 
     def __init__(self, size: int, spin: Any) -> None:
@@ -202,6 +207,7 @@ class _Team:
                 return False
             job = _Job(parts)
             workers = range(min(self.size, len(parts) - 1))
+            woken = any(self._sleeping[k] for k in workers)
             for k in workers:
                 self._jobs[k] = job
                 self._published[k] += 1
@@ -215,7 +221,7 @@ class _Team:
                     self._spin.wait_value(job.done, i, 1)
                 for k in workers:
                     self._jobs[k] = None
-            if _late(job):
+            if not woken and _late(job):
                 self._crowd()
             error = next((e for e in job.errors if e is not None), None)
             if error is not None:

@@ -226,6 +226,19 @@ def test_a_team_whose_workers_join_late_backs_off_for_a_while(monkeypatch, team)
     assert _openblas_threads() in (None, threads.thread_count())
 
 
+def test_waking_a_sleeping_worker_is_not_taken_for_a_crowded_machine(monkeypatch, team):
+    """A job that wakes a worker from sleep (the first after an idle spell) is not judged late,
+    however long the wake took: the team stays in use for the next job."""
+    meet = threading.Barrier(threads.team_size() + 1, timeout=10)
+    monkeypatch.setattr(threads, "POLLS", 1)
+    threads.run_parts([meet.wait] * (threads.team_size() + 1))
+    time.sleep(0.05)  # the workers have stopped polling and sleep
+    assert all(team._sleeping)
+    monkeypatch.setattr(threads, "LATE_S", 0.0)
+    threads.run_parts([meet.wait] * (threads.team_size() + 1))  # only the team's threads can meet
+    assert not team._crowded()
+
+
 def _openblas_threads():
     threadpoolctl = pytest.importorskip("threadpoolctl")
     found = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
