@@ -58,7 +58,8 @@ def _schema(node: onnx.NodeProto, opset: int) -> onnx.defs.OpSchema | None:
 
 def _is_function(node: onnx.NodeProto, opset: int) -> bool:
     schema = _schema(node, opset)
-    return schema is not None and bool(schema.has_function or schema.has_context_dependent_function)
+    return schema is not None and bool(getattr(schema, "has_function", False)
+                                       or getattr(schema, "has_context_dependent_function", False))
 
 
 def _give_defaults(node: onnx.NodeProto, opset: int) -> None:

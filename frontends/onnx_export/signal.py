@@ -3,6 +3,8 @@ mel_weight_matrix, as MelWeightMatrix (opset 17)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...ir.operator import Operator
@@ -17,7 +19,7 @@ def dft(ctx: ExportContext, op: Operator) -> None:
     if ctx.opset < 17:
         ctx.fail(f"DFT needs opset 17 (asked for {ctx.opset})")
     length = ctx.const(op.attr("dft_length"), np.int64, "dft_length") if op.attr("dft_length") else ""
-    flags = {"inverse": int(op.attr("inverse")), "onesided": int(op.attr("onesided"))}
+    flags: dict[str, Any] = {"inverse": int(op.attr("inverse")), "onesided": int(op.attr("onesided"))}
     axis_tensor = op.input("AxisTensor")
     if ctx.opset >= 20:
         axis = ctx.int64(axis_tensor[0]) if axis_tensor else ctx.const(op.attr("axis"), np.int64, "axis")

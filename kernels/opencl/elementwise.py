@@ -201,6 +201,7 @@ def _cast_store(rt: Runtime, dtype: DType) -> dict[str, str]:
 
 
 def _register() -> None:
+    dtypes: tuple[DType, ...]
     for op_type, op in BINARY_OPS.items():
         row = BINARY[op_type]
         dtypes = FLOATS + INTEGERS if op_type in INT_BINARY or DType.float32 not in row.dtypes else FLOATS
