@@ -117,8 +117,13 @@ def arg(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
 
 @converts("TopK", makes="top_k_v2")
 def top_k(ctx: GraphContext, node: NodeProto, attrs: dict[str, Any]) -> None:
-    k = attrs["k"] if ctx.opset < 10 else int(np.asarray(ctx.const(node.input[1], "K")).reshape(-1)[0])
-    ctx.emit("top_k_v2", {"X": node.input[0]}, {"Out": node.output[0], "Indices": node.output[1]},
+    """K an attr where it is known at import (opset < 10: always), else top_k_v2's K input."""
+    inputs, k = {"X": node.input[0]}, attrs.get("k", 1)
+    if ctx.opset >= 10 and ctx.is_const(node.input[1]):
+        k = int(np.asarray(ctx.const(node.input[1], "K")).reshape(-1)[0])
+    elif ctx.opset >= 10:
+        inputs["K"] = node.input[1]
+    ctx.emit("top_k_v2", inputs, {"Out": node.output[0], "Indices": node.output[1]},
              {"k": k, "axis": attrs.get("axis", -1), "largest": bool(attrs.get("largest", 1)),
               "sorted": bool(attrs.get("sorted", 1))})
 

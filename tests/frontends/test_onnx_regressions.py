@@ -12,6 +12,7 @@ import halfway
 from halfway.executor import Executor
 from halfway.frontends.load import UnknownOpError
 from halfway.frontends.onnx import UnsupportedOpError
+from tests.support.onnx_zoo import ort_session
 
 RNG = np.random.default_rng(9)
 
@@ -94,3 +95,20 @@ def test_clip_of_a_run_time_bound_clips_to_max_when_min_exceeds_it(low, high):
     np.testing.assert_array_equal(both, np.minimum(np.maximum(x, low), high))
     upper = _run([helper.make_node("Clip", ["x", "", "hi"], ["y"])], {"x": x, "hi": np.array(high)})
     np.testing.assert_array_equal(upper, np.minimum(x, high))
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_top_k_with_k_computed_at_run_time_is_onnx_runtimes(k):
+    """TopK's K a graph input (fed at run time, not known at import): one program for every K,
+    each giving ONNX Runtime's values and indices."""
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [3, 5]),
+                                            helper.make_tensor_value_info("k", 7, [1])],
+                              [helper.make_empty_tensor_value_info(n) for n in ("values", "indices")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": x, "k": np.array([k], np.int64)}
+    prog, _, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, feeds, fetches, scope)
+    for g, w in zip(got, ort_session(model).run(None, feeds)):
+        np.testing.assert_array_equal(g, w)
