@@ -15,7 +15,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["load", "store", "wait_change", "wait_value"]
+__all__ = ["load", "store", "wait_change", "wait_job"]
 
 
 @intrinsic
@@ -58,15 +58,17 @@ def yield_core(typingctx):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def wait_change(counters, index, seen, polls, done, finished, grace):  # pragma: no cover - compiled
+def wait_change(counters, index, seen, polls, done, finished, grace, taken):  # pragma: no cover - compiled
     """Store ``finished`` into ``done[index]`` (this thread's last part has ended), then poll
     ``counters[index]`` until it differs from ``seen``, at most ``polls`` times; returns its
-    value (``seen``: no change). After a change it yields ``grace`` more times before returning,
-    so that the caller that published it has let go of the GIL, which the part will need."""
+    value (``seen``: no change). A change is stored into ``taken[index]`` (this thread is about to
+    take the GIL for it); then it yields ``grace`` more times before returning, so that the caller
+    that published it has let go of the GIL, which the part will need."""
     store(done, index, finished)
     for _ in range(polls):
         value = load(counters, index)
         if value != seen:
+            store(taken, index, value)
             for _ in range(grace):
                 yield_core()
             return value
@@ -75,7 +77,15 @@ def wait_change(counters, index, seen, polls, done, finished, grace):  # pragma:
 
 
 @njit(cache=True, nogil=True)
-def wait_value(counters, index, value):  # pragma: no cover - compiled
-    """Poll ``counters[index]`` until it equals ``value``."""
-    while load(counters, index) != value:
-        yield_core()
+def wait_job(done, workers, published, taken, finished):  # pragma: no cover - compiled
+    """Poll until every ``done[i]`` is 1, then until each of the first ``workers`` threads that
+    took its job (``taken[k] == published[k]``) polls again (``finished[k] == published[k]``): it
+    has let go of the GIL by then, which the caller takes on return, so the caller does not sleep
+    on it (a wake of tens of microseconds on a virtual machine)."""
+    for i in range(done.size):
+        while load(done, i) != 1:
+            yield_core()
+    for k in range(workers):
+        job = load(published, k)
+        while load(taken, k) == job and load(finished, k) != job:
+            yield_core()

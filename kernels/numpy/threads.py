@@ -176,7 +176,8 @@ class _Team:
     found nothing for ``POLLS`` polls sleeps on a condition, which the caller notifies. Neither
     side waits for the GIL while the other holds it: the worker takes the GIL only ``GRACE``
     yields after a job is published, by when the caller is inside its own part (its loops and
-    BLAS run without the GIL). On a busy machine a worker may get its core late: the caller (or
+    BLAS run without the GIL), and the caller takes it back only once each worker that took the
+    job polls again (``jit_spin.wait_job``). On a busy machine a worker may get its core late: the caller (or
     another worker) has taken its parts by then, and it finds none left; a polling worker that
     joins a job more than ``LATE_S`` late keeps the team out of use for ``BACK_OFF_S``, and
     OpenBLAS on one thread (its threads, cut a product in equal shares, wait for the slowest as
@@ -188,6 +189,7 @@ class _Team:
 
         self.size, self._spin = size, spin
         self._published, self._finished = np.zeros(size, np.int64), np.zeros(size, np.int64)
+        self._taken = np.zeros(size, np.int64)
         self._jobs: list[_Job | None] = [None] * size
         self._sleeping = [False] * size
         self._wake = threading.Condition()
@@ -217,8 +219,7 @@ class _Team:
             try:
                 _as_part(job.take)
             finally:
-                for i in range(len(parts)):
-                    self._spin.wait_value(job.done, i, 1)
+                self._spin.wait_job(job.done, len(workers), self._published, self._taken, self._finished)
                 for k in workers:
                     self._jobs[k] = None
             if not woken and _late(job):
@@ -250,7 +251,7 @@ class _Team:
         _inside.part = True
         seen = 0
         while True:
-            value = self._spin.wait_change(self._published, k, seen, POLLS, self._finished, seen, GRACE)
+            value = self._spin.wait_change(self._published, k, seen, POLLS, self._finished, seen, GRACE, self._taken)
             if value == seen:
                 with self._wake:
                     self._sleeping[k] = True
@@ -299,8 +300,8 @@ def _compiles(spin: Any) -> bool:
 
     try:
         counters = np.zeros(1, np.int64)
-        spin.wait_value(counters, 0, 0)
-        return bool(spin.wait_change(counters, 0, 0, 1, counters, 0, 0) == 0)
+        spin.wait_job(np.ones(1, np.int64), 1, counters, counters + 1, counters)
+        return bool(spin.wait_change(counters, 0, 0, 1, counters, 0, 0, counters) == 0)
     except Exception as e:  # noqa: BLE001 - numba's errors have no common type
         log.warning("the numpy backend's threads wait on a pool instead: %s", e)
         return False
