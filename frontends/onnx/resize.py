@@ -74,10 +74,13 @@ def _emit(ctx: GraphContext, node: NodeProto, mode: str, target: np.ndarray | st
         ctx.fail("neither scales nor sizes is given")
     inputs: dict[str, str] = {"X": x}
     roi = attrs.get("roi", [])
+    if isinstance(roi, str):  # a crop box known at run time: every axis resized, the box an input
+        inputs["RoiTensor"], roi = roi, []
     if isinstance(target, str):
         inputs["OutSize" if by_sizes else "Scale"] = target
     else:
-        kept = _kept(ctx, shape, axes, target, by_sizes, roi, attrs.get("keep_aspect_ratio_policy", "stretch"))
+        kept = (list(range(len(axes))) if "RoiTensor" in inputs else
+                _kept(ctx, shape, axes, target, by_sizes, roi, attrs.get("keep_aspect_ratio_policy", "stretch")))
         if not kept:
             ctx.emit("assign", {"X": x}, {"Out": out})
             return
@@ -104,11 +107,14 @@ def _axes(ctx: GraphContext, attrs: dict[str, Any], rank: int) -> list[int]:
     return axes
 
 
-def _roi(ctx: GraphContext, node: NodeProto, coordinates: str) -> list[float]:
+def _roi(ctx: GraphContext, node: NodeProto, coordinates: str) -> list[float] | str:
+    """tf_crop_and_resize's crop box: its values when constant, else the name of the run-time input."""
     if coordinates != "tf_crop_and_resize":
         return []
     if not _input(node, 1):
         return ctx.fail("tf_crop_and_resize needs roi")
+    if not ctx.is_const(node.input[1]):
+        return str(node.input[1])
     return [float(v) for v in np.asarray(ctx.const(node.input[1], "roi"), np.float32).reshape(-1)]
 
 

@@ -48,7 +48,8 @@ def interp(ctx: ExportContext, op: Operator) -> None:
     axes = resized_axes(attrs, rank)
     policy = op.attr("keep_aspect_ratio_policy")
     # from opset 18 Resize takes the resized axes; the aspect ratio policy must see those alone
-    listed = ctx.opset >= 18 and (axes != list(range(rank - len(axes), rank)) or policy != "stretch")
+    box = next(iter(op.inputs.get("RoiTensor", ())), "")  # tf_crop_and_resize's box, computed at run time
+    listed = ctx.opset >= 18 and (axes != list(range(rank - len(axes), rank)) or policy != "stretch" or bool(box))
     lead = 0 if listed else rank - len(axes)
     if axes != list(range(lead, rank)) and not listed:
         ctx.fail(f"resized axes {axes} are not the trailing dims of {x!r} (opset 18 takes them; asked for {ctx.opset})")
@@ -66,10 +67,13 @@ def interp(ctx: ExportContext, op: Operator) -> None:
         sizes = ctx.node("Concat", [_leading_shape(ctx, x, lead), ctx.ints(wanted)], axis=0) if lead else ctx.ints(
             wanted)
     mode, nearest = _coordinates(op)
-    roi = ""
-    if op.attr("roi"):
-        box = list(op.attr("roi"))
-        roi = ctx.const(np.asarray([0.0] * lead + box[:len(axes)] + [1.0] * lead + box[len(axes):], np.float32))
+    roi = box
+    if box and lead:
+        ctx.fail(f"a crop box computed at run time (RoiTensor) of axes {axes} of a rank-{rank} X needs opset 18 "
+                 f"(asked for {ctx.opset})")
+    if not box and op.attr("roi"):
+        corners = [float(v) for v in op.attr("roi")]
+        roi = ctx.const(np.asarray([0.0] * lead + corners[:len(axes)] + [1.0] * lead + corners[len(axes):], np.float32))
     method = INTERP_OPS[op.type]
     ctx.node("Resize", [x, roi, scales, sizes], [out], mode=_MODES[method], coordinate_transformation_mode=mode,
              nearest_mode=nearest if method == "nearest" else None,

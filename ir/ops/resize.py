@@ -202,10 +202,12 @@ _METHOD_NAMES = {"nearest_interp_v2": "nearest", "linear_interp_v2": "linear", "
 for _op_type, _method in _METHOD_NAMES.items():
     register_op(OpSchema(
         _op_type, inputs=[Slot("X"), Slot("OutSize", dispensable=True),
-                          Slot("SizeTensor", duplicable=True, dispensable=True), Slot("Scale", dispensable=True)],
+                          Slot("SizeTensor", duplicable=True, dispensable=True), Slot("Scale", dispensable=True),
+                          Slot("RoiTensor", dispensable=True)],
         outputs=[Slot("Out")], attrs=_attrs(_method), infer=_infer_interp,
-        keep_dtype_slots=("OutSize", "SizeTensor", "Scale"),
+        keep_dtype_slots=("OutSize", "SizeTensor", "Scale", "RoiTensor"),
         doc=f"Out = X resized by {_method} interpolation along the spatial dims (or `axes`); sizes from "
             f"SizeTensor, OutSize, Scale / scale or out_d/out_h/out_w, source coordinates by align_corners and "
-            f"align_mode or ONNX's coordinate_transformation_mode.",
+            f"align_mode or ONNX's coordinate_transformation_mode; RoiTensor (a halfway slot) is tf_crop_and_resize's "
+            f"crop box computed at run time, in place of the roi attr.",
     ))

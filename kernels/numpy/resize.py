@@ -165,8 +165,9 @@ def _interp_kernel(spec: KernelSpec) -> Kernel:
             args.setdefault(slot, []).append(array)
         x = args["X"][0]
         scale = args["Scale"][0] if "Scale" in args else None
+        given = {**attrs, "roi": [float(v) for v in args["RoiTensor"][0].reshape(-1)]} if "RoiTensor" in args else attrs
         try:
-            plan = resize_plan(spec.op_type, attrs, x.shape, run_time_sizes(spec, args), scale)
+            plan = resize_plan(spec.op_type, given, x.shape, run_time_sizes(spec, args), scale)
         except ValueError as e:
             raise HalfwayError(f"{spec.op_type}: {e} (X has shape {list(x.shape)})") from None
         taps = [(item, resize_taps(item, *options)) for item in plan if not item.identity]

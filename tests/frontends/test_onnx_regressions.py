@@ -112,3 +112,20 @@ def test_top_k_with_k_computed_at_run_time_is_onnx_runtimes(k):
     got = Executor().run(prog, feeds, fetches, scope)
     for g, w in zip(got, ort_session(model).run(None, feeds)):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("box", [[0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.2, 0.1, 1.0, 1.0, 0.9, 0.7]])
+def test_resize_crop_box_computed_at_run_time_is_onnx_runtimes(box):
+    """tf_crop_and_resize's roi a graph input: one program for every crop box (RoiTensor)."""
+    x = RNG.standard_normal((1, 2, 6, 5)).astype(np.float32)
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+                            coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=0.5)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [1, 2, 6, 5]),
+                                            helper.make_tensor_value_info("roi", 1, [8])],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(np.array([1, 2, 4, 3], np.int64), "sizes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    feeds = {"x": x, "roi": np.array(box, np.float32)}
+    prog, _, fetches, scope = halfway.load(model)
+    got = Executor().run(prog, feeds, fetches, scope)[0]
+    np.testing.assert_allclose(got, ort_session(model).run(None, feeds)[0], rtol=1e-5, atol=1e-6)

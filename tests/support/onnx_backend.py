@@ -29,7 +29,6 @@ __all__ = ["HalfwayBackend", "ExportingBackend", "HalfwayRep", "STATIC_ARGUMENTS
 STATIC_ARGUMENTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,),
     "ConstantOfShape": (0,), "Dropout": (1, 2), "Expand": (1,), "Tile": (1,),
-    "Resize": (1,),
 }
 """ONNX op -> the input positions halfway needs to be constants."""
 
